@@ -1,0 +1,7 @@
+"""The producer side: building OpenLineage run events for user code and sending them.
+
+Modules, from the outside in: :mod:`.run` (the ``lineage_run`` lifecycle), :mod:`.emit` (one event),
+:mod:`.datasets` (accepted dataset forms), :mod:`.connectors` (naming and schema lookup per database),
+:mod:`.dataset_facets` (schema and column-lineage helpers), :mod:`.parent` (links to the Airflow task's
+run) and :mod:`.client` (where events go).
+"""

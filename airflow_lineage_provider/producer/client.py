@@ -1,0 +1,95 @@
+"""Where events go.
+
+* ``[openlineage] disabled`` (or ``OPENLINEAGE_DISABLED``) true: nowhere.
+* OpenLineage configured for Airflow (``[openlineage] transport``/``config_path``/``config_conn_id``, or
+  ``OPENLINEAGE_URL``/``OPENLINEAGE__TRANSPORT__*``): through the stock provider's public
+  ``airflow.providers.openlineage.api.emit``, i.e. the listener's own client and transport.
+* Otherwise (scripts, notebooks, Airflow without OpenLineage configured): an openlineage-python client
+  from its standard configuration (``OPENLINEAGE_CONFIG``, ``openlineage.yml``, environment variables).
+
+Sending never raises: a failing transport is logged once and the event is dropped by the transport's
+own rules (use the outbox transport for durable delivery).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from airflow_lineage_provider.reporting import warn_once
+
+_lock = threading.Lock()
+_standalone: tuple[tuple[Any, ...], Any] | None = None
+
+
+def openlineage_disabled() -> bool:
+    """``[openlineage] disabled`` or ``OPENLINEAGE_DISABLED`` is true."""
+    if os.getenv("OPENLINEAGE_DISABLED", "").strip().lower() in ("true", "1", "t"):
+        return True
+    from airflow.configuration import conf
+
+    return conf.getboolean("openlineage", "disabled", fallback=False)
+
+
+def airflow_openlineage_active() -> bool:
+    """The stock provider is configured and its listener available (its ``is_openlineage_active``)."""
+    from airflow.providers.openlineage.api import is_openlineage_active
+
+    return is_openlineage_active()
+
+
+def _standalone_client() -> Any:
+    """openlineage-python's client from its standard configuration, rebuilt when that configuration changes."""
+    from openlineage.client import OpenLineageClient
+
+    global _standalone
+    key = (os.getcwd(), tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("OPENLINEAGE"))))
+    with _lock:
+        if _standalone is None or _standalone[0] != key:
+            _standalone = (key, OpenLineageClient())
+        return _standalone[1]
+
+
+def will_emit() -> bool:
+    """Whether events would be sent anywhere at all (cheap enough to call per event)."""
+    try:
+        return not openlineage_disabled()
+    except Exception as error:
+        warn_once(f"Lineage: could not read the OpenLineage configuration ({error}); events are not sent.")
+        return False
+
+
+def send(event: Any) -> bool:
+    """Send one event; ``True`` when a transport accepted it. Never raises."""
+    try:
+        if openlineage_disabled():
+            return False
+        if airflow_openlineage_active():
+            from airflow.providers.openlineage.api import emit
+
+            emit(event)
+        else:
+            _standalone_client().emit(event)
+        return True
+    except Exception as error:
+        warn_once(f"Lineage: could not send the {getattr(event, 'eventType', 'event')} event: {error}", exc_info=error)
+        return False
+
+
+def reset() -> None:
+    """Drop cached clients and the stock provider's cached configuration (for tests and long-lived shells)."""
+    global _standalone
+    with _lock:
+        _standalone = None
+    try:
+        from airflow.providers.openlineage import conf as ol_conf
+        from airflow.providers.openlineage.plugins import listener
+
+        for name in dir(ol_conf):
+            cache_clear = getattr(getattr(ol_conf, name), "cache_clear", None)
+            if callable(cache_clear):
+                cache_clear()
+        listener._openlineage_listener = None
+    except Exception:  # pragma: no cover - an older provider layout
+        pass

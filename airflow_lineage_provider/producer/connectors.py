@@ -1,0 +1,256 @@
+"""Connectors: where a ``"database/table"`` dataset gets its OpenLineage name and its schema.
+
+``connector=`` takes one of these, or a dict mapping the database prefix of ``"database/table"`` strings
+to one of these:
+
+* a SQLAlchemy ``Engine``;
+* an Airflow connection id (``"postgres_default"``), resolved to the connection's hook;
+* an Airflow hook offering a SQLAlchemy engine (any ``DbApiHook``: Postgres, MySQL, SQLite, ...);
+* any object with ``get_table_schema(table)`` returning fields in a form ``schema_facet`` accepts, and
+  optionally a ``namespace`` attribute and a ``dataset_name(table)`` method.
+
+A single connector (not a dict) serves every ``"database/table"`` string. Naming needs no database
+connection (it comes from the URL); only the schema lookup at COMPLETE/FAIL connects. Each connector is
+resolved once per run; one that cannot be resolved, and each table whose lookup fails, is logged and left
+as it was without affecting the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from openlineage.client.facet_v2 import schema_dataset
+
+from airflow_lineage_provider import conf
+from airflow_lineage_provider.producer.dataset_facets import schema_fields
+from airflow_lineage_provider.producer.datasets import DatasetRef
+from airflow_lineage_provider.producer.naming import TableNaming, naming_for_url, split_table
+from airflow_lineage_provider.reporting import report_misuse, warn_once
+
+CONNECTOR_FORMS = (
+    "a SQLAlchemy Engine, an Airflow connection id, an Airflow hook with get_sqlalchemy_engine() "
+    "(any DbApiHook), an object with get_table_schema(table), or a dict mapping the database prefix of "
+    "'database/table' strings to one of these"
+)
+
+
+@runtime_checkable
+class TableSchemaSource(Protocol):
+    """The duck type of a user-supplied schema source."""
+
+    def get_table_schema(self, table: str) -> Any: ...
+
+
+class SchemaSource(Protocol):
+    """A resolved connector: names tables and looks up their columns."""
+
+    namespace: str
+
+    def dataset_name(self, table: str) -> str: ...
+
+    def columns(self, table: str) -> list[schema_dataset.SchemaDatasetFacetFields]: ...
+
+
+@dataclass
+class SqlAlchemySource:
+    """Tables of a database reached through a SQLAlchemy engine; columns from the inspector."""
+
+    engine: Any
+    naming: TableNaming
+
+    @property
+    def namespace(self) -> str:
+        return self.naming.namespace
+
+    def dataset_name(self, table: str) -> str:
+        return self.naming.name(table)
+
+    def columns(self, table: str) -> list[schema_dataset.SchemaDatasetFacetFields]:
+        import sqlalchemy as sa
+
+        schema, bare = split_table(table)
+        if self.naming.backend in ("mysql", "mariadb") and schema is None:
+            schema = self.naming.database
+        with self.engine.connect() as connection:
+            columns = sa.inspect(connection).get_columns(bare, schema=schema)
+        return [
+            schema_dataset.SchemaDatasetFacetFields(
+                name=column["name"],
+                type=_type_name(column["type"], self.engine.dialect),
+                description=column.get("comment") or None,
+                ordinal_position=position,
+            )
+            for position, column in enumerate(columns, start=1)
+        ]
+
+
+def _type_name(type_: Any, dialect: Any) -> str:
+    try:
+        return str(type_.compile(dialect=dialect))
+    except Exception:  # a type the dialect cannot render (e.g. NullType from a reflection gap)
+        return type(type_).__name__.upper()
+
+
+@dataclass
+class CallableSource:
+    """A user object with ``get_table_schema(table)``."""
+
+    target: Any
+
+    @property
+    def namespace(self) -> str:
+        namespace = getattr(self.target, "namespace", None)
+        return namespace if isinstance(namespace, str) and namespace else conf.namespace()
+
+    def dataset_name(self, table: str) -> str:
+        namer = getattr(self.target, "dataset_name", None)
+        return str(namer(table)) if callable(namer) else table
+
+    def columns(self, table: str) -> list[schema_dataset.SchemaDatasetFacetFields]:
+        return schema_fields(self.target.get_table_schema(table))
+
+
+def _is_engine(value: Any) -> bool:
+    from sqlalchemy.engine import Engine
+
+    return isinstance(value, Engine)
+
+
+def _source_from_hook(hook: Any) -> SqlAlchemySource:
+    engine = hook.get_sqlalchemy_engine()
+    naming = naming_for_url(engine.url)
+    info_getter = getattr(hook, "get_openlineage_database_info", None)
+    if callable(info_getter):
+        try:
+            # The stock SQL operators name datasets from this; using it keeps our names equal to theirs.
+            info = info_getter(hook.get_connection(hook.get_conn_id()))
+        except Exception:
+            info = None
+        if info is not None and getattr(info, "scheme", None):
+            naming = naming.with_database_info(info.scheme, info.authority, info.database)
+    return SqlAlchemySource(engine, naming)
+
+
+def _hook_for_conn_id(conn_id: str) -> Any:
+    from airflow.sdk import BaseHook
+
+    return BaseHook.get_connection(conn_id).get_hook()
+
+
+def resolve_source(connector: Any) -> SchemaSource:
+    """Resolve one connector (not a dict) to a :class:`SchemaSource`. Raises when it cannot."""
+    if _is_engine(connector):
+        return SqlAlchemySource(connector, naming_for_url(connector.url))
+    if isinstance(connector, str):
+        return _source_from_hook(_hook_for_conn_id(connector))
+    if callable(getattr(connector, "get_sqlalchemy_engine", None)):
+        return _source_from_hook(connector)
+    if isinstance(connector, TableSchemaSource):
+        return CallableSource(connector)
+    raise TypeError(f"connector {connector!r} ({type(connector).__name__}) is not supported; pass {CONNECTOR_FORMS}")
+
+
+def _is_supported(connector: Any) -> bool:
+    return (
+        isinstance(connector, str)
+        or _is_engine(connector)
+        or callable(getattr(connector, "get_sqlalchemy_engine", None))
+        or isinstance(connector, TableSchemaSource)
+    )
+
+
+class Connectors:
+    """The connectors of one run, resolved lazily and at most once each."""
+
+    def __init__(self, spec: Any = None) -> None:
+        self._by_prefix: dict[str, Any] = {}
+        self._single: Any = None
+        self._resolved: dict[str | None, SchemaSource | None] = {}
+        if spec is None:
+            return
+        if isinstance(spec, Mapping):
+            for prefix, connector in spec.items():
+                if _is_supported(connector):
+                    self._by_prefix[str(prefix)] = connector
+                else:
+                    report_misuse(
+                        TypeError(
+                            f"connector for {prefix!r} is {connector!r} ({type(connector).__name__}); "
+                            f"pass {CONNECTOR_FORMS}"
+                        )
+                    )
+        elif _is_supported(spec):
+            self._single = spec
+        else:
+            report_misuse(
+                TypeError(f"connector {spec!r} ({type(spec).__name__}) is not supported; pass {CONNECTOR_FORMS}")
+            )
+
+    def __bool__(self) -> bool:
+        return bool(self._by_prefix) or self._single is not None
+
+    def _source(self, key: str | None, connector: Any) -> SchemaSource | None:
+        if key not in self._resolved:
+            try:
+                self._resolved[key] = resolve_source(connector)
+            except Exception as error:
+                label = f"connector {key!r}" if key is not None else "connector"
+                warn_once(
+                    f"Lineage: {label} ({connector!r}) could not be resolved: {error}. Datasets it would "
+                    "serve keep the default namespace and get no schema."
+                )
+                self._resolved[key] = None
+        return self._resolved[key]
+
+    def source_for(self, raw: str) -> tuple[SchemaSource, str] | None:
+        """The source serving a ``"database/table"`` string and the table part, or ``None``."""
+        prefix, sep, table = raw.partition("/")
+        if self._single is not None:
+            source = self._source(None, self._single)
+            return (source, table if sep else raw) if source else None
+        if sep and prefix in self._by_prefix:
+            source = self._source(prefix, self._by_prefix[prefix])
+            return (source, table) if source else None
+        return None
+
+
+def name_datasets(refs: list[DatasetRef], connectors: Connectors) -> None:
+    """Give each ``"database/table"`` dataset (and column-lineage source) its connector's name, in place."""
+    if not connectors:
+        return
+    default_namespace = conf.namespace()
+    for ref in refs:
+        if ref.raw is not None and (served := connectors.source_for(ref.raw)):
+            source, table = served
+            ref.namespace, ref.name = source.namespace, source.dataset_name(table)
+        lineage = ref.facets.get("columnLineage")
+        if isinstance(lineage, Mapping):
+            for field in (lineage.get("fields") or {}).values():
+                for input_field in field.get("inputFields") or []:
+                    if input_field.get("namespace") == default_namespace and (
+                        served := connectors.source_for(input_field.get("name", ""))
+                    ):
+                        source, table = served
+                        input_field["namespace"], input_field["name"] = source.namespace, source.dataset_name(table)
+
+
+def add_schemas(refs: list[DatasetRef], connectors: Connectors) -> None:
+    """Add a ``schema`` facet from the database to each served dataset that has none, in place."""
+    if not connectors:
+        return
+    for ref in refs:
+        if ref.raw is None or "schema" in ref.facets or not (served := connectors.source_for(ref.raw)):
+            continue
+        source, table = served
+        try:
+            fields = source.columns(table)
+        except Exception as error:
+            warn_once(
+                f"Lineage: schema lookup of {ref.raw!r} ({source.namespace}) failed: {error}. "
+                "The dataset is sent without a schema."
+            )
+            continue
+        if fields:
+            ref.facets["schema"] = schema_dataset.SchemaDatasetFacet(fields=fields, producer=conf.producer())

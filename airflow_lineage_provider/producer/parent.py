@@ -1,0 +1,61 @@
+"""Parent links: the OpenLineage run of the Airflow task (and DAG run) the user's code runs in.
+
+The ids come from the stock provider's macros (``lineage_run_id`` etc.), the very functions its listener
+uses, so a consumer nests the custom job under the task's run and the DAG's run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from openlineage.client.facet_v2 import parent_run
+
+
+@dataclass(frozen=True)
+class RunLink:
+    """A run a child run points at: its job namespace and name, its run id, and its own root."""
+
+    namespace: str
+    name: str
+    run_id: str
+    root: RunLink | None = None
+
+    def parent_facet(self, producer: str) -> parent_run.ParentRunFacet:
+        root = self.root or self
+        return parent_run.ParentRunFacet(
+            run=parent_run.Run(runId=self.run_id),
+            job=parent_run.Job(namespace=self.namespace, name=self.name),
+            root=parent_run.Root(
+                run=parent_run.RootRun(runId=root.run_id),
+                job=parent_run.RootJob(namespace=root.namespace, name=root.name),
+            ),
+            producer=producer,
+        )
+
+
+def current_task_instance() -> Any | None:
+    """The running Airflow task instance, or ``None`` outside a task."""
+    try:
+        from airflow.sdk import get_current_context
+
+        return get_current_context().get("task_instance")
+    except Exception:  # not inside a running task (scripts, notebooks, tests)
+        return None
+
+
+def task_run_link(task_instance: Any) -> RunLink:
+    """The task's OpenLineage run, with the DAG run as root, exactly as the stock listener names them."""
+    from airflow.providers.openlineage.plugins import macros
+
+    root = RunLink(
+        namespace=macros.lineage_root_job_namespace(task_instance),
+        name=macros.lineage_root_job_name(task_instance),
+        run_id=str(macros.lineage_root_run_id(task_instance)),
+    )
+    return RunLink(
+        namespace=macros.lineage_job_namespace(),
+        name=macros.lineage_job_name(task_instance),
+        run_id=str(macros.lineage_run_id(task_instance)),
+        root=root,
+    )
