@@ -1,0 +1,1 @@
+"""Test support: OpenLineage schema validation, event capture, Airflow runs."""
