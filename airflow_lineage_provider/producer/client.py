@@ -90,6 +90,6 @@ def reset() -> None:
             cache_clear = getattr(getattr(ol_conf, name), "cache_clear", None)
             if callable(cache_clear):
                 cache_clear()
-        listener._openlineage_listener = None
+        listener.get_openlineage_listener.cache_clear()
     except Exception:  # pragma: no cover - an older provider layout
         pass

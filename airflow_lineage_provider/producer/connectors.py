@@ -81,6 +81,7 @@ class SqlAlchemySource:
                 type=_type_name(column["type"], self.engine.dialect),
                 description=column.get("comment") or None,
                 ordinal_position=position,
+                fields=None,
             )
             for position, column in enumerate(columns, start=1)
         ]

@@ -7,6 +7,7 @@ the OpenLineage facet class that openlineage-python builds for them, so they val
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -68,6 +69,7 @@ def schema_fields(fields: FieldsSpec) -> list[schema_dataset.SchemaDatasetFacetF
                 type=None if type_ is None else str(type_),
                 description=item.get("description"),
                 ordinal_position=item.get("ordinal_position"),
+                fields=None,  # flat columns: no empty nested "fields" list in the JSON
             )
         )
     return result
@@ -171,6 +173,12 @@ def facet_from_value(value: Any, base: type[BaseFacet], key: str) -> BaseFacet:
             "(openlineage.client.facet_v2) or a dict of its JSON properties"
         )
     props = dict(value)
+    try:
+        json.dumps(props)
+    except (TypeError, ValueError) as error:
+        raise TypeError(
+            f"facet {key!r} is not JSON-serializable ({error}); use only JSON values in facet dicts"
+        ) from None
     producer = props.pop("_producer", None) or conf.producer()
     schema_url = props.pop("_schemaURL", None)
     facet = base(producer=producer)
@@ -182,12 +190,25 @@ def facet_from_value(value: Any, base: type[BaseFacet], key: str) -> BaseFacet:
 
 
 def facets_from_mapping(facets: Mapping[str, Any] | None, base: type[BaseFacet]) -> dict[str, Any]:
-    """Convert every value of a facet mapping with :func:`facet_from_value`."""
+    """Convert every value of a facet mapping with :func:`facet_from_value`.
+
+    A facet that cannot be used is reported as misuse (raised in strict mode) and left out, so the event
+    still goes out with the other facets.
+    """
+    from airflow_lineage_provider.reporting import report_misuse
+
     if not facets:
         return {}
     if not isinstance(facets, Mapping):
-        raise TypeError(f"facets {facets!r} are not a mapping of facet name to facet")
-    return {str(k): facet_from_value(v, base, str(k)) for k, v in facets.items()}
+        report_misuse(TypeError(f"facets {facets!r} are not a mapping of facet name to facet"))
+        return {}
+    converted = {}
+    for key, value in facets.items():
+        try:
+            converted[str(key)] = facet_from_value(value, base, str(key))
+        except TypeError as error:
+            report_misuse(error)
+    return converted
 
 
 __all__ = [

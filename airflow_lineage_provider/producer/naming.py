@@ -71,7 +71,10 @@ def naming_for_url(url: URL) -> TableNaming:
     backend = url.get_backend_name()
     if backend == "sqlite":
         database = url.database or ":memory:"
-        path = database if database == ":memory:" or database.startswith("file:") else os.path.abspath(database)
+        if database == ":memory:" or database.startswith("file:"):
+            path = database
+        else:  # Airflow's sqlite connections may yield "//abs/path": one file, one name
+            path = os.path.abspath("/" + database.lstrip("/") if database.startswith("/") else database)
         return TableNaming(backend, f"sqlite://{path}", None, "main")
     host = url.host or "localhost"
     port = url.port or DEFAULT_PORTS.get(backend)

@@ -8,11 +8,12 @@ import uuid
 from types import TracebackType
 from typing import Any
 
-from openlineage.client.facet_v2 import error_message_run
+from openlineage.client.facet_v2 import JobFacet, RunFacet, error_message_run
 
 from airflow_lineage_provider import conf
 from airflow_lineage_provider.producer import client
 from airflow_lineage_provider.producer.connectors import Connectors, add_schemas, name_datasets
+from airflow_lineage_provider.producer.dataset_facets import facets_from_mapping
 from airflow_lineage_provider.producer.datasets import DatasetRef, to_dataset_refs
 from airflow_lineage_provider.producer.emit import (
     EventType,
@@ -60,20 +61,13 @@ class LineageRun:
         self.run_id = checked_run_id(run_id)
         self.inputs: list[DatasetRef] = to_dataset_refs(inputs, "inputs")
         self.outputs: list[DatasetRef] = to_dataset_refs(outputs, "outputs")
-        self._check_facets(job_facets, "job_facets")
-        self._check_facets(run_facets, "run_facets")
-        self.job_facets = dict(job_facets or {})
-        self.run_facets = dict(run_facets or {})
+        self.job_facets = facets_from_mapping(job_facets, JobFacet)
+        self.run_facets = facets_from_mapping(run_facets, RunFacet)
         self.connectors = Connectors(connector)
         self.job_namespace = ""
         self.parent: RunLink | None = None
         self._token: contextvars.Token[LineageRun | None] | None = None
         self._entered = False
-
-    @staticmethod
-    def _check_facets(facets: Any, argument: str) -> None:
-        if facets is not None and not isinstance(facets, dict):
-            report_misuse(TypeError(f"{argument} {facets!r} must be a dict mapping facet names to facets"))
 
     @property
     def link(self) -> RunLink:
@@ -91,7 +85,7 @@ class LineageRun:
 
     def add_run_facet(self, key: str, facet: Any) -> None:
         """Attach a run facet (object or dict) to the terminal event."""
-        self.run_facets[key] = facet
+        self.run_facets.update(facets_from_mapping({key: facet}, RunFacet))
 
     def __enter__(self) -> LineageRun:
         if self._entered:

@@ -1,0 +1,173 @@
+"""COMPLETE events get schema facets from the database, through every connector form."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import sqlalchemy as sa
+
+from airflow_lineage_provider import lineage_run, schema_facet
+
+ORDERS = [
+    {"name": "id", "type": "INTEGER", "ordinal_position": 1},
+    {"name": "customer_id", "type": "INTEGER", "ordinal_position": 2},
+    {"name": "amount", "type": "NUMERIC(10, 2)", "ordinal_position": 3},
+]
+
+
+def _schemas(event, kind="inputs"):
+    return {d["name"]: d["facets"].get("schema", {}).get("fields") for d in event[kind]}
+
+
+def test_start_has_no_schema_and_complete_has_the_database_schema(events, sqlite_engine):
+    with lineage_run("orders.load", inputs=["main/orders"], connector=sqlite_engine):
+        pass
+    start, complete = events.of_job("orders.load")
+    assert "schema" not in start["inputs"][0]["facets"]
+    assert complete["inputs"][0]["facets"]["schema"]["fields"] == ORDERS
+
+
+def test_output_created_inside_the_block_gets_its_schema(events, sqlite_engine):
+    with lineage_run("orders.summarise", outputs=["main/order_totals"], connector={"main": sqlite_engine}):
+        with sqlite_engine.begin() as conn:
+            conn.exec_driver_sql(
+                "CREATE TABLE order_totals AS SELECT customer_id, SUM(amount) AS total FROM orders GROUP BY 1"
+            )
+    complete = events.of_job("orders.summarise")[-1]
+    assert [f["name"] for f in complete["outputs"][0]["facets"]["schema"]["fields"]] == ["customer_id", "total"]
+
+
+def test_airflow_connection_id_connector(events, sqlite_engine, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_WAREHOUSE", f"sqlite:///{sqlite_engine.url.database}")
+    with lineage_run("orders.load", inputs=["main/orders"], connector="warehouse"):
+        pass
+    complete = events.of_job("orders.load")[-1]
+    assert complete["inputs"][0]["namespace"] == f"sqlite://{sqlite_engine.url.database}"
+    assert complete["inputs"][0]["facets"]["schema"]["fields"] == ORDERS
+
+
+def test_airflow_hook_connector(events, sqlite_engine, monkeypatch):
+    from airflow.providers.sqlite.hooks.sqlite import SqliteHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_WAREHOUSE", f"sqlite:///{sqlite_engine.url.database}")
+    with lineage_run("orders.load", inputs=["main/orders"], connector=SqliteHook(sqlite_conn_id="warehouse")):
+        pass
+    assert events.of_job("orders.load")[-1]["inputs"][0]["facets"]["schema"]["fields"] == ORDERS
+
+
+class CatalogSchemas:
+    """A user's own schema source: an object with get_table_schema."""
+
+    namespace = "catalog://prod"
+
+    def __init__(self):
+        self.asked = []
+
+    def get_table_schema(self, table):
+        self.asked.append(table)
+        return {"id": "BIGINT", "label": "STRING"}
+
+
+def test_object_with_get_table_schema(events):
+    catalog = CatalogSchemas()
+    with lineage_run("labels", outputs=["catalog/labels"], connector={"catalog": catalog}):
+        pass
+    complete = events.of_job("labels")[-1]
+    assert (complete["outputs"][0]["namespace"], complete["outputs"][0]["name"]) == ("catalog://prod", "labels")
+    assert complete["outputs"][0]["facets"]["schema"]["fields"] == [
+        {"name": "id", "type": "BIGINT"},
+        {"name": "label", "type": "STRING"},
+    ]
+    assert catalog.asked == ["labels"]
+
+
+def test_several_connectors_across_databases(events, sqlite_engine, pg_engine):
+    schema = pg_engine.test_schema
+    with pg_engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE TABLE {schema}.orders_copy (id BIGINT, amount NUMERIC(12, 2), note TEXT)")
+    with lineage_run(
+        "orders.replicate",
+        inputs=["lite/orders"],
+        outputs=[f"pg/{schema}.orders_copy"],
+        connector={"lite": sqlite_engine, "pg": pg_engine},
+    ):
+        pass
+    complete = events.of_job("orders.replicate")[-1]
+    output = complete["outputs"][0]
+    assert output["namespace"] == "postgres://127.0.0.1:5432"
+    assert output["name"] == f"test.{schema}.orders_copy"
+    assert output["facets"]["schema"]["fields"] == [
+        {"name": "id", "type": "BIGINT", "ordinal_position": 1},
+        {"name": "amount", "type": "NUMERIC(12, 2)", "ordinal_position": 2},
+        {"name": "note", "type": "TEXT", "ordinal_position": 3},
+    ]
+    assert complete["inputs"][0]["facets"]["schema"]["fields"] == ORDERS
+
+
+def test_postgres_connection_id_names_like_the_stock_sql_operators(events, pg_engine, monkeypatch):
+    schema = pg_engine.test_schema
+    with pg_engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE TABLE {schema}.events (id INTEGER, payload JSONB)")
+    monkeypatch.setenv("AIRFLOW_CONN_PG_TEST", "postgres://postgres@127.0.0.1:5432/test")
+    with lineage_run("events.load", outputs=[f"test/{schema}.events"], connector="pg_test"):
+        pass
+    output = events.of_job("events.load")[-1]["outputs"][0]
+    assert (output["namespace"], output["name"]) == ("postgres://127.0.0.1:5432", f"test.{schema}.events")
+    assert [(f["name"], f["type"]) for f in output["facets"]["schema"]["fields"]] == [
+        ("id", "INTEGER"),
+        ("payload", "JSONB"),
+    ]
+
+
+def test_one_failing_lookup_leaves_the_others_enriched(events, sqlite_engine, caplog):
+    with lineage_run("mixed", inputs=["main/orders", "main/no_such_table", "main/customers"], connector=sqlite_engine):
+        pass
+    complete = events.of_job("mixed")[-1]
+    schemas = _schemas(complete)
+    assert schemas["main.no_such_table"] is None
+    assert [f["name"] for f in schemas["main.orders"]] == ["id", "customer_id", "amount"]
+    assert [f["name"] for f in schemas["main.customers"]] == ["id", "name"]
+    assert "schema lookup of 'main/no_such_table'" in caplog.text
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_database_keeps_datasets_and_the_block_runs(events, caplog):
+    engine = sa.create_engine(f"postgresql+psycopg2://postgres@127.0.0.1:{_closed_port()}/test")
+    ran = []
+    with lineage_run("orders.load", inputs=["db/orders"], connector={"db": engine}):
+        ran.append(True)
+    assert ran == [True]
+    start, complete = events.of_job("orders.load")
+    assert complete["inputs"][0]["name"] == "test.public.orders"
+    assert "schema" not in complete["inputs"][0]["facets"]
+    assert "schema lookup of 'db/orders'" in caplog.text
+
+
+def test_unresolvable_connection_id_keeps_default_naming(events, caplog):
+    with lineage_run("orders.load", inputs=["main/orders"], connector={"main": "no_such_connection"}):
+        pass
+    assert events.of_job("orders.load")[-1]["inputs"][0]["namespace"] == "default"
+    assert "connector 'main'" in caplog.text
+
+
+def test_declared_schema_is_kept(events, sqlite_engine):
+    declared = schema_facet("main/orders", {"id": "BIGINT"})
+    with lineage_run("orders.load", inputs=[declared], connector=sqlite_engine):
+        pass
+    assert events.of_job("orders.load")[-1]["inputs"][0]["facets"]["schema"]["fields"] == [
+        {"name": "id", "type": "BIGINT"}
+    ]
+
+
+def test_failed_block_still_carries_schemas(events, sqlite_engine):
+    with pytest.raises(RuntimeError), lineage_run("orders.load", inputs=["main/orders"], connector=sqlite_engine):
+        raise RuntimeError("disk full")
+    fail = events.of_job("orders.load")[-1]
+    assert fail["eventType"] == "FAIL"
+    assert fail["inputs"][0]["facets"]["schema"]["fields"] == ORDERS
