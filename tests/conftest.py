@@ -133,3 +133,16 @@ def pg_engine() -> Iterator[Any]:
     with engine.begin() as conn:
         conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
     engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated AIRFLOW_HOME (SQLite metadata DB) for ``airflow dags test`` subprocesses."""
+    from support.airflow_run import migrate
+
+    home = tmp_path_factory.mktemp("airflow-home")
+    migrate(home)
+    return home
+
+
+TEST_DAGS = Path(__file__).parent / "dags"

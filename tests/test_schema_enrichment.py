@@ -29,11 +29,13 @@ def test_start_has_no_schema_and_complete_has_the_database_schema(events, sqlite
 
 
 def test_output_created_inside_the_block_gets_its_schema(events, sqlite_engine):
-    with lineage_run("orders.summarise", outputs=["main/order_totals"], connector={"main": sqlite_engine}):
-        with sqlite_engine.begin() as conn:
-            conn.exec_driver_sql(
-                "CREATE TABLE order_totals AS SELECT customer_id, SUM(amount) AS total FROM orders GROUP BY 1"
-            )
+    with (
+        lineage_run("orders.summarise", outputs=["main/order_totals"], connector={"main": sqlite_engine}),
+        sqlite_engine.begin() as conn,
+    ):
+        conn.exec_driver_sql(
+            "CREATE TABLE order_totals AS SELECT customer_id, SUM(amount) AS total FROM orders GROUP BY 1"
+        )
     complete = events.of_job("orders.summarise")[-1]
     assert [f["name"] for f in complete["outputs"][0]["facets"]["schema"]["fields"]] == ["customer_id", "total"]
 
@@ -143,7 +145,7 @@ def test_unreachable_database_keeps_datasets_and_the_block_runs(events, caplog):
     with lineage_run("orders.load", inputs=["db/orders"], connector={"db": engine}):
         ran.append(True)
     assert ran == [True]
-    start, complete = events.of_job("orders.load")
+    _, complete = events.of_job("orders.load")
     assert complete["inputs"][0]["name"] == "test.public.orders"
     assert "schema" not in complete["inputs"][0]["facets"]
     assert "schema lookup of 'db/orders'" in caplog.text

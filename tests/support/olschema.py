@@ -107,3 +107,20 @@ def event_errors(event: dict[str, Any], require_known_facets: bool = True, ignor
 def assert_valid_event(event: dict[str, Any], **kwargs: Any) -> None:
     errors = event_errors(event, **kwargs)
     assert not errors, "event does not validate against ../shared/spec:\n  " + "\n  ".join(errors)
+
+
+#: Facets the stock Airflow provider's listener and adapter add whose schemas live outside ../shared/spec
+#: (they are checked against the core RunFacet/JobFacet schema only).
+STOCK_PROVIDER_FACETS = frozenset(
+    {
+        "airflow",
+        "airflowDagRun",
+        "airflowState",
+        "airflowDebug",
+        "airflow_mappedTask",
+        "airflow_runArgs",
+        "debug",
+        "unknownSourceAttribute",
+        "tags",
+    }
+)
