@@ -63,12 +63,12 @@ def ensure_feast_venv() -> Path:
     if _STAMP.is_file() and _STAMP.read_text().strip() == FEAST_VERSION and feast_executable().exists():
         return feast_executable()
     VENV.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = VENV.parent / f".{VENV.name}.lock"
+    lock_path = VENV.parent / f"{VENV.name}.lock"
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be installing: wait for it
         if _STAMP.is_file() and _STAMP.read_text().strip() == FEAST_VERSION and feast_executable().exists():
             return feast_executable()
-        log = VENV.parent / f".{VENV.name}-install.log"
+        log = VENV.parent / f"{VENV.name}-install.log"
         steps = [
             [_base_python(), "-m", "venv", "--clear", str(VENV)],
             [str(VENV / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--quiet",
