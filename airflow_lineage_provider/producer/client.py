@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+from functools import lru_cache
 from typing import Any
 
 from airflow_lineage_provider.reporting import warn_once
@@ -27,6 +28,12 @@ def openlineage_disabled() -> bool:
     """``[openlineage] disabled`` or ``OPENLINEAGE_DISABLED`` is true."""
     if os.getenv("OPENLINEAGE_DISABLED", "").strip().lower() in ("true", "1", "t"):
         return True
+    return _disabled_in_airflow(os.getenv("AIRFLOW__OPENLINEAGE__DISABLED"))
+
+
+@lru_cache(maxsize=16)
+def _disabled_in_airflow(env_value: str | None) -> bool:
+    """Cached per value of the option's environment variable (read for every event)."""
     from airflow.configuration import conf
 
     return conf.getboolean("openlineage", "disabled", fallback=False)
@@ -82,6 +89,7 @@ def reset() -> None:
     global _standalone
     with _lock:
         _standalone = None
+    _disabled_in_airflow.cache_clear()
     try:
         from airflow.providers.openlineage import conf as ol_conf
         from airflow.providers.openlineage.plugins import listener
