@@ -13,6 +13,9 @@ stamp=.venv/.alp-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "==> installing airflow-lineage-provider and its test dependencies into .venv"
-  .venv/bin/pip install --quiet --disable-pip-version-check -e ".[test]"
+  if ! .venv/bin/pip install --quiet --disable-pip-version-check -e ".[test]" > .venv/install.log 2>&1; then
+    cat .venv/install.log >&2
+    exit 1
+  fi
   echo "$want" > "$stamp"
 fi
