@@ -45,3 +45,62 @@ def producer() -> str:
 def strict() -> bool:
     """``[lineage_provider] strict``: raise on API misuse instead of logging and skipping."""
     return _get("strict").strip().lower() in ("true", "1", "t", "yes", "on")
+
+
+def _as_bool(value: str) -> bool:
+    return value.strip().lower() in ("true", "1", "t", "yes", "on")
+
+
+def outbox_url() -> str:
+    """``[lineage_provider] outbox_url``: the outbox's SQLAlchemy URL (default: SQLite under ``$AIRFLOW_HOME``)."""
+    configured = _get("outbox_url").strip()
+    if configured:
+        return configured
+    from airflow.configuration import AIRFLOW_HOME
+
+    return f"sqlite:///{AIRFLOW_HOME}/lineage_outbox.db"
+
+
+def outbox_spill_dir() -> str:
+    """``[lineage_provider] outbox_spill_dir``: folder for events the outbox could not take (empty: derived)."""
+    return _get("outbox_spill_dir").strip()
+
+
+def retention_days() -> float:
+    """``[lineage_provider] retention_days``: days delivered events stay in the outbox (default 7)."""
+    return float(_get("retention_days") or 7)
+
+
+def export_conn_id() -> str:
+    """``[lineage_provider] export_conn_id``: the ``openlineage`` connection the export DAG ships to."""
+    return _get("export_conn_id").strip()
+
+
+def export_path() -> str:
+    """``[lineage_provider] export_path``: where the export DAG writes NDJSON files (empty: no export)."""
+    return _get("export_path").strip()
+
+
+def export_compress() -> bool:
+    """``[lineage_provider] export_compress``: gzip the exported files."""
+    return _as_bool(_get("export_compress"))
+
+
+def export_schedule() -> str:
+    """``[lineage_provider] export_schedule``: schedule of the ``openlineage_export`` DAG (default every 5 min)."""
+    return _get("export_schedule").strip() or "*/5 * * * *"
+
+
+def export_time_budget() -> float:
+    """``[lineage_provider] export_time_budget``: seconds one export DAG run may spend shipping (default 240)."""
+    return float(_get("export_time_budget") or 240)
+
+
+def export_batch_size() -> int:
+    """``[lineage_provider] export_batch_size``: events per shipping request (default 500)."""
+    return int(_get("export_batch_size") or 500)
+
+
+def export_dag_lineage() -> bool:
+    """``[lineage_provider] export_dag_lineage``: let the export DAG's own tasks emit lineage (default off)."""
+    return _as_bool(_get("export_dag_lineage"))

@@ -48,7 +48,73 @@ PRODUCER_OPTIONS: dict[str, Any] = {
     ),
 }
 #: Outbox transport, shipping, export DAG and retention (``airflow_lineage_provider.outbox``).
-OUTBOX_OPTIONS: dict[str, Any] = {}
+OUTBOX_OPTIONS: dict[str, Any] = {
+    "outbox_url": _option(
+        "SQLAlchemy URL of the lineage outbox: the database ``OutboxTransport`` appends events to and the "
+        "export DAG and ``airflow-lineage`` commands read from. Empty: an SQLite file "
+        "``lineage_outbox.db`` under ``$AIRFLOW_HOME``. Use PostgreSQL when several machines run tasks.\n",
+        "",
+        "postgresql+psycopg2://airflow@db:5432/lineage",
+    ),
+    "outbox_spill_dir": _option(
+        "Folder for events that could not be written to the outbox (database unreachable); they are moved "
+        "into the outbox automatically once it is reachable again. Empty: beside the SQLite file, or "
+        "``$AIRFLOW_HOME/lineage_outbox_spill/`` for server databases.\n",
+        "",
+        "/var/lib/airflow/lineage-spill",
+    ),
+    "retention_days": _option(
+        "Days an event is kept in the outbox after it was stored, once every destination has it "
+        "(delivered or exported). Pending and dead-lettered events are never pruned.\n",
+        "7",
+        "30",
+        "integer",
+    ),
+    "export_conn_id": _option(
+        "Airflow connection (type ``openlineage``) of the consumer the export DAG ships to: ``schema`` "
+        "http/https, ``host``, ``port``, ``password`` = API key, extra ``endpoint``, ``timeout``, "
+        "``compress``, ``verify``. Empty: the DAG does not ship.\n",
+        "openlineage_default",
+        "marquez",
+    ),
+    "export_path": _option(
+        "Folder or object-storage URL (``s3://bucket/lineage``, ``file:///data/lineage``) the export DAG "
+        "writes newline-delimited JSON files to, partitioned by event date and hour. Empty: no file export.\n",
+        "",
+        "s3://my-bucket/openlineage",
+    ),
+    "export_compress": _option(
+        "Gzip the export DAG's files (``.ndjson.gz``).\n",
+        "False",
+        "True",
+        "boolean",
+    ),
+    "export_schedule": _option(
+        "Schedule of the ``openlineage_export`` DAG (a cron expression or preset).\n",
+        "*/5 * * * *",
+        "@hourly",
+    ),
+    "export_time_budget": _option(
+        "Seconds one export DAG run may spend shipping before it stops and leaves the rest for the next "
+        "run; keep it below the schedule interval.\n",
+        "240",
+        "600",
+        "integer",
+    ),
+    "export_batch_size": _option(
+        "Events per request when shipping (the batch endpoint takes them as one array).\n",
+        "500",
+        "1000",
+        "integer",
+    ),
+    "export_dag_lineage": _option(
+        "Let the export DAG's own tasks emit OpenLineage events. Off by default so that shipping lineage "
+        "does not feed new events back into the outbox.\n",
+        "False",
+        "True",
+        "boolean",
+    ),
+}
 #: The lineage consumer and its Airflow plugin (``airflow_lineage_provider.consumer``).
 CONSUMER_OPTIONS: dict[str, Any] = {}
 #: Egeria and materialization facets, the extractor (``airflow_lineage_provider.facets``).
@@ -63,7 +129,28 @@ CONFIG: dict[str, Any] = {
 }
 
 #: Connection types the provider registers (``connection-types`` entries).
-CONNECTION_TYPES: list[dict[str, Any]] = []
+CONNECTION_TYPES: list[dict[str, Any]] = [
+    {
+        "connection-type": "openlineage",
+        "hook-class-name": "airflow_lineage_provider.hooks.openlineage.OpenLineageConsumerHook",
+        "hook-name": "OpenLineage consumer",
+        "conn-fields": {
+            "endpoint": {
+                "label": "Endpoint",
+                "schema": {"type": ["string", "null"], "default": "api/v1/lineage"},
+                "description": "Path of the lineage endpoint; batches go to <endpoint>/batch.",
+            },
+            "timeout": {"label": "Timeout (seconds)", "schema": {"type": ["number", "null"], "default": 10}},
+            "compress": {"label": "Gzip request bodies", "schema": {"type": ["boolean", "null"], "default": False}},
+            "verify": {"label": "Verify TLS certificates", "schema": {"type": ["boolean", "null"], "default": True}},
+        },
+        "ui-field-behaviour": {
+            "hidden-fields": ["login"],
+            "relabeling": {"schema": "Scheme (http or https)", "password": "API key"},
+            "placeholders": {"host": "marquez.example.com", "port": "5000", "schema": "https"},
+        },
+    }
+]
 #: Airflow plugins the provider registers (``plugins`` entries: ``name``, ``plugin-class``).
 PLUGINS: list[dict[str, Any]] = []
 #: TaskFlow decorators (``task-decorators`` entries: ``name``, ``class-name``).

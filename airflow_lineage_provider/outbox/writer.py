@@ -1,0 +1,115 @@
+"""Appending events to the outbox from task processes: fast, idempotent, and never failing or waiting.
+
+An event goes straight into the outbox database, unless the database failed recently (then, for
+``retry_after`` seconds, events go straight to the spill folder without trying it) or spilled events
+are still waiting (then it joins them, so the order of a run's events is kept). Spilled events are moved
+into the outbox by a background thread as soon as the database answers again, and by every shipper.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine
+
+from airflow_lineage_provider.outbox import store
+from airflow_lineage_provider.outbox.database import outbox_engine, redacted
+from airflow_lineage_provider.outbox.spill import SpillFolder, default_spill_dir, report_spill_failure
+from airflow_lineage_provider.reporting import warn_once
+
+log = logging.getLogger(__name__)
+
+
+class OutboxWriter:
+    """Appends events to one outbox; one instance per transport, safe across threads and forks."""
+
+    def __init__(
+        self,
+        url: str,
+        spill_dir: str | Path | None = None,
+        timeout: float = 2.0,
+        retry_after: float = 10.0,
+        sqlite_synchronous: str = "NORMAL",
+    ) -> None:
+        self.url = url
+        self.timeout = timeout
+        self.retry_after = retry_after
+        self.sqlite_synchronous = sqlite_synchronous
+        self.spill = SpillFolder(Path(spill_dir) if spill_dir else default_spill_dir(url))
+        self._down_until = 0.0
+        self._drainer: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def engine(self) -> Engine:
+        """The outbox engine of this process (created, and the schema checked, on first use)."""
+        return outbox_engine(self.url, self.timeout, self.sqlite_synchronous)
+
+    def append(self, record: dict[str, Any]) -> bool:
+        """Store one event row; ``True`` if it went into the database, ``False`` if it was spilled."""
+        if time.monotonic() >= self._down_until and not self.spill.has_events():
+            try:
+                with self.engine().begin() as conn:
+                    store.append_events(conn, [record])
+                return True
+            except Exception as error:
+                self._database_failed(error)
+        self._spill(record["payload"])
+        self._start_draining()
+        return False
+
+    def _database_failed(self, error: BaseException) -> None:
+        self._down_until = time.monotonic() + self.retry_after
+        warn_once(
+            f"Lineage outbox {redacted(self.url)} is not reachable ({type(error).__name__}: {error}); events "
+            f"go to the spill folder {self.spill.folder} and are moved into the outbox once it answers"
+        )
+
+    def _spill(self, payload: str) -> None:
+        try:
+            self.spill.append(payload)
+        except Exception as error:
+            report_spill_failure(self.spill.folder, error, payload)
+
+    def drain_spill(self, budget: float | None = None) -> int:
+        """Move spilled events into the outbox now; return how many. Raises when the database is down."""
+
+        def store_payloads(payloads: list[str]) -> None:
+            records = [store.record_from_payload(p) for p in payloads]
+            with self.engine().begin() as conn:
+                for start in range(0, len(records), 1000):
+                    store.append_events(conn, records[start : start + 1000])
+
+        return self.spill.drain(store_payloads, budget)
+
+    def _start_draining(self) -> None:
+        with self._lock:
+            if self._drainer is not None and self._drainer.is_alive():
+                return
+            self._drainer = threading.Thread(target=self._drain_in_background, name="lineage-outbox-drain", daemon=True)
+            self._drainer.start()
+
+    def _drain_in_background(self) -> None:
+        while True:
+            wait = self._down_until - time.monotonic()
+            if wait > 0:
+                time.sleep(min(wait, 1.0))
+                continue
+            try:
+                self.drain_spill()
+            except Exception as error:
+                self._database_failed(error)
+                continue
+            if not self.spill.has_events():
+                return
+            time.sleep(0.05)  # files held by other drainers or writers: look again shortly
+
+    def wait_drained(self, timeout: float) -> bool:
+        """Wait for the background drain (tests, and a clean process exit); ``True`` if nothing is spilled."""
+        drainer = self._drainer
+        if drainer is not None:
+            drainer.join(timeout)
+        return not self.spill.has_events()
