@@ -1,0 +1,1 @@
+"""Airflow hooks of this provider (the ``openlineage`` connection type)."""
