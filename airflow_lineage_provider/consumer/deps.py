@@ -1,0 +1,64 @@
+"""FastAPI dependencies shared by the routers: the store, the settings, paging and the raw body."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Query, Request, status
+
+from airflow_lineage_provider.consumer.settings import ConsumerSettings
+from airflow_lineage_provider.consumer.store import LineageStore
+
+
+def get_store(request: Request) -> LineageStore:
+    """The app's lineage store."""
+    return request.app.state.store
+
+
+def get_settings(request: Request) -> ConsumerSettings:
+    """The app's settings."""
+    return request.app.state.settings
+
+
+Store = Annotated[LineageStore, Depends(get_store)]
+Settings = Annotated[ConsumerSettings, Depends(get_settings)]
+Limit = Annotated[int, Query(ge=1, le=1000, description="Page size.")]
+Offset = Annotated[int, Query(ge=0, le=10_000_000, description="Items to skip.")]
+
+
+def _too_large(limit: int) -> HTTPException:
+    return HTTPException(
+        status.HTTP_413_CONTENT_TOO_LARGE,
+        detail=f"the body is larger than this consumer accepts ({limit} bytes): send fewer events per request",
+    )
+
+
+async def read_body(request: Request) -> bytes:
+    """The request body, gunzipped when ``Content-Encoding: gzip``; 413 past ``max_body_bytes``."""
+    limit: int = request.app.state.settings.max_body_bytes
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding in ("", "identity"):
+        return body
+    if encoding != "gzip":
+        raise HTTPException(
+            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, detail=f"Content-Encoding {encoding!r} is not supported: use gzip"
+        )
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        data = inflater.decompress(body, limit + 1)
+    except zlib.error as error:
+        raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=f"the gzip body cannot be read: {error}") from None
+    if len(data) > limit or inflater.unconsumed_tail:
+        raise _too_large(limit)
+    return data

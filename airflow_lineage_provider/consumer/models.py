@@ -1,0 +1,126 @@
+"""Response models: the API contract shown in the OpenAPI document at ``/docs``.
+
+Graph responses follow Marquez's shape so tools written for Marquez can read them. Large responses are
+serialized straight from dicts for speed; these models document them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class IngestSummary(BaseModel):
+    """Outcome of a batch: how many events came, were stored (new or already stored) and failed."""
+
+    received: int
+    successful: int
+    failed: int
+    duplicates: int = Field(description="Events already stored before (counted in successful; nothing changed).")
+    errors: list[EventFailure] = Field(default_factory=list)
+
+
+class EventFailure(BaseModel):
+    """Why one event of a batch was not stored."""
+
+    index: int = Field(description="Position of the event in the posted array.")
+    error: str
+
+
+class StoredEvent(BaseModel):
+    """Outcome of a single event: ``stored`` (new) or ``duplicate`` (stored before, nothing changed)."""
+
+    status: Literal["stored", "duplicate"]
+
+
+class Problem(BaseModel):
+    """An error response."""
+
+    detail: Any
+
+
+class Edge(BaseModel):
+    origin: str
+    destination: str
+
+
+class RunSummary(BaseModel):
+    id: str
+    state: str = Field(description="NEW, RUNNING, COMPLETED, FAILED or ABORTED.")
+    startedAt: str | None
+    endedAt: str | None
+
+
+class GraphNode(BaseModel):
+    """A node of a lineage graph: ``dataset:<ns>:<name>`` or ``job:<ns>:<name>``."""
+
+    id: str
+    type: Literal["DATASET", "JOB"]
+    data: dict[str, Any] = Field(
+        description="Dataset: id, name, namespace, type, updatedAt and fields (latest schema). "
+        "Job: id, name, namespace, type, simpleName, updatedAt and latestRun (id, state, startedAt, endedAt)."
+    )
+    inEdges: list[Edge]
+    outEdges: list[Edge]
+
+
+class LineageGraph(BaseModel):
+    graph: list[GraphNode]
+
+
+class ColumnNode(BaseModel):
+    """A node of a column-lineage graph: ``datasetField:<ns>:<name>:<field>``."""
+
+    id: str
+    type: Literal["DATASET_FIELD"]
+    data: dict[str, Any] = Field(
+        description="namespace, dataset, field, fieldType, and inputFields (namespace, dataset, field, "
+        "transformations) within the returned graph."
+    )
+    inEdges: list[Edge]
+    outEdges: list[Edge]
+
+
+class ColumnLineageGraph(BaseModel):
+    graph: list[ColumnNode]
+
+
+class Namespaces(BaseModel):
+    namespaces: list[dict[str, Any]]
+    totalCount: int
+
+
+class Jobs(BaseModel):
+    jobs: list[dict[str, Any]]
+    totalCount: int
+
+
+class Datasets(BaseModel):
+    datasets: list[dict[str, Any]]
+    totalCount: int
+
+
+class Runs(BaseModel):
+    runs: list[dict[str, Any]]
+    totalCount: int
+
+
+class Events(BaseModel):
+    events: list[dict[str, Any]]
+    totalCount: int
+
+
+class SearchResults(BaseModel):
+    results: list[dict[str, Any]]
+    totalCount: int
+
+
+class Pruned(BaseModel):
+    """Rows removed by retention."""
+
+    events: int
+    runs: int
+
+
+IngestSummary.model_rebuild()

@@ -1,0 +1,1 @@
+"""HTTP routers of the consumer, one per resource."""

@@ -1,0 +1,100 @@
+"""``GET /api/v1/column-lineage``: field-level lineage from ``columnLineage`` facets, in Marquez's shape."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pydantic_core
+from fastapi import APIRouter, HTTPException, Response, status
+from fastapi.concurrency import run_in_threadpool
+
+from airflow_lineage_provider.consumer import nodeids
+from airflow_lineage_provider.consumer.deps import Settings, Store
+from airflow_lineage_provider.consumer.models import ColumnLineageGraph, Problem
+from airflow_lineage_provider.consumer.routers.lineage import Depth, Direction, MaxNodes, NodeId, picked_nodes
+from airflow_lineage_provider.consumer.store import LineageStore, graph, queries
+
+router = APIRouter(tags=["lineage"])
+
+
+def _roots(conn: Any, node_id: str) -> list[int]:
+    kind, rest = nodeids.parse(node_id)
+    if kind == "job":
+        raise nodeids.NodeIdError(
+            "column lineage starts from a datasetField:<ns>:<name>:<field> or dataset:<ns>:<name>"
+        )
+    if kind == "dataset":
+        dataset = queries.find_node(conn, "dataset", rest)
+        roots = queries.dataset_field_ids(conn, dataset[0]) if dataset else []
+    else:
+        field = queries.find_field(conn, rest)
+        roots = [field[0]] if field else []
+    if not roots:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND, detail=f"no column lineage for {node_id!r} in this lineage store"
+        )
+    return roots
+
+
+def column_graph(store: LineageStore, node_id: str, depth: int, direction: str, max_nodes: int) -> bytes:
+    """The column-lineage graph around a field (or all fields of a dataset) as JSON bytes."""
+    with store.read() as conn:
+        roots = _roots(conn, node_id)
+        bounds = graph.WalkBounds(hops=depth, max_nodes=max(max_nodes, len(roots)))
+        picked = dict(conn.execute(picked_nodes(roots, direction, bounds, graph.COLUMN_EDGES)).tuples().all())
+        details = queries.column_details(conn, list(picked))
+        edges = graph.edges_among(conn, graph.COLUMN_EDGES["downstream"], picked)
+        transformations = queries.column_transformations(conn, edges)
+        types = queries.dataset_fields(conn, list({d[0] for d in details.values()}))
+    nodes: dict[int, dict[str, Any]] = {}
+    for field_id in picked:
+        dataset_id, namespace, name, field = details[field_id]
+        nodes[field_id] = {
+            "id": nodeids.field_node_id(namespace, name, field),
+            "type": "DATASET_FIELD",
+            "data": {
+                "namespace": namespace,
+                "dataset": name,
+                "field": field,
+                "fieldType": types.get(dataset_id, {}).get(field),
+                "inputFields": [],
+            },
+            "inEdges": [],
+            "outEdges": [],
+        }
+    for source, target in edges:
+        edge = {"origin": nodes[source]["id"], "destination": nodes[target]["id"]}
+        nodes[source]["outEdges"].append(edge)
+        nodes[target]["inEdges"].append(edge)
+        text = transformations.get((source, target))
+        src = nodes[source]["data"]
+        nodes[target]["data"]["inputFields"].append(
+            {
+                "namespace": src["namespace"],
+                "dataset": src["dataset"],
+                "field": src["field"],
+                "transformations": json.loads(text) if text else None,
+            }
+        )
+    return pydantic_core.to_json({"graph": list(nodes.values())})
+
+
+@router.get(
+    "/api/v1/column-lineage",
+    response_model=ColumnLineageGraph,
+    responses={400: {"model": Problem}, 404: {"model": Problem}},
+    summary="Column lineage around a dataset field (or every field of a dataset)",
+)
+async def get_column_lineage(
+    store: Store,
+    settings: Settings,
+    node_id: NodeId,
+    depth: Depth = 20,
+    direction: Direction = "both",
+    max_nodes: MaxNodes = None,
+) -> Response:
+    body = await run_in_threadpool(
+        column_graph, store, node_id, depth, direction, max_nodes or settings.default_max_nodes
+    )
+    return Response(body, media_type="application/json")

@@ -1,0 +1,95 @@
+"""``GET /api/v1/lineage``: the job/dataset graph around a node, in Marquez's shape."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import pydantic_core
+from fastapi import APIRouter, HTTPException, Query, Response, status
+from fastapi.concurrency import run_in_threadpool
+from sqlalchemy import Select, func, select, union_all
+
+from airflow_lineage_provider.consumer import nodeids
+from airflow_lineage_provider.consumer.deps import Settings, Store
+from airflow_lineage_provider.consumer.models import LineageGraph, Problem
+from airflow_lineage_provider.consumer.store import LineageStore, graph, queries
+
+router = APIRouter(tags=["lineage"])
+
+NodeId = Annotated[
+    str,
+    Query(
+        alias="nodeId",
+        description="dataset:<namespace>:<name> or job:<namespace>:<name>; namespaces and names may contain : and /.",
+        max_length=20000,
+    ),
+]
+Depth = Annotated[
+    int,
+    Query(ge=0, le=100, description="How many jobs away from the node to go (Marquez's depth)."),
+]
+Direction = Annotated[Literal["upstream", "downstream", "both"], Query(description="Which way to walk.")]
+MaxNodes = Annotated[int | None, Query(alias="maxNodes", ge=1, le=100_000, description="At most this many nodes.")]
+
+
+def hops_for(kind: str, depth: int) -> int:
+    """Edges a walk may cross: two per job level, plus one from a job root to its own datasets."""
+    return 2 * depth + (1 if kind == "job" else 0)
+
+
+def picked_nodes(
+    roots: list[int], direction: str, bounds: graph.WalkBounds, spec: dict[str, graph.EdgeSpec]
+) -> Select[Any]:
+    """``(node_id, depth)`` picked by the walk(s) of ``direction`` (both: one walk each way, merged)."""
+    if direction != "both":
+        return graph.nearest_nodes(spec[direction], roots, bounds)  # type: ignore[index]
+    both = union_all(
+        graph.nearest_nodes(spec["upstream"], roots, bounds, name="up").subquery().select(),
+        graph.nearest_nodes(spec["downstream"], roots, bounds, name="down").subquery().select(),
+    ).subquery("both_ways")
+    depth = func.min(both.c.depth).label("depth")
+    return (
+        select(both.c.node_id, depth).group_by(both.c.node_id).order_by(depth, both.c.node_id).limit(bounds.max_nodes)
+    )
+
+
+def _not_found(node_id: str) -> HTTPException:
+    return HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no node {node_id!r} in this lineage store")
+
+
+def lineage_graph(store: LineageStore, node_id: str, depth: int, direction: str, max_nodes: int) -> bytes:
+    """The graph around ``node_id`` as JSON bytes (``{"graph": [...]}``)."""
+    kind, rest = nodeids.parse(node_id)
+    if kind == "datasetField":
+        raise nodeids.NodeIdError("datasetField: ids belong to /api/v1/column-lineage")
+    with store.read() as conn:
+        root = queries.find_node(conn, kind, rest)
+        if root is None:
+            raise _not_found(node_id)
+        bounds = graph.WalkBounds(hops=hops_for(kind, depth), max_nodes=max_nodes)
+        nodes, edges = queries.subgraph(conn, picked_nodes([root[0]], direction, bounds, graph.NODE_EDGES))
+    for origin, destination in edges:
+        edge = {"origin": nodes[origin]["id"], "destination": nodes[destination]["id"]}
+        nodes[origin]["outEdges"].append(edge)
+        nodes[destination]["inEdges"].append(edge)
+    return pydantic_core.to_json({"graph": list(nodes.values())})
+
+
+@router.get(
+    "/api/v1/lineage",
+    response_model=LineageGraph,
+    responses={400: {"model": Problem}, 404: {"model": Problem}},
+    summary="The lineage graph around a job or dataset",
+)
+async def get_lineage(
+    store: Store,
+    settings: Settings,
+    node_id: NodeId,
+    depth: Depth = 20,
+    direction: Direction = "both",
+    max_nodes: MaxNodes = None,
+) -> Response:
+    body = await run_in_threadpool(
+        lineage_graph, store, node_id, depth, direction, max_nodes or settings.default_max_nodes
+    )
+    return Response(body, media_type="application/json")

@@ -1,0 +1,66 @@
+"""Runs of a job, one run with its inputs and outputs, and the raw events as received."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Query, status
+from fastapi.concurrency import run_in_threadpool
+
+from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
+from airflow_lineage_provider.consumer.models import Events, Problem, Runs
+from airflow_lineage_provider.consumer.store import queries
+
+router = APIRouter(tags=["runs"])
+
+_UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+RunId = Annotated[str, Path(pattern=_UUID, description="The run's UUID.")]
+
+
+@router.get("/api/v1/runs", response_model=Runs, responses={404: {"model": Problem}}, summary="Runs of a job")
+async def get_runs(
+    store: Store,
+    job_namespace: Annotated[str, Query(alias="jobNamespace", max_length=5000)],
+    job_name: Annotated[str, Query(alias="jobName", max_length=5000)],
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> dict:
+    def run() -> dict:
+        with store.read() as conn:
+            job = queries.find_node(conn, "job", f"{job_namespace}:{job_name}")
+            if job is None or (job[1], job[2]) != (job_namespace, job_name):
+                raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no job {job_namespace!r} / {job_name!r}")
+            items, total = queries.list_runs(conn, job[0], limit, offset)
+        return {"runs": items, "totalCount": total}
+
+    return await run_in_threadpool(run)
+
+
+@router.get("/api/v1/runs/{run_id}", responses={404: {"model": Problem}}, summary="One run with inputs and outputs")
+async def get_run(store: Store, run_id: RunId) -> dict:
+    def run() -> dict:
+        with store.read() as conn:
+            found = queries.get_run(conn, run_id)
+        if found is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no run {run_id}")
+        return found
+
+    return await run_in_threadpool(run)
+
+
+@router.get("/api/v1/events", response_model=Events, summary="Raw events as received, newest first")
+async def get_events(
+    store: Store,
+    run_id: Annotated[str | None, Query(alias="runId", pattern=_UUID)] = None,
+    after: Annotated[datetime | None, Query(description="Only events at or after this time.")] = None,
+    before: Annotated[datetime | None, Query(description="Only events before this time.")] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> dict:
+    def run() -> dict:
+        with store.read() as conn:
+            items, total = queries.list_events(conn, limit, offset, run_id, after, before)
+        return {"events": items, "totalCount": total}
+
+    return await run_in_threadpool(run)

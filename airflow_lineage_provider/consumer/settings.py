@@ -1,0 +1,53 @@
+"""Configuration of one consumer app, validated when the app is built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ConsumerSettings:
+    """Settings of :func:`airflow_lineage_provider.consumer.create_app`."""
+
+    store_url: str
+    """SQLAlchemy URL of the lineage store: ``sqlite:////path/lineage.db`` (default kind, WAL mode) or
+    ``postgresql+psycopg2://user:password@host:5432/db``. Tables are created or migrated on first use."""
+
+    api_key: str | None = None
+    """When set, every write (ingest, retention) needs it as ``X-API-Key: <key>`` or
+    ``Authorization: Bearer <key>``; reads stay open. None (the default) accepts writes from anyone."""
+
+    max_body_bytes: int = 16 * 1024 * 1024
+    """Largest request body accepted (after gzip decompression), in bytes; larger ones get 413. 16 MiB."""
+
+    strict: bool = False
+    """Reject (400) any event the OpenLineage JSON schema rejects, on top of the lenient checks.
+    Needs ``spec_dir``."""
+
+    spec_dir: str | None = None
+    """Folder holding the OpenLineage spec's ``OpenLineage.json`` and ``facets/*.json`` (the ``spec/``
+    folder of the OpenLineage repository at the version you target). Read only in strict mode."""
+
+    retention_days: float | None = None
+    """Prune raw events and runs whose last event is older than this many days, checked after ingest at
+    most every ``retention_interval_hours``. None (the default) keeps everything. The graph itself
+    (jobs, datasets, edges, schemas, each job's latest run) is never pruned."""
+
+    retention_interval_hours: float = 24.0
+    """How often scheduled retention runs at most, in hours."""
+
+    default_max_nodes: int = 1000
+    """``maxNodes`` of a graph query that does not give one."""
+
+    def __post_init__(self) -> None:
+        if not self.store_url:
+            raise ValueError("store_url is required: e.g. sqlite:////var/lib/lineage/lineage.db")
+        if self.max_body_bytes < 1024:
+            raise ValueError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
+        if self.strict and not self.spec_dir:
+            raise ValueError(
+                "strict mode validates events against the OpenLineage JSON schema: pass spec_dir, the folder "
+                "with OpenLineage.json and facets/ (the spec/ folder of the OpenLineage repository)"
+            )
+        if self.retention_days is not None and self.retention_days <= 0:
+            raise ValueError(f"retention_days must be positive (or None to keep everything), got {self.retention_days}")

@@ -1,0 +1,108 @@
+"""The SQL lineage store: tables, migrations, ingest, graph walks and queries (SQLite or PostgreSQL).
+
+:class:`LineageStore` owns the engine. It connects lazily, so building an app (for example when
+Airflow imports the plugin in every process) costs nothing until the first request.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+from airflow_lineage_provider.consumer.store.migrations import migrate
+
+_WRITE = "lineage_write"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # Take transaction control from pysqlite so that writers can BEGIN IMMEDIATE (see _sqlite_begin).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    # A deferred transaction that reads and then writes fails at once with "database is locked" when
+    # another writer holds the lock; IMMEDIATE takes the write lock up front and waits busy_timeout.
+    immediate = conn.get_execution_options().get(_WRITE, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def create_store_engine(url: str, **kwargs: Any) -> Engine:
+    """An engine for a lineage store URL (``sqlite:///path.db`` or ``postgresql+psycopg2://...``).
+
+    SQLite files are opened in WAL mode with a 30 s busy timeout and their folder is created.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:" and not parsed.database.startswith("file:"):
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(parsed, **kwargs)
+        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    if parsed.get_driver_name() == "psycopg2":
+        # ON CONFLICT statements are not sent as multi-row VALUES; batch them into few round trips instead.
+        kwargs.setdefault("executemany_mode", "values_plus_batch")
+    return create_engine(parsed, **kwargs)
+
+
+class LineageStore:
+    """A lineage store at ``url``: migrated on first use, then handing out connections.
+
+    Example::
+
+        store = LineageStore("sqlite:////tmp/lineage.db")
+        with store.write() as conn:
+            ingest_events(conn, events)
+        with store.read() as conn:
+            graph = walk_graph(conn, root, depth=3)
+    """
+
+    def __init__(self, url: str, engine: Engine | None = None) -> None:
+        self.url = url
+        self._engine = engine
+        self._ready = False
+        self._lock = threading.Lock()
+
+    @property
+    def engine(self) -> Engine:
+        """The engine, created and migrated on first access."""
+        if not self._ready:
+            with self._lock:
+                if self._engine is None:
+                    self._engine = create_store_engine(self.url)
+                if not self._ready:
+                    migrate(self._engine)
+                    self._ready = True
+        assert self._engine is not None
+        return self._engine
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A connection in a read transaction."""
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A connection in a write transaction, committed on success (IMMEDIATE on SQLite)."""
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(**{_WRITE: True})
+            with conn.begin():
+                yield conn
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        if self._engine is not None:
+            self._engine.dispose()

@@ -1,0 +1,377 @@
+"""Storing validated events: raw event once, then jobs, datasets, runs and the lineage edges.
+
+A batch is written with one statement per table (``executemany``), whatever its size. Idempotency comes
+from the raw event table: an event is applied only by the transaction that inserted its content hash,
+so the same event posted twice, or by two clients at once, is stored and applied once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import Connection, Table, bindparam, case, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from airflow_lineage_provider.consumer.store import facets as facet_readers
+from airflow_lineage_provider.consumer.store import lifecycle, tables
+from airflow_lineage_provider.consumer.validation import DatasetRef, LineageEvent
+
+NodeKey = str
+
+
+def node_key(kind: str, namespace: str, name: str) -> NodeKey:
+    """Unique key of a job or dataset node (SHA-1 of kind, namespace and name)."""
+    return hashlib.sha1(f"{kind}\x00{namespace}\x00{name}".encode()).hexdigest()
+
+
+def field_key(dataset_id: int, name: str) -> str:
+    """Unique key of a dataset field."""
+    return hashlib.sha1(f"{dataset_id}\x00{name}".encode()).hexdigest()
+
+
+def upsert(conn: Connection, table: Table) -> Any:
+    """``INSERT`` with the dialect's ``ON CONFLICT`` clauses (identical API on SQLite and PostgreSQL)."""
+    return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
+
+
+def _execute_many(conn: Connection, statement: Any, rows: list[dict[str, Any]]) -> None:
+    # With RETURNING, SQLAlchemy sends the rows as multi-row VALUES (a few statements per batch) rather
+    # than one statement per row, which is what makes batches fast on PostgreSQL.
+    key = next(iter(statement.table.primary_key.columns))
+    conn.execute(statement.returning(key), rows).close()
+
+
+@dataclass
+class IngestResult:
+    """How many events were new (stored and applied) and how many were already stored."""
+
+    stored: int = 0
+    duplicates: int = 0
+
+
+def _span(found: dict[Any, tuple[datetime, datetime]], key: Any, at: datetime) -> None:
+    first, last = found.get(key, (at, at))
+    found[key] = (min(first, at), max(last, at))
+
+
+def _latest(found: dict[Any, tuple[datetime, Any]], key: Any, at: datetime, value: Any) -> None:
+    if key not in found or at >= found[key][0]:
+        found[key] = (at, value)
+
+
+@dataclass
+class _Changes:
+    """Everything a batch of new events changes, reduced to one row per key."""
+
+    nodes: dict[NodeKey, tuple[str, str, str]] = field(default_factory=dict)
+    node_times: dict[NodeKey, tuple[datetime, datetime]] = field(default_factory=dict)
+    schemas: dict[NodeKey, tuple[datetime, str]] = field(default_factory=dict)
+    dataset_facets: dict[NodeKey, tuple[datetime, str]] = field(default_factory=dict)
+    job_facets: dict[NodeKey, tuple[datetime, str]] = field(default_factory=dict)
+    latest_runs: dict[NodeKey, tuple[datetime, str]] = field(default_factory=dict)
+    runs: dict[str, lifecycle.RunRow] = field(default_factory=dict)
+    run_io: set[tuple[str, NodeKey, str]] = field(default_factory=set)
+    edges: dict[tuple[NodeKey, NodeKey], tuple[datetime, datetime]] = field(default_factory=dict)
+    dataset_edges: dict[tuple[NodeKey, NodeKey, NodeKey], tuple[datetime, datetime]] = field(default_factory=dict)
+    column_edges: dict[tuple[NodeKey, str, NodeKey, str], tuple[datetime, str | None]] = field(default_factory=dict)
+    symlinks: set[tuple[NodeKey, str, str, str | None]] = field(default_factory=set)
+
+    def node(self, kind: str, namespace: str, name: str, at: datetime) -> NodeKey:
+        key = node_key(kind, namespace, name)
+        self.nodes[key] = (kind, namespace, name)
+        _span(self.node_times, key, at)
+        return key
+
+    def dataset(self, ref: DatasetRef, at: datetime) -> NodeKey:
+        key = self.node("dataset", ref.namespace, ref.name, at)
+        if not ref.facets:
+            return key
+        _latest(self.dataset_facets, key, at, json.dumps(ref.facets, sort_keys=True))
+        fields = facet_readers.schema_fields(ref.facets)
+        if fields is not None:
+            _latest(self.schemas, key, at, json.dumps(fields))
+        for namespace, name, kind in facet_readers.symlinks(ref.facets):
+            self.symlinks.add((key, namespace, name, kind))
+        for link in facet_readers.column_links(ref.facets):
+            source = self.node("dataset", link.source_namespace, link.source_name, at)
+            _latest(self.column_edges, (source, link.source_field, key, link.target_field), at, link.transformation)
+        return key
+
+    def add(self, event: LineageEvent) -> None:
+        at = event.event_time
+        if event.dataset is not None:
+            self.dataset(event.dataset, at)
+            return
+        assert event.job is not None
+        job = self.node("job", event.job.namespace, event.job.name, at)
+        if event.job.facets:
+            _latest(self.job_facets, job, at, json.dumps(event.job.facets, sort_keys=True))
+        inputs = [self.dataset(ref, at) for ref in event.inputs]
+        outputs = [self.dataset(ref, at) for ref in event.outputs]
+        for source in inputs:
+            _span(self.edges, (source, job), at)
+            for target in outputs:
+                _span(self.dataset_edges, (source, target, job), at)
+        for target in outputs:
+            _span(self.edges, (job, target), at)
+        if event.run_id is not None:
+            self._run(event, job, inputs, outputs)
+
+    def _run(self, event: LineageEvent, job: NodeKey, inputs: list[NodeKey], outputs: list[NodeKey]) -> None:
+        assert event.run_id is not None and event.event_type is not None
+        row = lifecycle.RunRow.from_event(
+            event.run_id,
+            job,
+            event.event_type,
+            event.event_time,
+            facet_readers.nominal_times(event.run_facets),
+            facet_readers.parent_run_id(event.run_facets),
+            json.dumps(event.run_facets, sort_keys=True) if event.run_facets else None,
+        )
+        known = self.runs.get(event.run_id)
+        self.runs[event.run_id] = row if known is None else lifecycle.merge(known, row)
+        _latest(self.latest_runs, self.runs[event.run_id].job_key, event.event_time, event.run_id)
+        self.run_io.update((event.run_id, key, "input") for key in inputs)
+        self.run_io.update((event.run_id, key, "output") for key in outputs)
+
+
+def ingest_events(conn: Connection, events: Sequence[LineageEvent]) -> IngestResult:
+    """Store ``events`` in the open transaction of ``conn``; duplicates (stored before) change nothing."""
+    unique = {event.key: event for event in events}
+    received_at = datetime.now(timezone.utc)
+    inserted = _insert_events(conn, unique.values(), received_at)
+    changes = _Changes()
+    for key in inserted:
+        changes.add(unique[key])
+    if inserted:
+        _apply(conn, changes)
+    return IngestResult(stored=len(inserted), duplicates=len(events) - len(inserted))
+
+
+def _insert_events(conn: Connection, events: Iterable[LineageEvent], received_at: datetime) -> list[str]:
+    rows = [
+        {
+            "event_key": e.key,
+            "kind": e.kind,
+            "event_type": e.event_type,
+            "event_time": e.event_time,
+            "run_uuid": e.run_id,
+            "job_namespace": e.job.namespace if e.job else None,
+            "job_name": e.job.name if e.job else None,
+            "producer": e.producer,
+            "received_at": received_at,
+            "payload": e.payload,
+        }
+        for e in events
+    ]
+    if not rows:
+        return []
+    statement = upsert(conn, tables.events).on_conflict_do_nothing(index_elements=["event_key"])
+    return list(conn.execute(statement.returning(tables.events.c.event_key), rows).scalars())
+
+
+def _ids(conn: Connection, keys: Iterable[str], key_column: Any, id_column: Any) -> dict[str, int]:
+    found: dict[str, int] = {}
+    keys = list(keys)
+    query = select(key_column, id_column).where(key_column.in_(bindparam("keys", expanding=True)))
+    for start in range(0, len(keys), 900):
+        found.update((k, i) for k, i in conn.execute(query, {"keys": keys[start : start + 900]}))
+    return found
+
+
+def _apply(conn: Connection, changes: _Changes) -> None:
+    ids = _write_nodes(conn, changes)
+    _write_datasets(conn, changes, ids)
+    _write_jobs(conn, changes, ids)
+    _write_runs(conn, changes, ids)
+    _write_edges(conn, changes, ids)
+    _write_columns(conn, changes, ids)
+
+
+def _write_nodes(conn: Connection, changes: _Changes) -> dict[NodeKey, int]:
+    nodes = tables.nodes
+    rows = [
+        {"node_key": key, "kind": kind, "namespace": ns, "name": name, "created_at": first, "updated_at": last}
+        for key, (kind, ns, name) in changes.nodes.items()
+        for first, last in [changes.node_times[key]]
+    ]
+    statement = upsert(conn, nodes)
+    statement = statement.on_conflict_do_update(
+        index_elements=["node_key"],
+        set_={
+            "created_at": lifecycle.earliest_sql(nodes.c.created_at, statement.excluded.created_at),
+            "updated_at": lifecycle.latest_sql(nodes.c.updated_at, statement.excluded.updated_at),
+        },
+    )
+    _execute_many(conn, statement, rows)
+    return _ids(conn, changes.nodes, nodes.c.node_key, nodes.c.id)
+
+
+def _latest_set(table: Table, statement: Any, value: str, time: str) -> dict[str, Any]:
+    current, incoming = table.c, statement.excluded
+    wins = lifecycle.newer_sql(incoming[time], current[time])
+    return {
+        value: case((wins, incoming[value]), else_=current[value]),
+        time: case((wins, incoming[time]), else_=current[time]),
+    }
+
+
+def _write_datasets(conn: Connection, changes: _Changes, ids: dict[NodeKey, int]) -> None:
+    rows = []
+    for key, (kind, _ns, _name) in changes.nodes.items():
+        if kind != "dataset":
+            continue
+        schema_time, fields = changes.schemas.get(key, (None, None))
+        facets_time, facets = changes.dataset_facets.get(key, (None, None))
+        rows.append(
+            {
+                "node_id": ids[key],
+                "fields": fields,
+                "schema_time": schema_time,
+                "facets": facets,
+                "facets_time": facets_time,
+            }
+        )
+    if not rows:
+        return
+    statement = upsert(conn, tables.datasets)
+    statement = statement.on_conflict_do_update(
+        index_elements=["node_id"],
+        set_={
+            **_latest_set(tables.datasets, statement, "fields", "schema_time"),
+            **_latest_set(tables.datasets, statement, "facets", "facets_time"),
+        },
+    )
+    _execute_many(conn, statement, rows)
+    if changes.symlinks:
+        rows = [
+            {
+                "dataset_id": ids[key],
+                "symlink_key": node_key("symlink", ns, name),
+                "namespace": ns,
+                "name": name,
+                "type": t,
+            }
+            for key, ns, name, t in changes.symlinks
+        ]
+        rows = list({(r["dataset_id"], r["symlink_key"]): r for r in rows}.values())
+        _execute_many(conn, upsert(conn, tables.symlinks).on_conflict_do_nothing(), rows)
+
+
+def _write_jobs(conn: Connection, changes: _Changes, ids: dict[NodeKey, int]) -> None:
+    rows = []
+    for key, (kind, _ns, _name) in changes.nodes.items():
+        if kind != "job":
+            continue
+        facets_time, facets = changes.job_facets.get(key, (None, None))
+        run_time, run_uuid = changes.latest_runs.get(key, (None, None))
+        rows.append(
+            {
+                "node_id": ids[key],
+                "facets": facets,
+                "facets_time": facets_time,
+                "latest_run_uuid": run_uuid,
+                "latest_run_time": run_time,
+            }
+        )
+    if not rows:
+        return
+    statement = upsert(conn, tables.jobs)
+    statement = statement.on_conflict_do_update(
+        index_elements=["node_id"],
+        set_={
+            **_latest_set(tables.jobs, statement, "facets", "facets_time"),
+            **_latest_set(tables.jobs, statement, "latest_run_uuid", "latest_run_time"),
+        },
+    )
+    _execute_many(conn, statement, rows)
+
+
+def _write_runs(conn: Connection, changes: _Changes, ids: dict[NodeKey, int]) -> None:
+    if not changes.runs:
+        return
+    rows = []
+    for run in changes.runs.values():
+        row = dict(vars(run))
+        row["job_id"] = ids[row.pop("job_key")]
+        rows.append(row)
+    statement = upsert(conn, tables.runs)
+    _execute_many(
+        conn,
+        statement.on_conflict_do_update(index_elements=["run_uuid"], set_=lifecycle.upsert_values(statement.excluded)),
+        rows,
+    )
+    if changes.run_io:
+        io_rows = [
+            {"run_uuid": run, "dataset_id": ids[key], "direction": direction} for run, key, direction in changes.run_io
+        ]
+        _execute_many(conn, upsert(conn, tables.run_io).on_conflict_do_nothing(), io_rows)
+
+
+def _write_edges(conn: Connection, changes: _Changes, ids: dict[NodeKey, int]) -> None:
+    if changes.edges:
+        edges = tables.edges
+        statement = upsert(conn, edges)
+        statement = statement.on_conflict_do_update(
+            index_elements=["origin_id", "destination_id"],
+            set_={
+                "first_seen": lifecycle.earliest_sql(edges.c.first_seen, statement.excluded.first_seen),
+                "last_seen": lifecycle.latest_sql(edges.c.last_seen, statement.excluded.last_seen),
+            },
+        )
+        rows = [
+            {"origin_id": ids[a], "destination_id": ids[b], "first_seen": first, "last_seen": last}
+            for (a, b), (first, last) in changes.edges.items()
+        ]
+        _execute_many(conn, statement, rows)
+    if changes.dataset_edges:
+        table = tables.dataset_edges
+        statement = upsert(conn, table)
+        statement = statement.on_conflict_do_update(
+            index_elements=["source_id", "target_id", "job_id"],
+            set_={"last_seen": lifecycle.latest_sql(table.c.last_seen, statement.excluded.last_seen)},
+        )
+        rows = [
+            {"source_id": ids[s], "target_id": ids[t], "job_id": ids[j], "last_seen": last}
+            for (s, t, j), (_first, last) in changes.dataset_edges.items()
+        ]
+        _execute_many(conn, statement, rows)
+
+
+def _write_columns(conn: Connection, changes: _Changes, ids: dict[NodeKey, int]) -> None:
+    if not changes.column_edges:
+        return
+    wanted: dict[str, dict[str, Any]] = {}
+    for source, source_field, target, target_field in changes.column_edges:
+        for dataset, name in ((source, source_field), (target, target_field)):
+            key = field_key(ids[dataset], name)
+            wanted[key] = {"field_key": key, "dataset_id": ids[dataset], "name": name}
+    _execute_many(
+        conn, upsert(conn, tables.fields).on_conflict_do_nothing(index_elements=["field_key"]), list(wanted.values())
+    )
+    field_ids = _ids(conn, wanted, tables.fields.c.field_key, tables.fields.c.id)
+    table = tables.column_edges
+    statement = upsert(conn, table)
+    wins = lifecycle.newer_sql(statement.excluded.last_seen, table.c.last_seen)
+    statement = statement.on_conflict_do_update(
+        index_elements=["source_field_id", "target_field_id"],
+        set_={
+            "transformation": case((wins, statement.excluded.transformation), else_=table.c.transformation),
+            "last_seen": lifecycle.latest_sql(table.c.last_seen, statement.excluded.last_seen),
+        },
+    )
+    rows = [
+        {
+            "source_field_id": field_ids[field_key(ids[s], sf)],
+            "target_field_id": field_ids[field_key(ids[t], tf)],
+            "transformation": transformation,
+            "last_seen": at,
+        }
+        for (s, sf, t, tf), (at, transformation) in changes.column_edges.items()
+    ]
+    _execute_many(conn, statement, rows)

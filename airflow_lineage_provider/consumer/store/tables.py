@@ -1,0 +1,199 @@
+"""The lineage store's tables, declared once for SQLite and PostgreSQL (SQLAlchemy Core).
+
+Graph vertices (jobs and datasets) share one id space in ``lineage_nodes`` so that a walk is one
+recursive query over one edge table, ``lineage_edges`` (input dataset → job → output dataset). Names and
+namespaces are unbounded text; uniqueness goes through a SHA-1 ``*_key`` column, because PostgreSQL
+cannot index arbitrarily long text. Times are stored in UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.types import TypeDecorator
+
+#: Primary keys: BIGINT on PostgreSQL, INTEGER (the rowid alias) on SQLite.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timestamp stored in UTC and read back as an aware ``datetime`` on every database."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        value = value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+metadata = MetaData()
+
+schema_version = Table(
+    "lineage_schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("applied_at", UtcDateTime, nullable=False),
+)
+
+#: Every distinct event received, verbatim (``payload`` is the JSON text), keyed by a content hash.
+events = Table(
+    "lineage_events",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("event_key", String(64), nullable=False, unique=True),
+    Column("kind", String(8), nullable=False),
+    Column("event_type", String(16)),
+    Column("event_time", UtcDateTime, nullable=False),
+    Column("run_uuid", String(36)),
+    Column("job_namespace", Text),
+    Column("job_name", Text),
+    Column("producer", Text),
+    Column("received_at", UtcDateTime, nullable=False),
+    Column("payload", Text, nullable=False),
+    Index("ix_lineage_events_event_time", "event_time"),
+    Index("ix_lineage_events_run_uuid", "run_uuid"),
+)
+
+#: Jobs and datasets: the vertices of the lineage graph.
+nodes = Table(
+    "lineage_nodes",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("node_key", String(40), nullable=False, unique=True),
+    Column("kind", String(8), nullable=False),
+    Column("namespace", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Index("ix_lineage_nodes_kind_namespace", "kind", "namespace"),
+)
+
+#: Per-dataset state: the latest schema (by event time) and the latest facets.
+datasets = Table(
+    "lineage_datasets",
+    metadata,
+    Column("node_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("fields", Text),
+    Column("schema_time", UtcDateTime),
+    Column("facets", Text),
+    Column("facets_time", UtcDateTime),
+)
+
+#: Per-job state: the latest facets and the latest run (by event time).
+jobs = Table(
+    "lineage_jobs",
+    metadata,
+    Column("node_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("facets", Text),
+    Column("facets_time", UtcDateTime),
+    Column("latest_run_uuid", String(36)),
+    Column("latest_run_time", UtcDateTime),
+)
+
+#: One row per run; state follows the lifecycle and event times, never arrival order.
+runs = Table(
+    "lineage_runs",
+    metadata,
+    Column("run_uuid", String(36), primary_key=True),
+    Column("job_id", Id, ForeignKey("lineage_nodes.id"), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("state_rank", SmallInteger, nullable=False),
+    Column("state_time", UtcDateTime, nullable=False),
+    Column("started_at", UtcDateTime),
+    Column("ended_at", UtcDateTime),
+    Column("nominal_start_time", UtcDateTime),
+    Column("nominal_end_time", UtcDateTime),
+    Column("parent_run_uuid", String(36)),
+    Column("facets", Text),
+    Column("facets_time", UtcDateTime),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+    Index("ix_lineage_runs_job", "job_id", "created_at"),
+    Index("ix_lineage_runs_updated_at", "updated_at"),
+)
+
+#: Datasets each run read (``input``) and wrote (``output``).
+run_io = Table(
+    "lineage_run_io",
+    metadata,
+    Column("run_uuid", String(36), ForeignKey("lineage_runs.run_uuid", ondelete="CASCADE"), primary_key=True),
+    Column("dataset_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("direction", String(6), primary_key=True),
+)
+
+#: The job↔dataset graph: input dataset → job and job → output dataset, with when each was last seen.
+edges = Table(
+    "lineage_edges",
+    metadata,
+    Column("origin_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("destination_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("first_seen", UtcDateTime, nullable=False),
+    Column("last_seen", UtcDateTime, nullable=False),
+    Index("ix_lineage_edges_destination", "destination_id", "origin_id"),
+)
+
+#: Table lineage: source dataset → target dataset through a job (what DQX-style collection walks).
+dataset_edges = Table(
+    "lineage_dataset_edges",
+    metadata,
+    Column("source_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("target_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("job_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("last_seen", UtcDateTime, nullable=False),
+    Index("ix_lineage_dataset_edges_target", "target_id", "source_id"),
+)
+
+#: Dataset fields (columns) that take part in column lineage.
+fields = Table(
+    "lineage_fields",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("field_key", String(40), nullable=False, unique=True),
+    Column("dataset_id", Id, ForeignKey("lineage_nodes.id"), nullable=False),
+    Column("name", Text, nullable=False),
+    Index("ix_lineage_fields_dataset", "dataset_id"),
+)
+
+#: Column lineage from ``columnLineage`` facets: source field → target field.
+column_edges = Table(
+    "lineage_column_edges",
+    metadata,
+    Column("source_field_id", Id, ForeignKey("lineage_fields.id"), primary_key=True),
+    Column("target_field_id", Id, ForeignKey("lineage_fields.id"), primary_key=True),
+    Column("transformation", Text),
+    Column("last_seen", UtcDateTime, nullable=False),
+    Index("ix_lineage_column_edges_target", "target_field_id", "source_field_id"),
+)
+
+#: Other names of a dataset, from ``symlinks`` facets.
+symlinks = Table(
+    "lineage_symlinks",
+    metadata,
+    Column("dataset_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("symlink_key", String(40), primary_key=True),
+    Column("namespace", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("type", Text),
+)
