@@ -92,8 +92,9 @@ class OutboxWriter:
             self._drainer = threading.Thread(target=self._drain_in_background, name="lineage-outbox-drain", daemon=True)
             self._drainer.start()
 
-    def _drain_in_background(self) -> None:
-        while True:
+    def _drain_in_background(self, attempts: int = 30) -> None:
+        failures = 0
+        while failures < attempts:  # then the next spilled event (or a shipper) tries again
             wait = self._down_until - time.monotonic()
             if wait > 0:
                 time.sleep(min(wait, 1.0))
@@ -101,6 +102,7 @@ class OutboxWriter:
             try:
                 self.drain_spill()
             except Exception as error:
+                failures += 1
                 self._database_failed(error)
                 continue
             if not self.spill.has_events():
