@@ -47,6 +47,21 @@ def strict() -> bool:
     return _get("strict").strip().lower() in ("true", "1", "t", "yes", "on")
 
 
+def information_supply_chain() -> str:
+    """``[lineage_provider] information_supply_chain``: default Egeria supply chain (empty: none)."""
+    return _get("information_supply_chain").strip()
+
+
+def egeria_governance_action() -> str:
+    """``[lineage_provider] egeria_governance_action``: default governance action, a JSON object (empty: none)."""
+    return _get("egeria_governance_action").strip()
+
+
+def extractor_operators() -> list[str]:
+    """``[lineage_provider] extractor_operators``: operator class names the declared-lineage extractor handles."""
+    return [name.strip() for name in _get("extractor_operators").replace(",", ";").split(";") if name.strip()]
+
+
 def _as_bool(value: str) -> bool:
     return value.strip().lower() in ("true", "1", "t", "yes", "on")
 

@@ -118,7 +118,31 @@ OUTBOX_OPTIONS: dict[str, Any] = {
 #: The lineage consumer and its Airflow plugin (``airflow_lineage_provider.consumer``).
 CONSUMER_OPTIONS: dict[str, Any] = {}
 #: Egeria and materialization facets, the extractor (``airflow_lineage_provider.facets``).
-FACET_OPTIONS: dict[str, Any] = {}
+FACET_OPTIONS: dict[str, Any] = {
+    "information_supply_chain": _option(
+        "Qualified name of the Egeria information supply chain given to every task's events (as an "
+        "``egeria_informationSupplyChain`` run facet) when neither the task's nor the DAG's params set "
+        "``information_supply_chain``. Empty: no default.\n",
+        "",
+        "InformationSupplyChain::sales-orders",
+    ),
+    "egeria_governance_action": _option(
+        "JSON object of the Egeria governance action given to every task's events (as an "
+        "``egeria_governanceAction`` run facet) when neither the task's nor the DAG's params set "
+        "``egeria_governance_action``. Keys: iscQualifiedName, engineActionGUID, governanceEngineName, "
+        "requestType, governanceActionTypeName, processName, processStepName. Empty: no default.\n",
+        "",
+        '{"governanceEngineName": "AssetGovernance", "requestType": "nightly-load"}',
+    ),
+    "extractor_operators": _option(
+        "Operator class names (``task_type``, e.g. ``MyCopyOperator``), separated by ``;`` or ``,``, that "
+        "the extractor ``airflow_lineage_provider.extractors.DeclaredLineageExtractor`` handles once it is "
+        "listed in ``[openlineage] extractors``: lineage from their inlets/outlets and SQL, plus the Egeria "
+        "and materialization run facets.\n",
+        "",
+        "CopyRowsOperator;ExportOperator",
+    ),
+}
 
 CONFIG: dict[str, Any] = {
     "lineage_provider": {
