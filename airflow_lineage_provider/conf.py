@@ -119,3 +119,43 @@ def export_batch_size() -> int:
 def export_dag_lineage() -> bool:
     """``[lineage_provider] export_dag_lineage``: let the export DAG's own tasks emit lineage (default off)."""
     return _as_bool(_get("export_dag_lineage"))
+
+def consumer_plugin() -> bool:
+    """``[lineage_provider] consumer_plugin``: mount the consumer in the Airflow API server (default on)."""
+    return _as_bool(_get("consumer_plugin"))
+
+
+def consumer_store_url() -> str:
+    """``[lineage_provider] consumer_store_url``: the consumer's store (default: SQLite under ``$AIRFLOW_HOME``)."""
+    url = _get("consumer_store_url").strip()
+    if url:
+        return url
+    from airflow.configuration import AIRFLOW_HOME
+
+    return f"sqlite:///{AIRFLOW_HOME}/lineage_consumer.db"
+
+
+def consumer_api_key() -> str | None:
+    """``[lineage_provider] consumer_api_key``: key required on consumer writes (None: writes are open)."""
+    return _get("consumer_api_key").strip() or None
+
+
+def consumer_max_body_bytes() -> int:
+    """``[lineage_provider] consumer_max_body_bytes``: largest ingest body in bytes (default 16 MiB)."""
+    return int(_get("consumer_max_body_bytes") or 16 * 1024 * 1024)
+
+
+def consumer_strict() -> bool:
+    """``[lineage_provider] consumer_strict``: reject events the OpenLineage JSON schema rejects."""
+    return _as_bool(_get("consumer_strict"))
+
+
+def consumer_spec_dir() -> str | None:
+    """``[lineage_provider] consumer_spec_dir``: the OpenLineage spec folder strict mode reads."""
+    return _get("consumer_spec_dir").strip() or None
+
+
+def consumer_retention_days() -> float | None:
+    """``[lineage_provider] consumer_retention_days``: days of raw events and runs kept (None: all)."""
+    value = _get("consumer_retention_days").strip()
+    return float(value) if value else None

@@ -116,7 +116,53 @@ OUTBOX_OPTIONS: dict[str, Any] = {
     ),
 }
 #: The lineage consumer and its Airflow plugin (``airflow_lineage_provider.consumer``).
-CONSUMER_OPTIONS: dict[str, Any] = {}
+CONSUMER_OPTIONS: dict[str, Any] = {
+    "consumer_plugin": _option(
+        "Mount the lineage consumer (OpenLineage ingest and graph API) in the Airflow API server under ``/lineage``.\n",
+        "True",
+        "False",
+        "boolean",
+    ),
+    "consumer_store_url": _option(
+        "SQLAlchemy URL of the consumer's lineage store (SQLite in WAL mode, or PostgreSQL for several "
+        "API server replicas). Empty: ``sqlite:///$AIRFLOW_HOME/lineage_consumer.db``.\n",
+        "",
+        "postgresql+psycopg2://lineage:secret@db:5432/lineage",
+    ),
+    "consumer_api_key": {
+        **_option(
+            "API key the consumer requires on writes (``X-API-Key`` or ``Authorization: Bearer``). Empty: "
+            "writes are open (reads always are).\n",
+            "",
+            "s3cret",
+        ),
+        "sensitive": True,
+    },
+    "consumer_max_body_bytes": _option(
+        "Largest ingest request body the consumer accepts, in bytes (larger ones get 413).\n",
+        "16777216",
+        "67108864",
+        "integer",
+    ),
+    "consumer_strict": _option(
+        "Reject events that the OpenLineage JSON schema rejects (needs ``consumer_spec_dir``).\n",
+        "False",
+        "True",
+        "boolean",
+    ),
+    "consumer_spec_dir": _option(
+        "Folder with the OpenLineage spec's ``OpenLineage.json`` and ``facets/`` (the ``spec/`` folder of "
+        "the OpenLineage repository), read in strict mode.\n",
+        "",
+        "/opt/openlineage/spec",
+    ),
+    "consumer_retention_days": _option(
+        "Days the consumer keeps raw events and runs; the graph itself is never pruned. Empty: keep everything.\n",
+        "",
+        "90",
+        "integer",
+    ),
+}
 #: Egeria and materialization facets, the extractor (``airflow_lineage_provider.facets``).
 FACET_OPTIONS: dict[str, Any] = {
     "information_supply_chain": _option(
@@ -176,7 +222,9 @@ CONNECTION_TYPES: list[dict[str, Any]] = [
     }
 ]
 #: Airflow plugins the provider registers (``plugins`` entries: ``name``, ``plugin-class``).
-PLUGINS: list[dict[str, Any]] = []
+PLUGINS: list[dict[str, Any]] = [
+    {"name": "lineage_consumer", "plugin-class": "airflow_lineage_provider.plugins.consumer.LineageConsumerPlugin"},
+]
 #: TaskFlow decorators (``task-decorators`` entries: ``name``, ``class-name``).
 TASK_DECORATORS: list[dict[str, Any]] = []
 

@@ -1,0 +1,1 @@
+"""Airflow plugins of this provider (registered through ``get_provider_info()["plugins"]``)."""

@@ -1,0 +1,50 @@
+"""The Airflow plugin mounting the lineage consumer in the Airflow 3 API server under ``/lineage``.
+
+The ingest endpoint is then ``http://<api-server>/lineage/api/v1/lineage`` and the graph query
+``http://<api-server>/lineage/api/v1/lineage?nodeId=...``. The store, API key and limits come from the
+``[lineage_provider] consumer_*`` options. Building the app does not touch the store, so loading the
+plugin in schedulers and workers costs nothing; the store is opened on the first request.
+
+Airflow's own authentication does not cover mounted apps: set ``consumer_api_key`` to protect writes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow.plugins_manager import AirflowPlugin
+
+from airflow_lineage_provider import conf
+
+log = logging.getLogger(__name__)
+
+URL_PREFIX = "/lineage"
+
+
+def consumer_apps() -> list[dict[str, Any]]:
+    """The ``fastapi_apps`` entry for the consumer, or none when ``consumer_plugin`` is off or misconfigured."""
+    if not conf.consumer_plugin():
+        return []
+    try:
+        from airflow_lineage_provider.consumer import create_app
+
+        app = create_app(
+            store_url=conf.consumer_store_url(),
+            api_key=conf.consumer_api_key(),
+            max_body_bytes=conf.consumer_max_body_bytes(),
+            strict=conf.consumer_strict(),
+            spec_dir=conf.consumer_spec_dir(),
+            retention_days=conf.consumer_retention_days(),
+        )
+    except (ValueError, ImportError) as error:
+        log.error("the lineage consumer is not mounted: %s (check [lineage_provider] consumer_* options)", error)
+        return []
+    return [{"app": app, "url_prefix": URL_PREFIX, "name": "OpenLineage consumer (airflow-lineage-provider)"}]
+
+
+class LineageConsumerPlugin(AirflowPlugin):
+    """Serves the lineage consumer inside the Airflow API server."""
+
+    name = "lineage_consumer"
+    fastapi_apps = consumer_apps()
