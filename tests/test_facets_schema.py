@@ -25,6 +25,7 @@ from airflow_lineage_provider.facets import (
     MaterializationRunFacet,
     materialization_facet,
     record_rows_written,
+    run_dates,
     schema_document,
 )
 from airflow_lineage_provider.facets import materialization as materialization_module
@@ -212,3 +213,7 @@ def test_record_rows_written_misuse_is_logged_and_ignored_when_not_strict(caplog
     assert any("rows written -3" in r.getMessage() for r in caplog.records)
     assert not materialization_module._recorded
     forget_reported()
+
+
+def test_run_dates_outside_a_task_are_empty() -> None:
+    assert run_dates() == {}

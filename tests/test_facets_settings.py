@@ -166,3 +166,12 @@ def test_the_same_problem_is_logged_at_warning_once(caplog: pytest.LogCaptureFix
     egeria_facets(task)
     egeria_facets(task)
     assert len(warnings(caplog)) == 1
+
+
+def test_malformed_value_from_the_run_names_the_run(caplog: pytest.LogCaptureFixture) -> None:
+    task = task_in_dag({"information_supply_chain": "isc::sales"})
+    assert egeria_facets(task, {"information_supply_chain": {"name": "isc::conf"}}) == {}
+    [message] = warnings(caplog)
+    assert (
+        "param 'information_supply_chain' of the run of DAG 'sales' (task 'load') is {'name': 'isc::conf'}" in message
+    )

@@ -5,7 +5,8 @@ materialization facet.
 * :func:`task_run_facets` - the same facets for code that builds a task's events itself;
 * :func:`egeria_facets` - the Egeria facets a task's ``information_supply_chain`` /
   ``egeria_governance_action`` params (or the ``[lineage_provider]`` defaults) ask for;
-* :func:`materialization_facet` - the ``airflowLineageProvider_materialization`` facet;
+* :func:`materialization_facet` - the ``airflowLineageProvider_materialization`` facet (with
+  :func:`run_dates` for the DAG run's data interval and logical date);
 * :func:`record_rows_written` - for task code to report how many rows it wrote.
 
 Example ``airflow.cfg``::
@@ -32,6 +33,7 @@ from airflow_lineage_provider.facets.materialization import (
     MaterializedDataset,
     materialization_facet,
     record_rows_written,
+    run_dates,
     schema_document,
 )
 from airflow_lineage_provider.facets.settings import (
@@ -56,6 +58,7 @@ __all__ = [
     "materialization_facet",
     "record_rows_written",
     "resolve_egeria_settings",
+    "run_dates",
     "run_facets",
     "schema_document",
     "task_run_facets",

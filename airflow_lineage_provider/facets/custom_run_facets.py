@@ -28,6 +28,7 @@ from airflow_lineage_provider.facets.materialization import (
     MATERIALIZATION_KEY,
     materialization_facet,
     recorded_rows_written,
+    run_dates,
 )
 from airflow_lineage_provider.facets.settings import egeria_facets
 from airflow_lineage_provider.facets.sql import cursor_rows_written
@@ -95,14 +96,8 @@ def task_run_facets(
             return facets
         if rows_written is None:
             rows_written = rows_written_by(task_instance, task)
-        dag_run = context.get("dag_run")
-        facet = materialization_facet(
-            outputs,
-            rows_written=rows_written,
-            data_interval_start=getattr(dag_run, "data_interval_start", None),
-            data_interval_end=getattr(dag_run, "data_interval_end", None),
-            logical_date=getattr(dag_run, "logical_date", None),
-        )
+        dates = run_dates(context["dag_run"]) if context.get("dag_run") is not None else {}
+        facet = materialization_facet(outputs, rows_written=rows_written, **dates)
         if facet is not None:
             facets[MATERIALIZATION_KEY] = facet
     except Exception as error:

@@ -168,6 +168,30 @@ def materialization_facet(
     )
 
 
+def run_dates(dag_run: Any = None) -> dict[str, Any]:
+    """The ``data_interval_start``/``data_interval_end``/``logical_date`` keywords of :func:`materialization_facet`
+    for a DAG run (default: the run of the Airflow task running now; ``{}`` outside a task).
+
+    Example (inside a task)::
+
+        facet = materialization_facet(outputs, rows_written=run.rows_written, **run_dates())
+    """
+    if dag_run is None:
+        try:
+            from airflow.sdk import get_current_context
+
+            dag_run = get_current_context().get("dag_run")
+        except Exception:  # not inside a running task
+            return {}
+    if dag_run is None:
+        return {}
+    return {
+        "data_interval_start": getattr(dag_run, "data_interval_start", None),
+        "data_interval_end": getattr(dag_run, "data_interval_end", None),
+        "logical_date": getattr(dag_run, "logical_date", None),
+    }
+
+
 def schema_document() -> dict[str, Any]:
     """The facet's JSON schema as shipped in the package (its ``$id`` is :data:`SCHEMA_ID`)."""
     path = resources.files("airflow_lineage_provider") / "schemas" / SCHEMA_VERSION / f"{SCHEMA_NAME}.json"

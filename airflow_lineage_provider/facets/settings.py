@@ -55,6 +55,14 @@ class _Setting:
     origin: str  # where the value was set, for messages
 
 
+@dataclass(frozen=True)
+class _Malformed:
+    """A configured default that could not even be parsed."""
+
+    raw: str
+    reason: str
+
+
 def _has_no_value(param: Any) -> bool:
     # Param.has_value is False for both "no default" (NOTSET) and None; only None is a value here.
     return not param.has_value and param.value is not None
@@ -64,32 +72,34 @@ def _describe(task: Any) -> tuple[str, str]:
     return str(getattr(task, "dag_id", None) or "?"), str(getattr(task, "task_id", None) or "?")
 
 
-def _lookup(task: Any, key: str, params: Mapping[str, Any] | None) -> _Setting | None:
-    dag_id, task_id = _describe(task)
+def _declared(task: Any, key: str) -> tuple[bool, Any, str | None]:
+    """Whether the task's params (which include the DAG's) or the DAG's declare ``key``: (found, value, source)."""
     task_params = getattr(task, "params", None) or {}
     dag_params = getattr(getattr(task, "dag", None), "params", None) or {}
-    source = None
-    if key in task_params and hasattr(task_params, "get_param"):
-        source = task_params.get_param(key).source
-    elif key in dag_params:
-        source = "dag"
-    origins = {
-        "task": f"param {key!r} of task {task_id!r} in DAG {dag_id!r}",
-        "dag": f"param {key!r} of DAG {dag_id!r} (task {task_id!r})",
-        None: f"param {key!r} of the run of DAG {dag_id!r} (task {task_id!r})",
-    }
-    if params is not None and key in params:
-        return _Setting(params[key], origins[source])
-    for holder, holder_source in ((task_params, source), (dag_params, "dag")):
+    for holder, default_source in ((task_params, "task"), (dag_params, "dag")):
         if key not in holder:
             continue
-        if hasattr(holder, "get_param"):
-            param = holder.get_param(key)
-            if _has_no_value(param):
-                continue
-            return _Setting(param.value, origins[holder_source])
-        return _Setting(holder[key], origins[holder_source])
-    return None
+        if not hasattr(holder, "get_param"):  # a plain dict
+            return True, holder[key], default_source
+        param = holder.get_param(key)
+        if _has_no_value(param):
+            continue
+        return True, param.value, param.source or default_source
+    return False, None, None
+
+
+def _lookup(task: Any, key: str, params: Mapping[str, Any] | None) -> _Setting | None:
+    dag_id, task_id = _describe(task)
+    found, value, source = _declared(task, key)
+    if params is not None and key in params and (not found or params[key] != value):
+        source, value, found = "run", params[key], True  # e.g. a DAG run's conf overriding the param
+    if not found:
+        return None
+    origin = {
+        "task": f"param {key!r} of task {task_id!r} in DAG {dag_id!r}",
+        "dag": f"param {key!r} of DAG {dag_id!r} (task {task_id!r})",
+    }.get(source, f"param {key!r} of the run of DAG {dag_id!r} (task {task_id!r})")
+    return _Setting(value, origin)
 
 
 def _default_governance_action() -> _Setting | None:
@@ -101,12 +111,6 @@ def _default_governance_action() -> _Setting | None:
         return _Setting(json.loads(raw), origin)
     except ValueError as error:
         return _Setting(_Malformed(raw, f"it is not JSON ({error})"), origin)
-
-
-@dataclass(frozen=True)
-class _Malformed:
-    raw: str
-    reason: str
 
 
 def _warn(setting: _Setting, problem: str, facet_key: str) -> None:
