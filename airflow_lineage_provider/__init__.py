@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_lineage_provider.version import __version__
 
 if TYPE_CHECKING:
+    from airflow_lineage_provider.operators.mixin import LineageMixin
     from airflow_lineage_provider.producer.dataset_facets import column_lineage_facet, schema_facet
     from airflow_lineage_provider.producer.emit import EventType, emit_lineage
     from airflow_lineage_provider.producer.run import LineageRun, lineage_run
@@ -30,10 +31,12 @@ _EXPORTS = {
     "EventType": "airflow_lineage_provider.producer.emit",
     "schema_facet": "airflow_lineage_provider.producer.dataset_facets",
     "column_lineage_facet": "airflow_lineage_provider.producer.dataset_facets",
+    "LineageMixin": "airflow_lineage_provider.operators.mixin",
 }
 
 __all__ = [
     "EventType",
+    "LineageMixin",
     "LineageRun",
     "__version__",
     "column_lineage_facet",

@@ -226,7 +226,9 @@ PLUGINS: list[dict[str, Any]] = [
     {"name": "lineage_consumer", "plugin-class": "airflow_lineage_provider.plugins.consumer.LineageConsumerPlugin"},
 ]
 #: TaskFlow decorators (``task-decorators`` entries: ``name``, ``class-name``).
-TASK_DECORATORS: list[dict[str, Any]] = []
+TASK_DECORATORS: list[dict[str, Any]] = [
+    {"name": "lineage", "class-name": "airflow_lineage_provider.decorators.lineage.lineage_task"},
+]
 
 
 def get_provider_info() -> dict[str, Any]:

@@ -97,12 +97,20 @@ def build_run_event(
         eventTime=event_time_iso(event_time),
         run=Run(runId=run_id, facets=run_facet_objects),
         job=Job(namespace=job_namespace, name=job_name, facets=job_facet_objects),
-        inputs=[InputDataset(r.namespace, r.name, facets=facets_from_mapping(r.facets, DatasetFacet)) for r in inputs],
-        outputs=[
-            OutputDataset(r.namespace, r.name, facets=facets_from_mapping(r.facets, DatasetFacet)) for r in outputs
-        ],
+        inputs=input_datasets(inputs),
+        outputs=output_datasets(outputs),
         producer=producer,
     )
+
+
+def input_datasets(refs: list[DatasetRef]) -> list[InputDataset]:
+    """``InputDataset`` objects (facet dicts converted to facet objects) for normalised datasets."""
+    return [InputDataset(r.namespace, r.name, facets=facets_from_mapping(r.facets, DatasetFacet)) for r in refs]
+
+
+def output_datasets(refs: list[DatasetRef]) -> list[OutputDataset]:
+    """``OutputDataset`` objects (facet dicts converted to facet objects) for normalised datasets."""
+    return [OutputDataset(r.namespace, r.name, facets=facets_from_mapping(r.facets, DatasetFacet)) for r in refs]
 
 
 def job_namespace() -> str:

@@ -63,6 +63,7 @@ def dags_test(
     env: dict[str, str] | None = None,
     events_file: Path | None = None,
     timeout: int = 300,
+    cwd: Path | None = None,
 ) -> DagRunResult:
     """``airflow dags test`` one DAG; events go to ``events_file`` through the real file transport.
 
@@ -78,6 +79,7 @@ def dags_test(
         capture_output=True,
         text=True,
         timeout=timeout,
+        cwd=cwd,
     )
     return DagRunResult(
         result.returncode,

@@ -1,0 +1,35 @@
+"""Merging an operator's own ``OperatorLineage`` with the declared one: keep both, never drop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _merge_datasets(own: list[Any], declared: list[Any]) -> list[Any]:
+    """Own datasets first; a declared dataset with the same identity adds the facets the own one lacks."""
+    merged = list(own)
+    index = {(d.namespace, d.name): d for d in merged}
+    for dataset in declared:
+        existing = index.get((dataset.namespace, dataset.name))
+        if existing is None:
+            merged.append(dataset)
+            index[(dataset.namespace, dataset.name)] = dataset
+        else:
+            existing.facets = {**(dataset.facets or {}), **(existing.facets or {})}
+    return merged
+
+
+def merge_lineage(own: Any, declared: Any) -> Any:
+    """One ``OperatorLineage`` with the datasets and facets of both (the operator's own win on conflict)."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    if own is None:
+        return declared if declared is not None else OperatorLineage()
+    if declared is None:
+        return own
+    return OperatorLineage(
+        inputs=_merge_datasets(list(own.inputs or []), list(declared.inputs or [])),
+        outputs=_merge_datasets(list(own.outputs or []), list(declared.outputs or [])),
+        run_facets={**(declared.run_facets or {}), **(own.run_facets or {})},
+        job_facets={**(declared.job_facets or {}), **(own.job_facets or {})},
+    )

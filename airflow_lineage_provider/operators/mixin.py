@@ -1,0 +1,180 @@
+"""``LineageMixin``: declared, templated lineage for any operator, emitted by the stock listener.
+
+``class CopyRows(LineageMixin, BaseOperator)`` takes ``lineage_inputs``, ``lineage_outputs`` and
+``lineage_connector`` and implements ``get_openlineage_facets_on_start/_on_complete/_on_failure``, so the
+stock OpenLineage listener emits the task's own START/COMPLETE/FAIL with these datasets: one event stream,
+no second job. Where the listener is not active, the task emits those events itself
+(:mod:`.self_emission`), with the run ids the listener would have used.
+
+The lineage arguments are Jinja templates rendered per run with the task's context (``"main/part_{{
+ds_nodash }}"``). They are rendered by the mixin, not through ``template_fields``, so a broken template is
+logged and drops only the lineage it would have named: it never fails the task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_lineage_provider.operators.facets_merge import merge_lineage
+from airflow_lineage_provider.operators.self_emission import wrap_execute
+from airflow_lineage_provider.producer.connectors import Connectors, add_schemas, name_datasets
+from airflow_lineage_provider.producer.datasets import DatasetRef, to_dataset_refs
+from airflow_lineage_provider.producer.emit import input_datasets, output_datasets
+from airflow_lineage_provider.reporting import warn_once
+
+OL_METHODS = (
+    "get_openlineage_facets_on_start",
+    "get_openlineage_facets_on_complete",
+    "get_openlineage_facets_on_failure",
+)
+
+
+class LineageMixin(BaseOperator):
+    """Declared lineage for an operator: ``class CopyRows(LineageMixin, BaseOperator)``.
+
+    :param lineage_inputs: datasets the task reads, in any form ``lineage_run`` accepts; strings are Jinja
+        templates rendered per run.
+    :param lineage_outputs: datasets the task writes, likewise.
+    :param lineage_connector: names ``"database/table"`` datasets and looks up their schemas (any form
+        ``lineage_run``'s ``connector=`` accepts). When omitted, the operator's own hook is used if it has
+        one (``get_db_hook()`` of SQL operators, or a ``hook`` offering a SQLAlchemy engine).
+
+    The operator's own ``get_openlineage_facets_*`` (e.g. a SQL operator's parsed lineage) are kept and
+    merged with the declared datasets.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        wrap_execute(cls)
+
+    def __init__(
+        self,
+        *,
+        lineage_inputs: Any = None,
+        lineage_outputs: Any = None,
+        lineage_connector: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.lineage_inputs = lineage_inputs
+        self.lineage_outputs = lineage_outputs
+        self.lineage_connector = lineage_connector
+
+    # -- declared datasets --------------------------------------------------------------------------
+
+    def _lineage_context(self, task_instance: Any = None) -> dict[str, Any] | None:
+        try:
+            from airflow.sdk import get_current_context
+
+            return dict(get_current_context())
+        except Exception:
+            pass
+        try:
+            return dict(task_instance.get_template_context()) if task_instance is not None else None
+        except Exception:
+            return None
+
+    def _render_lineage(self, value: Any, field: str, context: dict[str, Any] | None) -> Any:
+        """Render each declared dataset on its own, so one broken template drops only that dataset."""
+        if value is None or context is None:
+            return value
+        items = list(value) if isinstance(value, list | tuple) else [value]
+        rendered = []
+        for item in items:
+            try:
+                rendered.append(self.render_template(item, context, self.get_template_env()))
+            except Exception as error:
+                warn_once(
+                    f"Lineage: {field} entry {item!r} of task {self.task_id!r} could not be rendered "
+                    f"({type(error).__name__}: {error}); that dataset is left out and the task runs on."
+                )
+        return rendered
+
+    def declared_lineage(self, task_instance: Any = None) -> tuple[list[DatasetRef], list[DatasetRef]]:
+        """The rendered, normalised declared inputs and outputs (cached for the task try)."""
+        cached = self.__dict__.get("_lineage_declared")
+        if cached is not None:
+            return cached
+        context = self._lineage_context(task_instance)
+        inputs = to_dataset_refs(self._render_lineage(self.lineage_inputs, "lineage_inputs", context), "lineage_inputs")
+        outputs = to_dataset_refs(
+            self._render_lineage(self.lineage_outputs, "lineage_outputs", context), "lineage_outputs"
+        )
+        declared = (inputs, outputs)
+        if context is not None:  # rendered for this run: reuse on COMPLETE/FAIL
+            self.__dict__["_lineage_declared"] = declared
+        return declared
+
+    def lineage_connectors(self) -> Connectors:
+        """The connectors of this task try: ``lineage_connector``, else the operator's own hook."""
+        connectors = self.__dict__.get("_lineage_connectors")
+        if connectors is None:
+            connectors = Connectors(self.lineage_connector if self.lineage_connector is not None else self._own_hook())
+            self.__dict__["_lineage_connectors"] = connectors
+        return connectors
+
+    def _own_hook(self) -> Any:
+        for name in ("get_db_hook", "hook"):
+            try:
+                candidate = getattr(self, name, None)
+                hook = candidate() if name == "get_db_hook" and callable(candidate) else candidate
+            except Exception as error:
+                warn_once(f"Lineage: {name} of task {self.task_id!r} failed ({error}); no schema lookup.")
+                continue
+            if hook is not None and callable(getattr(hook, "get_sqlalchemy_engine", None)):
+                return hook
+        return None
+
+    def _declared_operator_lineage(self, task_instance: Any, *, enrich: bool) -> Any:
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        inputs, outputs = self.declared_lineage(task_instance)
+        inputs = [ref.copy() for ref in inputs]
+        outputs = [ref.copy() for ref in outputs]
+        connectors = self.lineage_connectors()
+        name_datasets(inputs + outputs, connectors)
+        if enrich:
+            add_schemas(inputs + outputs, connectors)
+        return OperatorLineage(inputs=input_datasets(inputs), outputs=output_datasets(outputs))
+
+    # -- the stock listener's protocol --------------------------------------------------------------
+
+    def _own_operator_lineage(self, method_index: int, *args: Any) -> Any:
+        """The lineage of the operator's own ``get_openlineage_facets_*``, falling back like the stock
+        DefaultExtractor does (failure → complete → start)."""
+        for index in range(method_index, -1, -1):
+            method = getattr(super(), OL_METHODS[index], None)
+            if callable(method):
+                try:
+                    return method(*args) if index else method()
+                except Exception as error:
+                    warn_once(f"Lineage: {OL_METHODS[index]} of task {self.task_id!r} failed: {error}")
+                    return None
+        return None
+
+    def _lineage(self, method_index: int, task_instance: Any = None) -> Any:
+        try:
+            declared = self._declared_operator_lineage(task_instance, enrich=method_index > 0)
+        except Exception as error:
+            warn_once(f"Lineage: declared lineage of task {self.task_id!r} could not be built: {error}")
+            declared = None
+        args = (task_instance,) if method_index else ()
+        return merge_lineage(self._own_operator_lineage(method_index, *args), declared)
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        """START: the declared datasets, named, without schemas; merged with the operator's own."""
+        return self._lineage(0)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """COMPLETE: the declared datasets with schemas from the connector; merged with the operator's own."""
+        return self._lineage(1, task_instance)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """FAIL: like COMPLETE — the declared datasets are kept, with schemas where they can be read."""
+        return self._lineage(2, task_instance)
+
+
+LINEAGE_ARGUMENTS: Sequence[str] = ("lineage_inputs", "lineage_outputs", "lineage_connector")
