@@ -161,6 +161,13 @@ def parse_event(value: Any) -> LineageEvent:
         payload = canonical_json(event)
     except ValueError:
         raise EventError("the event contains NaN or Infinity, which JSON does not allow") from None
+    if "\\ud" in payload:  # a surrogate escape: fine in pairs, not alone (no store or JSON encoder keeps one)
+        try:
+            json.dumps(event, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise EventError(
+                "the event contains a lone surrogate (\\ud800-\\udfff escape), which is not Unicode text"
+            ) from None
     common: dict[str, Any] = {
         "kind": kind,
         "event_type": event_type or ("OTHER" if kind == "run" else None),
