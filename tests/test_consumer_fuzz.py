@@ -11,7 +11,7 @@ import uuid
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.consumer_fixtures import dataset, run_event
+from support.consumer_helpers import dataset, run_event
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 
