@@ -24,10 +24,12 @@ unset OPENLINEAGE_URL OPENLINEAGE_CONFIG OPENLINEAGE_DISABLED || true
 echo "==> airflow db migrate (SQLite metadata DB in $AIRFLOW_HOME)"
 .venv/bin/airflow db migrate > "$demo/migrate.log" 2>&1 || { tail -40 "$demo/migrate.log"; exit 1; }
 
-echo "==> airflow dags test example_lineage_run"
-.venv/bin/airflow dags test example_lineage_run 2026-02-01 > "$demo/dags-test.log" 2>&1 \
-  || { tail -60 "$demo/dags-test.log"; exit 1; }
-grep -q "state=success" "$demo/dags-test.log" || { tail -60 "$demo/dags-test.log"; echo "DAG run did not succeed" >&2; exit 1; }
+for dag_id in example_lineage_run example_task_lineage; do
+  echo "==> airflow dags test $dag_id"
+  log="$demo/dags-test-$dag_id.log"
+  .venv/bin/airflow dags test "$dag_id" 2026-02-01 > "$log" 2>&1 || { tail -60 "$log"; exit 1; }
+  grep -q "state=success" "$log" || { tail -60 "$log"; echo "$dag_id did not succeed" >&2; exit 1; }
+done
 
 echo "==> lineage produced (task events from the stock listener, custom jobs from lineage_run)"
 .venv/bin/python scripts/show_lineage.py "$demo/events.ndjson"
