@@ -33,11 +33,31 @@ def _is_store_failure(error: SQLAlchemyError) -> bool:
     return isinstance(error, OperationalError) or (isinstance(error, DBAPIError) and error.connection_invalidated)
 
 
+#: PostgreSQL SQLSTATEs of transient conflicts between concurrent writers: retried, never reported.
+_RETRYABLE = {"40001", "40P01"}
+ATTEMPTS = 5
+
+
+def _retryable(error: SQLAlchemyError) -> bool:
+    return getattr(getattr(error, "orig", None), "pgcode", None) in _RETRYABLE
+
+
+def _write(store: LineageStore, events: Sequence[LineageEvent]) -> IngestResult:
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            with store.write() as conn:
+                return ingest_events(conn, events)
+        except OperationalError as error:
+            if not _retryable(error) or attempt == ATTEMPTS:
+                raise
+            time.sleep(0.01 * attempt * attempt)
+    raise AssertionError("unreachable")
+
+
 def store_events(store: LineageStore, events: Sequence[LineageEvent]) -> tuple[IngestResult, dict[int, str]]:
     """Store ``events``; return the counts and ``index → error`` for events the database refused."""
     try:
-        with store.write() as conn:
-            return ingest_events(conn, events), {}
+        return _write(store, events), {}
     except SQLAlchemyError as error:
         if _is_store_failure(error):
             raise StoreUnavailable(f"the lineage store is unavailable: {_reason(error)}") from error

@@ -42,8 +42,13 @@ def upsert(conn: Connection, table: Table) -> Any:
 def _execute_many(conn: Connection, statement: Any, rows: list[dict[str, Any]]) -> None:
     # With RETURNING, SQLAlchemy sends the rows as multi-row VALUES (a few statements per batch) rather
     # than one statement per row, which is what makes batches fast on PostgreSQL.
-    key = next(iter(statement.table.primary_key.columns))
-    conn.execute(statement.returning(key), rows).close()
+    # Rows go in primary-key order so that concurrent transactions lock shared rows in the same order
+    # (PostgreSQL would otherwise detect deadlocks between two batches that share jobs or datasets).
+    keys = [column.key for column in statement.table.primary_key.columns]
+    if statement.table is tables.nodes or statement.table is tables.fields:
+        keys = ["node_key" if statement.table is tables.nodes else "field_key"]
+    rows = sorted(rows, key=lambda row: tuple(row[k] for k in keys))
+    conn.execute(statement.returning(statement.table.c[keys[0]]), rows).close()
 
 
 @dataclass
@@ -171,6 +176,7 @@ def _insert_events(conn: Connection, events: Iterable[LineageEvent], received_at
     ]
     if not rows:
         return []
+    rows.sort(key=lambda row: row["event_key"])
     statement = upsert(conn, tables.events).on_conflict_do_nothing(index_elements=["event_key"])
     return list(conn.execute(statement.returning(tables.events.c.event_key), rows).scalars())
 
