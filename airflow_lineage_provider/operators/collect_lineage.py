@@ -1,0 +1,238 @@
+"""``CollectLineageOperator``: write the lineage around a dataset to a table, after Databricks DQX's
+``CollectLineageAction``.
+
+For a source dataset (say one whose data-quality check just failed) and optionally the columns that
+failed, the operator walks, each with its own bounds:
+
+* ``upstream`` / ``downstream`` table lineage (dataset → dataset through jobs), and
+* ``column_upstream`` / ``column_downstream`` lineage of the failed columns (from ``columnLineage`` facets),
+
+over the consumer's lineage store, each walk one recursive CTE with a full-path cycle guard, and writes
+one row per edge to ``output_table`` through an Airflow connection::
+
+    run_id, run_time, source_table, edge_type, depth, target_table, source_column, target_column
+
+Tables are named ``<namespace>/<name>`` (the OpenLineage dataset identity). The operator never fails the
+pipeline: every error is logged and reported in its XCom result (``status``, ``rows``, ``errors``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, column, select, table
+
+log = logging.getLogger(__name__)
+
+EDGE_TYPES = ("upstream", "downstream", "column_upstream", "column_downstream")
+
+
+@dataclass(frozen=True)
+class LineageSearch:
+    """Bounds of one walk direction (DQX's ``LineageSearchConfig``)."""
+
+    depth: int = 1
+    """Hops from the source: 1 = direct neighbours only."""
+
+    max_nodes: int = 100
+    """At most this many edges are written for the direction; also bounds each hop of the walk."""
+
+    lookback_days: float | None = 30
+    """Only lineage seen in the last this-many days; None: all of it."""
+
+    def __post_init__(self) -> None:
+        if self.depth < 1:
+            raise ValueError(f"LineageSearch.depth must be >= 1, got {self.depth}")
+        if self.max_nodes < 1:
+            raise ValueError(f"LineageSearch.max_nodes must be >= 1, got {self.max_nodes}")
+        if self.lookback_days is not None and self.lookback_days <= 0:
+            raise ValueError(f"LineageSearch.lookback_days must be > 0 or None, got {self.lookback_days}")
+
+
+def lineage_table(name: str, metadata: MetaData | None = None) -> Table:
+    """The output table's definition (``schema.table`` names are split at the last dot)."""
+    schema, _, bare = name.rpartition(".")
+    return Table(
+        bare,
+        metadata or MetaData(),
+        Column("run_id", String(250), nullable=False),
+        Column("run_time", DateTime(timezone=True), nullable=False),
+        Column("source_table", Text, nullable=False),
+        Column("edge_type", String(20), nullable=False),
+        Column("depth", Integer),
+        Column("target_table", Text),
+        Column("source_column", Text),
+        Column("target_column", Text),
+        schema=schema or None,
+    )
+
+
+def _engine(conn_id: str) -> Any:
+    from airflow.sdk import BaseHook
+
+    return BaseHook.get_connection(conn_id).get_hook().get_sqlalchemy_engine()
+
+
+def _store_url(conn_id: str | None) -> str:
+    if conn_id is None:
+        from airflow_lineage_provider import conf
+
+        return conf.consumer_store_url()
+    from airflow.sdk import BaseHook
+
+    hook = BaseHook.get_connection(conn_id).get_hook()
+    try:
+        return hook.sqlalchemy_url.render_as_string(hide_password=False)
+    except (NotImplementedError, AttributeError):
+        return hook.get_uri()
+
+
+class CollectLineageOperator(BaseOperator):
+    """Collect table and column lineage around ``source_namespace``/``source_name`` into ``output_table``.
+
+    :param source_namespace: namespace of the source dataset (e.g. ``postgres://db:5432``).
+    :param source_name: name of the source dataset (e.g. ``analytics.public.orders``).
+    :param output_table: table the rows are appended to (created if missing), ``schema.table`` allowed.
+    :param output_conn_id: Airflow connection of the database holding ``output_table``.
+    :param lineage_conn_id: Airflow connection of the lineage store; None: ``[lineage_provider]
+        consumer_store_url`` (the store the consumer plugin writes).
+    :param failed_columns: columns of the source whose column lineage is walked.
+    :param failed_columns_table: or read them from this table (distinct non-null ``failed_columns_column``
+        values), through ``failed_columns_conn_id`` (default ``output_conn_id``).
+    :param upstream: bounds of the upstream table walk; None disables it. Likewise ``downstream``,
+        ``column_upstream`` and ``column_downstream``.
+    """
+
+    template_fields: Sequence[str] = (
+        "source_namespace",
+        "source_name",
+        "output_table",
+        "failed_columns",
+        "failed_columns_table",
+        "failed_columns_column",
+    )
+    ui_color = "#d8f0e8"
+
+    def __init__(
+        self,
+        *,
+        source_namespace: str,
+        source_name: str,
+        output_table: str,
+        output_conn_id: str,
+        lineage_conn_id: str | None = None,
+        failed_columns: list[str] | None = None,
+        failed_columns_table: str | None = None,
+        failed_columns_column: str = "column_name",
+        failed_columns_conn_id: str | None = None,
+        upstream: LineageSearch | None = LineageSearch(),
+        downstream: LineageSearch | None = LineageSearch(),
+        column_upstream: LineageSearch | None = LineageSearch(),
+        column_downstream: LineageSearch | None = LineageSearch(),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.source_namespace = source_namespace
+        self.source_name = source_name
+        self.output_table = output_table
+        self.output_conn_id = output_conn_id
+        self.lineage_conn_id = lineage_conn_id
+        self.failed_columns = failed_columns
+        self.failed_columns_table = failed_columns_table
+        self.failed_columns_column = failed_columns_column
+        self.failed_columns_conn_id = failed_columns_conn_id
+        self.searches = {
+            "upstream": upstream,
+            "downstream": downstream,
+            "column_upstream": column_upstream,
+            "column_downstream": column_downstream,
+        }
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        """Collect and write the rows; return ``{status, table, rows, counts, errors}`` (never raises)."""
+        errors: list[str] = []
+        rows: list[dict[str, Any]] = []
+        try:
+            rows = self._collect(context, errors)
+            if rows:
+                self._write(rows)
+        except Exception as error:  # lineage collection must never fail the pipeline
+            message = f"{type(error).__name__}: {error}"
+            log.warning("CollectLineageOperator %s failed and was skipped: %s", self.task_id, message)
+            errors.append(message)
+            return self._result("error", 0, errors, rows)
+        return self._result("ok" if not errors else "partial", len(rows), errors, rows)
+
+    def _result(self, status: str, written: int, errors: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
+        counts = {edge: sum(1 for row in rows if row["edge_type"] == edge) for edge in EDGE_TYPES}
+        return {"status": status, "table": self.output_table, "rows": written, "counts": counts, "errors": errors}
+
+    def _collect(self, context: Any, errors: list[str]) -> list[dict[str, Any]]:
+        from airflow_lineage_provider.operators.lineage_walks import LineageWalker
+
+        source = f"{self.source_namespace}/{self.source_name}"
+        common = {
+            "run_id": str(context.get("run_id") or ""),
+            "run_time": datetime.now(timezone.utc),
+            "source_table": source,
+        }
+        walker = LineageWalker(_store_url(self.lineage_conn_id))
+        try:
+            dataset = walker.dataset_id(self.source_namespace, self.source_name)
+            if dataset is None:
+                errors.append(f"the source dataset {source!r} is not in the lineage store (no lineage collected)")
+                return []
+            rows = []
+            columns: list[str] | None = None
+            for edge_type, search in self.searches.items():
+                if search is None:
+                    continue
+                since = (
+                    None if search.lookback_days is None else common["run_time"] - timedelta(days=search.lookback_days)
+                )
+                try:
+                    if edge_type.startswith("column_"):
+                        if columns is None:
+                            columns = self._failed_columns()
+                        found = walker.column_edges(dataset, columns, edge_type, search.depth, search.max_nodes, since)
+                    else:
+                        found = walker.table_edges(dataset, edge_type, search.depth, search.max_nodes, since)
+                except Exception as error:  # one direction failing must not lose the others
+                    log.warning("CollectLineageOperator %s: %s walk failed: %s", self.task_id, edge_type, error)
+                    errors.append(f"{edge_type}: {type(error).__name__}: {error}")
+                    continue
+                rows += [{**common, "edge_type": edge_type, **row} for row in found]
+            return rows
+        finally:
+            walker.close()
+
+    def _failed_columns(self) -> list[str]:
+        if self.failed_columns is not None:
+            return [str(name) for name in self.failed_columns]
+        if not self.failed_columns_table:
+            return []
+        schema, _, name = self.failed_columns_table.rpartition(".")
+        failures = table(name, column(self.failed_columns_column), schema=schema or None)
+        value = failures.c[self.failed_columns_column]
+        query = select(value).distinct().where(value.is_not(None))
+        engine = _engine(self.failed_columns_conn_id or self.output_conn_id)
+        try:
+            with engine.connect() as conn:
+                return [str(value) for value in conn.execute(query).scalars()]
+        finally:
+            engine.dispose()
+
+    def _write(self, rows: list[dict[str, Any]]) -> None:
+        engine = _engine(self.output_conn_id)
+        try:
+            target = lineage_table(self.output_table)
+            with engine.begin() as conn:
+                target.create(conn, checkfirst=True)
+                conn.execute(target.insert(), rows)
+        finally:
+            engine.dispose()
