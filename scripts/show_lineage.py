@@ -35,7 +35,7 @@ def main() -> None:
         if not event["job"]["name"].startswith(args.job_prefix):
             continue
         parent = event["run"]["facets"].get("parent")
-        parent_text = f"{parent['run']['runId'][:8]}… ({parent['job']['name']})" if parent else ""
+        parent_text = f"…{parent['run']['runId'][-8:]} ({parent['job']['name']})" if parent else ""
         lineage = event.get("outputs", [{}])
         column_lineage = any("columnLineage" in d.get("facets", {}) for d in lineage)
         table.add_row(
