@@ -21,7 +21,7 @@ from support.facets_airflow import (
     task_events,
 )
 
-from airflow_lineage_provider.facets import MATERIALIZATION_KEY
+from airflow_lineage_provider.facets import INFORMATION_SUPPLY_CHAIN_KEY, MATERIALIZATION_KEY
 
 pytestmark = pytest.mark.airflow
 
@@ -40,6 +40,9 @@ def sqlite_run(tmp_path_factory: pytest.TempPathFactory, sqlite_file: Path) -> D
     env = {
         **CUSTOM_RUN_FACETS_ENV,
         "AIRFLOW_CONN_FACETS_SQLITE": json.dumps({"conn_type": "sqlite", "host": str(sqlite_file)}),
+        # Connections come from the environment: under `airflow dags test` the listener's forked child
+        # cannot reach the in-process supervisor, so a metastore lookup there hangs until its timeout.
+        "AIRFLOW_CONN_FACETS_BROKEN": json.dumps({"conn_type": "no-such-connection-type"}),
     }
     return run_dag(tmp_path_factory, "facets_materialization_dag.py", DAG_ID, env)
 
@@ -108,6 +111,23 @@ def test_only_complete_events_of_successful_tasks_carry_the_facet(sqlite_run: Da
     for event in sqlite_run.events:
         if event["eventType"] != "COMPLETE":
             assert materialization(event) is None, event["job"]["name"]
+
+
+def test_misused_row_count_is_logged_and_ignored_and_the_task_succeeds(sqlite_run: DagRunResult) -> None:
+    events = task_events(sqlite_run, DAG_ID, "misuses_the_row_count")
+    assert set(events) == {"START", "COMPLETE"}
+    assert materialization(events["COMPLETE"])["rowsWritten"] == 2
+    assert "rows written -5 must be a whole number of rows, 0 or more" in sqlite_run.output
+
+
+def test_failing_lineage_lookups_leave_the_task_and_the_other_facets_alone(sqlite_run: DagRunResult) -> None:
+    events = task_events(sqlite_run, DAG_ID, "unreachable_sql")
+    assert set(events) == {"START", "COMPLETE"}
+    facets = run_facets_of(events["COMPLETE"])
+    assert facets[INFORMATION_SUPPLY_CHAIN_KEY]["iscQualifiedName"] == "InformationSupplyChain::sales-orders"
+    outputs = materialization(events["COMPLETE"])["outputs"]
+    assert {"namespace": "file", "name": "/srv/exports/report.csv"} in outputs
+    assert "could not get the database hook of task 'unreachable_sql'" in sqlite_run.output
 
 
 @pytest.fixture(scope="module")

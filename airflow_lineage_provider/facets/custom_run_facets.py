@@ -46,7 +46,8 @@ def _context(task_instance: Any) -> dict[str, Any]:
     try:
         return dict(getter())
     except Exception as error:
-        warn_once(f"Lineage: could not read the context of task instance {task_instance!r}: {error}")
+        task_id = getattr(task_instance, "task_id", "?")
+        warn_once(f"Lineage: could not read the context of task {task_id!r}: {error}")
         return {}
 
 
@@ -135,5 +136,6 @@ def run_facets(task_instance: Any, ti_state: Any) -> dict[str, RunFacet]:
             return {}
         return task_run_facets(task_instance, complete=_succeeded(ti_state))
     except Exception as error:
-        warn_once(f"Lineage: run facets of {task_instance!r} could not be built: {error}")
+        task_id, dag_id = getattr(task_instance, "task_id", "?"), getattr(task_instance, "dag_id", "?")
+        warn_once(f"Lineage: the run facets of task {task_id!r} in DAG {dag_id!r} could not be built: {error}")
         return {}

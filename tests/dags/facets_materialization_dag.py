@@ -1,20 +1,35 @@
 """Materialization facets: rows from a real SQLite write, rows recorded by task code, the data interval.
 
-Needs the connection ``facets_sqlite`` (``AIRFLOW_CONN_FACETS_SQLITE``) and
+Needs the connections ``facets_sqlite`` and ``facets_broken`` (``AIRFLOW_CONN_*``) and
 ``[openlineage] custom_run_facets = airflow_lineage_provider.facets.run_facets``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import pendulum
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
-from airflow.sdk import Asset, CronDataIntervalTimetable, dag, task
+from airflow.sdk import Asset, BaseOperator, CronDataIntervalTimetable, dag, task
 
 from airflow_lineage_provider.facets import record_rows_written
 
 EXPORT = Asset("file:///srv/exports/orders.csv")
 REPORT = Asset("file:///srv/exports/report.csv")
 PARTS = Asset("file:///srv/exports/parts")
+
+
+class UnreachableSqlOperator(BaseOperator):
+    """Holds SQL for a connection whose hook cannot be built (``facets_broken``, an unknown connection type):
+    its lineage lookups fail, the task must not."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sql = "INSERT INTO audit_log SELECT * FROM orders"
+        self.conn_id = "facets_broken"
+
+    def execute(self, context: Any) -> str:
+        return "done"
 
 
 @dag(
@@ -58,6 +73,14 @@ def facets_materialization():
     def export_part(part: int) -> None:
         record_rows_written(part * 10)
 
+    @task(outlets=[REPORT])
+    def misuses_the_row_count() -> str:
+        record_rows_written(-5)
+        record_rows_written(2)
+        return "still fine"
+
+    UnreachableSqlOperator(task_id="unreachable_sql", outlets=[REPORT])
+    misuses_the_row_count()
     export_in_batches()
     export_part.expand(part=[1, 2])
     without_row_count()
