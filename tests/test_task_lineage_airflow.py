@@ -41,6 +41,7 @@ def setting(tmp_path_factory: pytest.TempPathFactory):
         conn.exec_driver_sql(f"CREATE TABLE {schema}.pg_source (id INTEGER, amount NUMERIC(10, 2))")
         conn.exec_driver_sql(f"CREATE TABLE {schema}.pg_target (id INTEGER, amount NUMERIC(10, 2))")
         conn.exec_driver_sql(f"INSERT INTO {schema}.pg_source VALUES (1, 2.50)")
+        conn.exec_driver_sql(f"CREATE TABLE {schema}.pg_audit (loaded_at TIMESTAMP, row_count BIGINT)")
     env = {
         "AIRFLOW_CONN_LINEAGE_TEST_WAREHOUSE": f"sqlite:///{root / 'warehouse.db'}",
         "AIRFLOW_CONN_LINEAGE_TEST_PG": "postgres://postgres@127.0.0.1:5432/test",
@@ -183,10 +184,17 @@ def test_postgres_connection_and_the_operators_own_lineage_are_merged(listener_o
         ("postgres://127.0.0.1:5432", f"test.{schema}.pg_source")
     ]
     outputs = {(d["namespace"], d["name"]): d for d in complete["outputs"]}
+    audit = ("postgres://127.0.0.1:5432", f"test.{schema}.pg_audit")
     assert set(outputs) == {
         ("postgres://127.0.0.1:5432", f"test.{schema}.pg_target"),
         ("file", "/exports/pg_target.csv"),
+        audit,
     }
+    audit_fields = outputs[audit]["facets"]["schema"]["fields"]
+    assert [(f["name"], f["type"]) for f in audit_fields] == [
+        ("loaded_at", "TIMESTAMP WITHOUT TIME ZONE"),
+        ("row_count", "BIGINT"),
+    ]
     target_fields = outputs[("postgres://127.0.0.1:5432", f"test.{schema}.pg_target")]["facets"]["schema"]["fields"]
     assert [f["name"] for f in target_fields] == ["id", "amount"]
 

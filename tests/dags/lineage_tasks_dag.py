@@ -119,7 +119,8 @@ def lineage_sql():
         task_id="pg_sql",
         conn_id=PG,
         sql=f"INSERT INTO {PG_SCHEMA}.pg_target SELECT id, amount FROM {PG_SCHEMA}.pg_source",
-        lineage_outputs=["file:///exports/pg_target.csv"],
+        # no lineage_connector: "db/..." is named and described by the operator's own hook (get_db_hook)
+        lineage_outputs=["file:///exports/pg_target.csv", f"db/{PG_SCHEMA}.pg_audit"],
     )
 
 
