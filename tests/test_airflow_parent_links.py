@@ -71,3 +71,21 @@ def test_disabled_openlineage_emits_nothing_in_airflow(airflow_home: Path, tmp_p
     assert result.returncode == 0, result.output[-4000:]
     assert result.events == []
     assert "Successfully emitted OpenLineage" not in result.output
+
+
+def test_nested_runs_carry_the_dags_supply_chain_and_materialization(listener_run):
+    start, complete = listener_run.of_job("parent_link.transform.orders")
+    for event in (start, complete):
+        facet = event["run"]["facets"]["egeria_informationSupplyChain"]
+        assert facet["iscQualifiedName"] == "InformationSupplyChain::parent-links"
+    assert "airflowLineageProvider_materialization" not in start["run"]["facets"]
+    materialization = complete["run"]["facets"]["airflowLineageProvider_materialization"]
+    assert materialization["rowsWritten"] == 42
+    assert materialization["outputs"] == [{"namespace": "default", "name": "main/orders"}]
+    assert materialization["logicalDate"].startswith("2026-02-01T00:00:00")
+    assert materialization["dataIntervalStart"].startswith("2026-02-01T00:00:00")
+    # the mapped tasks' runs declare outputs but no row count: the facet is there, without rowsWritten
+    mapped = listener_run.of_job("parent_link.mapped.part_1")[-1]["run"]["facets"][
+        "airflowLineageProvider_materialization"
+    ]
+    assert "rowsWritten" not in mapped

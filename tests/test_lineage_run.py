@@ -114,3 +114,27 @@ def test_emit_lineage_accepts_event_types_and_names(events, event_type):
 def test_emit_lineage_event_time_is_kept(events):
     emit_lineage("COMPLETE", "orders.backfill", event_time="2026-01-31T23:59:59+00:00")
     assert events.all()[0]["eventTime"] == "2026-01-31T23:59:59+00:00"
+
+
+def test_rows_written_outside_airflow_gives_a_materialization_facet(events):
+    with lineage_run("orders.load", inputs=["raw/orders"], outputs=["main/orders"]) as run:
+        run.rows_written = 1200
+    start, complete = events.all()
+    assert "airflowLineageProvider_materialization" not in start["run"]["facets"]
+    facet = complete["run"]["facets"]["airflowLineageProvider_materialization"]
+    assert facet["rowsWritten"] == 1200
+    assert facet["outputs"] == [{"namespace": "default", "name": "main/orders"}]
+    assert facet["_schemaURL"].endswith("/1-0-0/MaterializationRunFacet.json#/$defs/MaterializationRunFacet")
+
+
+def test_no_rows_written_and_no_airflow_means_no_materialization_facet(events):
+    with lineage_run("orders.load", outputs=["main/orders"]):
+        pass
+    assert "airflowLineageProvider_materialization" not in events.all()[-1]["run"]["facets"]
+
+
+def test_negative_rows_written_is_misuse(events, caplog):
+    with lineage_run("orders.load", outputs=["main/orders"]) as run:
+        run.rows_written = -3
+    assert "airflowLineageProvider_materialization" not in events.all()[-1]["run"]["facets"]
+    assert "-3" in caplog.text

@@ -264,3 +264,24 @@ def test_disabled_openlineage_emits_nothing(airflow_home: Path, setting, tmp_pat
     )
     assert "ValueError: bad input row 7" in result.output
     assert result.events == []
+
+
+@pytest.mark.parametrize("mode", ["listener_on", "listener_off"])
+def test_tasks_carry_egeria_and_materialization_facets_without_custom_run_facets(mode, request):
+    result = request.getfixturevalue(mode)["lineage_tasks"]
+    start, complete = result.of_job("lineage_tasks.seed")
+    for event in (start, complete):
+        assert event["run"]["facets"]["egeria_informationSupplyChain"]["iscQualifiedName"] == (
+            "InformationSupplyChain::orders"
+        )
+    assert "airflowLineageProvider_materialization" not in start["run"]["facets"]
+    facet = complete["run"]["facets"]["airflowLineageProvider_materialization"]
+    assert facet["rowsWritten"] == 2
+    assert [(o["namespace"], o["name"]) for o in facet["outputs"]] == [
+        (complete["outputs"][0]["namespace"], "main.orders")
+    ]
+    assert facet["logicalDate"].startswith("2026-02-01T00:00:00")
+    # a task without outputs gets no materialization facet
+    assert (
+        "airflowLineageProvider_materialization" not in result.of_job("lineage_tasks.bad_dataset")[-1]["run"]["facets"]
+    )

@@ -46,6 +46,10 @@ class LineageMixin(BaseOperator):
     merged with the declared datasets.
     """
 
+    #: The mixin adds this package's run facets (Egeria, materialization) itself, so the
+    #: ``custom_run_facets`` function leaves its tasks alone (the listener would let it override ours).
+    lineage_provider_facets = True
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         wrap_execute(cls)
@@ -162,7 +166,23 @@ class LineageMixin(BaseOperator):
             warn_once(f"Lineage: declared lineage of task {self.task_id!r} could not be built: {error}")
             declared = None
         args = (task_instance,) if method_index else ()
-        return merge_lineage(self._own_operator_lineage(method_index, *args), declared)
+        lineage = merge_lineage(self._own_operator_lineage(method_index, *args), declared)
+        lineage.run_facets = {**self._package_run_facets(method_index, task_instance, lineage), **lineage.run_facets}
+        return lineage
+
+    def _package_run_facets(self, method_index: int, task_instance: Any, lineage: Any) -> dict[str, Any]:
+        """Egeria facets on every event; the materialization facet on COMPLETE when there are outputs."""
+        try:
+            from airflow_lineage_provider.facets import task_run_facets
+
+            if task_instance is None:
+                from airflow.sdk import get_current_context
+
+                task_instance = get_current_context()["task_instance"]
+            return task_run_facets(task_instance, complete=method_index == 1, outputs=lineage.outputs)
+        except Exception as error:
+            warn_once(f"Lineage: run facets of task {self.task_id!r} could not be built: {error}")
+            return {}
 
     def get_openlineage_facets_on_start(self) -> Any:
         """START: the declared datasets, named, without schemas; merged with the operator's own."""

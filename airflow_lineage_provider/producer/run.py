@@ -41,7 +41,9 @@ class LineageRun:
     * ``run_id`` - the run's UUID string (give it to child processes, e.g. Spark, as their parent);
     * ``job_name``, ``job_namespace``;
     * :meth:`add_input` / :meth:`add_output` - datasets known only while the block runs;
-    * :meth:`add_run_facet` - a run facet for the terminal event.
+    * :meth:`add_run_facet` - a run facet for the terminal event;
+    * ``rows_written`` - set it when the code knows how many rows it wrote: COMPLETE then carries the
+      ``airflowLineageProvider_materialization`` facet (with the DAG run's data interval inside Airflow).
     """
 
     def __init__(
@@ -66,6 +68,9 @@ class LineageRun:
         self.connectors = Connectors(connector)
         self.job_namespace = ""
         self.parent: RunLink | None = None
+        #: Rows the block wrote, when the code knows it: set ``run.rows_written = n`` and the COMPLETE
+        #: event's materialization facet carries it.
+        self.rows_written: int | None = None
         self._token: contextvars.Token[LineageRun | None] | None = None
         self._entered = False
 
@@ -129,7 +134,9 @@ class LineageRun:
             name_datasets(inputs + outputs, self.connectors)
             if enrich:
                 add_schemas(inputs + outputs, self.connectors)
-            run_facets = dict(self.run_facets) if event_type is not EventType.START else {}
+            run_facets = package_run_facets(event_type, outputs, self.rows_written)
+            if event_type is not EventType.START:
+                run_facets.update(self.run_facets)
             if error is not None:
                 run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
                     message=f"{type(error).__name__}: {error}",
@@ -155,6 +162,40 @@ class LineageRun:
             )
             return
         client.send(event)
+
+
+def package_run_facets(event_type: EventType, outputs: list[DatasetRef], rows_written: int | None) -> dict[str, Any]:
+    """Inside an Airflow task: the task's Egeria facets on every event, and on COMPLETE with outputs the
+    materialization facet (rows written, the DAG run's data interval and logical date, the outputs)."""
+    from airflow_lineage_provider.producer.parent import current_task_instance
+
+    task_instance = current_task_instance()
+    if task_instance is None and (event_type is not EventType.COMPLETE or rows_written is None or not outputs):
+        return {}
+    from airflow_lineage_provider.facets import (
+        MATERIALIZATION_KEY,
+        egeria_facets,
+        materialization_facet,
+        run_dates,
+    )
+
+    facets: dict[str, Any] = {}
+    if task_instance is not None:
+        from airflow.sdk import get_current_context
+
+        context = get_current_context()
+        facets.update(egeria_facets(context["task"], context.get("params")))
+    if event_type is EventType.COMPLETE and outputs:
+        try:
+            facet = materialization_facet(
+                [(ref.namespace, ref.name) for ref in outputs], rows_written=rows_written, **run_dates()
+            )
+        except (TypeError, ValueError) as error:
+            report_misuse(error)
+            facet = None
+        if facet is not None:
+            facets[MATERIALIZATION_KEY] = facet
+    return facets
 
 
 def lineage_run(

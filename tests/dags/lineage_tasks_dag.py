@@ -11,6 +11,7 @@ from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
 from airflow.sdk import BaseOperator, dag, task
 
 from airflow_lineage_provider import LineageMixin, lineage_run
+from airflow_lineage_provider.facets import record_rows_written
 
 WAREHOUSE = "lineage_test_warehouse"  # sqlite, from AIRFLOW_CONN_LINEAGE_TEST_WAREHOUSE
 PG = "lineage_test_pg"  # PostgreSQL test database, from AIRFLOW_CONN_LINEAGE_TEST_PG
@@ -43,14 +44,20 @@ class LineageSQLOperator(LineageMixin, SQLExecuteQueryOperator):
     """A stock SQL operator with extra declared lineage: its own parsed lineage must be kept."""
 
 
-@dag(schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False)
+@dag(
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    params={"information_supply_chain": "InformationSupplyChain::orders"},
+)
 def lineage_tasks():
     @task.lineage(outputs=["warehouse/orders"], connector=WAREHOUSE)
     def seed() -> int:
         with _warehouse().begin() as conn:
             conn.exec_driver_sql("DROP TABLE IF EXISTS orders")
             conn.exec_driver_sql("CREATE TABLE orders (id INTEGER, customer_id INTEGER, amount NUMERIC(10, 2))")
-            conn.exec_driver_sql("INSERT INTO orders VALUES (1, 10, 5.5), (2, 11, 7.25)")
+            inserted = conn.exec_driver_sql("INSERT INTO orders VALUES (1, 10, 5.5), (2, 11, 7.25)").rowcount
+        record_rows_written(inserted)
         return 2
 
     @task.lineage(inputs=["warehouse/orders"], outputs=["warehouse/totals"], connector=WAREHOUSE, multiple_outputs=True)

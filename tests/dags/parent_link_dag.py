@@ -8,11 +8,17 @@ from airflow.sdk import dag, task
 from airflow_lineage_provider import lineage_run
 
 
-@dag(schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False)
+@dag(
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    params={"information_supply_chain": "InformationSupplyChain::parent-links"},
+)
 def parent_link():
     @task
     def transform() -> int:
-        with lineage_run("parent_link.transform.orders", inputs=["raw/orders"], outputs=["main/orders"]):
+        with lineage_run("parent_link.transform.orders", inputs=["raw/orders"], outputs=["main/orders"]) as run:
+            run.rows_written = 42
             return 42
 
     @task
