@@ -42,7 +42,12 @@ def column_graph(store: LineageStore, node_id: str, depth: int, direction: str, 
     with store.read() as conn:
         roots = _roots(conn, node_id)
         bounds = graph.WalkBounds(hops=depth, max_nodes=max(max_nodes, len(roots)))
-        picked = {node: hops for node, hops in conn.execute(picked_nodes(roots, direction, bounds, graph.COLUMN_EDGES))}
+        picked = {
+            node: hops
+            for node, hops in conn.execute(
+                picked_nodes(roots, direction, bounds, graph.COLUMN_EDGES, conn.dialect.name)
+            )
+        }
         details = queries.column_details(conn, list(picked))
         edges = graph.edges_among(conn, graph.COLUMN_EDGES["downstream"], picked)
         transformations = queries.column_transformations(conn, edges)

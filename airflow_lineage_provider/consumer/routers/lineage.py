@@ -38,14 +38,14 @@ def hops_for(kind: str, depth: int) -> int:
 
 
 def picked_nodes(
-    roots: list[int], direction: str, bounds: graph.WalkBounds, spec: dict[str, graph.EdgeSpec]
+    roots: list[int], direction: str, bounds: graph.WalkBounds, spec: dict[str, graph.EdgeSpec], dialect: str
 ) -> Select[Any]:
     """``(node_id, depth)`` picked by the walk(s) of ``direction`` (both: one walk each way, merged)."""
     if direction != "both":
-        return graph.nearest_nodes(spec[direction], roots, bounds)  # type: ignore[index]
+        return graph.nearest_nodes(spec[direction], roots, bounds, dialect)  # type: ignore[index]
     both = union_all(
-        graph.nearest_nodes(spec["upstream"], roots, bounds, name="up").subquery().select(),
-        graph.nearest_nodes(spec["downstream"], roots, bounds, name="down").subquery().select(),
+        graph.nearest_nodes(spec["upstream"], roots, bounds, dialect, name="up").subquery().select(),
+        graph.nearest_nodes(spec["downstream"], roots, bounds, dialect, name="down").subquery().select(),
     ).subquery("both_ways")
     depth = func.min(both.c.depth).label("depth")
     return (
@@ -67,7 +67,9 @@ def lineage_graph(store: LineageStore, node_id: str, depth: int, direction: str,
         if root is None:
             raise _not_found(node_id)
         bounds = graph.WalkBounds(hops=hops_for(kind, depth), max_nodes=max_nodes)
-        nodes, edges = queries.subgraph(conn, picked_nodes([root[0]], direction, bounds, graph.NODE_EDGES))
+        nodes, edges = queries.subgraph(
+            conn, picked_nodes([root[0]], direction, bounds, graph.NODE_EDGES, conn.dialect.name)
+        )
     for origin, destination in edges:
         edge = {"origin": nodes[origin]["id"], "destination": nodes[destination]["id"]}
         nodes[origin]["outEdges"].append(edge)

@@ -38,7 +38,7 @@ def _encodable(value: str) -> bool:
 
 
 def schema_fields(facets: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """The ``schema`` facet's fields as ``{name, type, description, fields?}`` dicts, or None without one."""
+    """The ``schema`` facet's fields in Marquez's shape (``{name, type, tags, description, fields?}``), or None."""
     facet = facets.get("schema")
     if not isinstance(facet, dict) or not isinstance(facet.get("fields"), list):
         return None
@@ -53,9 +53,10 @@ def _fields(items: list[Any]) -> list[dict[str, Any]]:
         entry: dict[str, Any] = {
             "name": item["name"],
             "type": item.get("type") if isinstance(item.get("type"), str) else None,
+            "tags": [],
             "description": item.get("description") if isinstance(item.get("description"), str) else None,
         }
-        if isinstance(item.get("fields"), list):
+        if isinstance(item.get("fields"), list) and item["fields"]:
             entry["fields"] = _fields(item["fields"])
         result.append(entry)
     return result

@@ -99,7 +99,7 @@ class _Changes:
         _latest(self.dataset_facets, key, at, json.dumps(ref.facets, sort_keys=True))
         fields = facet_readers.schema_fields(ref.facets)
         if fields is not None:
-            _latest(self.schemas, key, at, json.dumps(fields))
+            _latest(self.schemas, key, at, json.dumps(fields))  # already in the API's shape
         for namespace, name, kind in facet_readers.symlinks(ref.facets):
             self.symlinks.add((key, namespace, name, kind))
         for link in facet_readers.column_links(ref.facets):

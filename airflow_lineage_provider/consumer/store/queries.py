@@ -15,13 +15,14 @@ from sqlalchemy import Connection, and_, func, literal, null, or_, select, union
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.ingest import field_key, node_key
+from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 
 CHUNK = 5000
 
 
 def iso(value: datetime | None) -> str | None:
-    """A stored time as ISO 8601 UTC with a ``Z`` suffix."""
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+    """A stored time as ISO 8601 UTC with microseconds and a ``Z`` suffix (as :class:`.sqltime.iso_utc`)."""
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if value is not None else None
 
 
 def _json(text: str | None, default: Any) -> Any:
@@ -64,10 +65,7 @@ def dataset_field_ids(conn: Connection, dataset_id: int) -> list[int]:
 
 
 def _fields(text: str | None) -> list[dict[str, Any]]:
-    return [
-        {"name": f["name"], "type": f.get("type"), "tags": [], "description": f.get("description")}
-        for f in _json(text, [])
-    ]
+    return _json(text, [])  # stored in the API's shape by ingest
 
 
 def _run(row: Any) -> dict[str, Any] | None:
@@ -215,12 +213,12 @@ def subgraph(conn: Connection, picked: Any) -> tuple[dict[int, dict[str, Any]], 
             n.kind,
             n.namespace,
             n.name,
-            n.updated_at,
+            iso_utc(n.updated_at).label("updated_at"),
             d.fields,
             r.run_uuid,
             r.state,
-            r.started_at,
-            r.ended_at,
+            iso_utc(r.started_at).label("started_at"),
+            iso_utc(r.ended_at).label("ended_at"),
         )
         .join_from(chosen, tables.nodes, n.id == chosen.c.node_id)
         .outerjoin(tables.datasets, d.node_id == n.id)
@@ -228,44 +226,41 @@ def subgraph(conn: Connection, picked: Any) -> tuple[dict[int, dict[str, Any]], 
         .outerjoin(tables.runs, r.run_uuid == j.latest_run_uuid)
     )
     origin, destination = chosen.alias("origin"), chosen.alias("destination")
-    blank = [null().label(c) for c in ("kind", "namespace", "name", "updated_at", "fields", "run_uuid", "state")]
+    blank = [null() for _ in range(9)]
     edge_rows = (
-        select(literal("e"), e.origin_id, e.destination_id, *blank, null(), null())
+        select(literal("e"), e.origin_id, e.destination_id, *blank)
         .join_from(tables.edges, origin, origin.c.node_id == e.origin_id)
         .join(destination, destination.c.node_id == e.destination_id)
     )
-    nodes: dict[int, dict[str, Any]] = {}
-    edges: list[tuple[int, int]] = []
-    rows = conn.execute(union_all(node_rows, edge_rows)).all()
-    for row in sorted((row for row in rows if row.row == "n"), key=lambda row: (row.b, row.a)):
-        nodes[row.a] = _graph_node(row)
-    edges = [(row.a, row.b) for row in rows if row.row == "e"]
-    return nodes, edges
+    # Every column is already an int or text: read the driver's tuples as they are (thousands of rows).
+    result = conn.execute(union_all(node_rows, edge_rows))
+    rows = result.cursor.fetchall()
+    result.close()
+    nodes = {
+        row[1]: _graph_node(row)
+        for row in sorted((row for row in rows if row[0] == "n"), key=lambda row: (row[2], row[1]))
+    }
+    return nodes, [(row[1], row[2]) for row in rows if row[0] == "e"]
 
 
 def _graph_node(row: Any) -> dict[str, Any]:
+    _, _, _, kind, namespace, name, updated_at, fields, run_uuid, state, started_at, ended_at = row
     data: dict[str, Any] = {
-        "id": {"namespace": row.namespace, "name": row.name},
-        "name": row.name,
-        "namespace": row.namespace,
-        "updatedAt": iso(row.updated_at),
+        "id": {"namespace": namespace, "name": name},
+        "name": name,
+        "namespace": namespace,
+        "updatedAt": updated_at,
     }
-    if row.kind == "dataset":
-        data.update(type="DB_TABLE", fields=_fields(row.fields))
-        kind = "DATASET"
-    else:
-        kind = "JOB"
-        run = None
-        if row.run_uuid is not None:
-            run = {
-                "id": row.run_uuid,
-                "state": row.state,
-                "startedAt": iso(row.started_at),
-                "endedAt": iso(row.ended_at),
-            }
-        data.update(type="BATCH", simpleName=row.name, latestRun=run)
-    node_id = nodeids.node_id(row.kind, row.namespace, row.name)
-    return {"id": node_id, "type": kind, "data": data, "inEdges": [], "outEdges": []}
+    if kind == "dataset":
+        data["type"] = "DB_TABLE"
+        data["fields"] = json.loads(fields) if fields else []
+        return {"id": f"dataset:{namespace}:{name}", "type": "DATASET", "data": data, "inEdges": [], "outEdges": []}
+    data["type"] = "BATCH"
+    data["simpleName"] = name
+    data["latestRun"] = (
+        {"id": run_uuid, "state": state, "startedAt": started_at, "endedAt": ended_at} if run_uuid else None
+    )
+    return {"id": f"job:{namespace}:{name}", "type": "JOB", "data": data, "inEdges": [], "outEdges": []}
 
 
 def _page(conn: Connection, query: Any, limit: int, offset: int) -> tuple[list[Any], int]:
