@@ -1,6 +1,6 @@
 """Storing validated events: raw event once, then jobs, datasets, runs and the lineage edges.
 
-A batch is written with one statement per table (``executemany``), whatever its size. Idempotency comes
+A batch is written with one prebuilt statement per table (see :mod:`.statements`), whatever its size. Idempotency comes
 from the raw event table: an event is applied only by the transaction that inserted its content hash,
 so the same event posted twice, or by two clients at once, is stored and applied once.
 """
@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, case, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection
 
 from airflow_lineage_provider.consumer.store import facets as facet_readers
-from airflow_lineage_provider.consumer.store import lifecycle, tables
+from airflow_lineage_provider.consumer.store import lifecycle
+from airflow_lineage_provider.consumer.store.statements import Statement, Statements, statements
 from airflow_lineage_provider.consumer.validation import DatasetRef, LineageEvent
 
 NodeKey = str
@@ -34,21 +34,11 @@ def field_key(dataset_id: int, name: str) -> str:
     return hashlib.sha1(f"{dataset_id}\x00{name}".encode()).hexdigest()
 
 
-def upsert(conn: Connection, table: Table) -> Any:
-    """``INSERT`` with the dialect's ``ON CONFLICT`` clauses (identical API on SQLite and PostgreSQL)."""
-    return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
-
-
-def _execute_many(conn: Connection, statement: Any, rows: list[dict[str, Any]]) -> None:
-    # With RETURNING, SQLAlchemy sends the rows as multi-row VALUES (a few statements per batch) rather
-    # than one statement per row, which is what makes batches fast on PostgreSQL.
-    # Rows go in primary-key order so that concurrent transactions lock shared rows in the same order
+def _write(conn: Connection, statement: Statement, rows: list[dict[str, Any]]) -> None:
+    # Rows go in key order so that concurrent transactions lock shared rows in the same order
     # (PostgreSQL would otherwise detect deadlocks between two batches that share jobs or datasets).
-    keys = [column.key for column in statement.table.primary_key.columns]
-    if statement.table is tables.nodes or statement.table is tables.fields:
-        keys = ["node_key" if statement.table is tables.nodes else "field_key"]
-    rows = sorted(rows, key=lambda row: tuple(row[k] for k in keys))
-    conn.execute(statement.returning(statement.table.c[keys[0]]), rows).close()
+    rows.sort(key=lambda row: tuple(row[k] for k in statement.order))
+    conn.execute(statement.sql, rows).close()
 
 
 @dataclass
@@ -177,86 +167,57 @@ def _insert_events(conn: Connection, events: Iterable[LineageEvent], received_at
     if not rows:
         return []
     rows.sort(key=lambda row: row["event_key"])
-    statement = upsert(conn, tables.events).on_conflict_do_nothing(index_elements=["event_key"])
-    return list(conn.execute(statement.returning(tables.events.c.event_key), rows).scalars())
+    return list(conn.execute(statements(conn.dialect.name).events, rows).scalars())
 
 
-def _ids(conn: Connection, keys: Iterable[str], key_column: Any, id_column: Any) -> dict[str, int]:
+def _ids(conn: Connection, query: Any, keys: Iterable[str]) -> dict[str, int]:
     found: dict[str, int] = {}
     keys = list(keys)
-    query = select(key_column, id_column).where(key_column.in_(bindparam("keys", expanding=True)))
     for start in range(0, len(keys), 900):
         found.update((k, i) for k, i in conn.execute(query, {"keys": keys[start : start + 900]}))
     return found
 
 
 def _apply(conn: Connection, changes: _Changes) -> None:
-    ids = _write_nodes(conn, changes)
-    _write_datasets(conn, changes, ids)
-    _write_jobs(conn, changes, ids)
-    _write_runs(conn, changes, ids)
-    _write_edges(conn, changes, ids)
-    _write_columns(conn, changes, ids)
+    sql = statements(conn.dialect.name)
+    ids = _write_nodes(conn, sql, changes)
+    _write_datasets(conn, sql, changes, ids)
+    _write_jobs(conn, sql, changes, ids)
+    _write_runs(conn, sql, changes, ids)
+    _write_edges(conn, sql, changes, ids)
+    _write_columns(conn, sql, changes, ids)
 
 
-def _write_nodes(conn: Connection, changes: _Changes) -> dict[NodeKey, int]:
-    nodes = tables.nodes
+def _write_nodes(conn: Connection, sql: Statements, changes: _Changes) -> dict[NodeKey, int]:
     rows = [
         {"node_key": key, "kind": kind, "namespace": ns, "name": name, "created_at": first, "updated_at": last}
         for key, (kind, ns, name) in changes.nodes.items()
         for first, last in [changes.node_times[key]]
     ]
-    statement = upsert(conn, nodes)
-    statement = statement.on_conflict_do_update(
-        index_elements=["node_key"],
-        set_={
-            "created_at": lifecycle.earliest_sql(nodes.c.created_at, statement.excluded.created_at),
-            "updated_at": lifecycle.latest_sql(nodes.c.updated_at, statement.excluded.updated_at),
-        },
-    )
-    _execute_many(conn, statement, rows)
-    return _ids(conn, changes.nodes, nodes.c.node_key, nodes.c.id)
+    _write(conn, sql.nodes, rows)
+    return _ids(conn, sql.node_ids, changes.nodes)
 
 
-def _latest_set(table: Table, statement: Any, value: str, time: str) -> dict[str, Any]:
-    current, incoming = table.c, statement.excluded
-    wins = lifecycle.newer_sql(incoming[time], current[time])
-    return {
-        value: case((wins, incoming[value]), else_=current[value]),
-        time: case((wins, incoming[time]), else_=current[time]),
-    }
-
-
-def _write_datasets(conn: Connection, changes: _Changes, ids: dict[NodeKey, int]) -> None:
+def _write_datasets(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:
     rows = []
     for key, (kind, _ns, _name) in changes.nodes.items():
-        if kind != "dataset":
-            continue
-        schema_time, fields = changes.schemas.get(key, (None, None))
-        facets_time, facets = changes.dataset_facets.get(key, (None, None))
-        rows.append(
-            {
-                "node_id": ids[key],
-                "fields": fields,
-                "schema_time": schema_time,
-                "facets": facets,
-                "facets_time": facets_time,
-            }
-        )
-    if not rows:
-        return
-    statement = upsert(conn, tables.datasets)
-    statement = statement.on_conflict_do_update(
-        index_elements=["node_id"],
-        set_={
-            **_latest_set(tables.datasets, statement, "fields", "schema_time"),
-            **_latest_set(tables.datasets, statement, "facets", "facets_time"),
-        },
-    )
-    _execute_many(conn, statement, rows)
+        if kind == "dataset":
+            schema_time, fields = changes.schemas.get(key, (None, None))
+            facets_time, facets = changes.dataset_facets.get(key, (None, None))
+            rows.append(
+                {
+                    "node_id": ids[key],
+                    "fields": fields,
+                    "schema_time": schema_time,
+                    "facets": facets,
+                    "facets_time": facets_time,
+                }
+            )
+    if rows:
+        _write(conn, sql.datasets, rows)
     if changes.symlinks:
-        rows = [
-            {
+        links = {
+            (ids[key], node_key("symlink", ns, name)): {
                 "dataset_id": ids[key],
                 "symlink_key": node_key("symlink", ns, name),
                 "namespace": ns,
@@ -264,41 +225,30 @@ def _write_datasets(conn: Connection, changes: _Changes, ids: dict[NodeKey, int]
                 "type": t,
             }
             for key, ns, name, t in changes.symlinks
-        ]
-        rows = list({(r["dataset_id"], r["symlink_key"]): r for r in rows}.values())
-        _execute_many(conn, upsert(conn, tables.symlinks).on_conflict_do_nothing(), rows)
+        }
+        _write(conn, sql.symlinks, list(links.values()))
 
 
-def _write_jobs(conn: Connection, changes: _Changes, ids: dict[NodeKey, int]) -> None:
+def _write_jobs(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:
     rows = []
     for key, (kind, _ns, _name) in changes.nodes.items():
-        if kind != "job":
-            continue
-        facets_time, facets = changes.job_facets.get(key, (None, None))
-        run_time, run_uuid = changes.latest_runs.get(key, (None, None))
-        rows.append(
-            {
-                "node_id": ids[key],
-                "facets": facets,
-                "facets_time": facets_time,
-                "latest_run_uuid": run_uuid,
-                "latest_run_time": run_time,
-            }
-        )
-    if not rows:
-        return
-    statement = upsert(conn, tables.jobs)
-    statement = statement.on_conflict_do_update(
-        index_elements=["node_id"],
-        set_={
-            **_latest_set(tables.jobs, statement, "facets", "facets_time"),
-            **_latest_set(tables.jobs, statement, "latest_run_uuid", "latest_run_time"),
-        },
-    )
-    _execute_many(conn, statement, rows)
+        if kind == "job":
+            facets_time, facets = changes.job_facets.get(key, (None, None))
+            run_time, run_uuid = changes.latest_runs.get(key, (None, None))
+            rows.append(
+                {
+                    "node_id": ids[key],
+                    "facets": facets,
+                    "facets_time": facets_time,
+                    "latest_run_uuid": run_uuid,
+                    "latest_run_time": run_time,
+                }
+            )
+    if rows:
+        _write(conn, sql.jobs, rows)
 
 
-def _write_runs(conn: Connection, changes: _Changes, ids: dict[NodeKey, int]) -> None:
+def _write_runs(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:
     if not changes.runs:
         return
     rows = []
@@ -306,50 +256,28 @@ def _write_runs(conn: Connection, changes: _Changes, ids: dict[NodeKey, int]) ->
         row = dict(vars(run))
         row["job_id"] = ids[row.pop("job_key")]
         rows.append(row)
-    statement = upsert(conn, tables.runs)
-    _execute_many(
-        conn,
-        statement.on_conflict_do_update(index_elements=["run_uuid"], set_=lifecycle.upsert_values(statement.excluded)),
-        rows,
-    )
+    _write(conn, sql.runs, rows)
     if changes.run_io:
-        io_rows = [
-            {"run_uuid": run, "dataset_id": ids[key], "direction": direction} for run, key, direction in changes.run_io
-        ]
-        _execute_many(conn, upsert(conn, tables.run_io).on_conflict_do_nothing(), io_rows)
+        io = [{"run_uuid": run, "dataset_id": ids[key], "direction": way} for run, key, way in changes.run_io]
+        _write(conn, sql.run_io, io)
 
 
-def _write_edges(conn: Connection, changes: _Changes, ids: dict[NodeKey, int]) -> None:
+def _write_edges(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:
     if changes.edges:
-        edges = tables.edges
-        statement = upsert(conn, edges)
-        statement = statement.on_conflict_do_update(
-            index_elements=["origin_id", "destination_id"],
-            set_={
-                "first_seen": lifecycle.earliest_sql(edges.c.first_seen, statement.excluded.first_seen),
-                "last_seen": lifecycle.latest_sql(edges.c.last_seen, statement.excluded.last_seen),
-            },
-        )
         rows = [
             {"origin_id": ids[a], "destination_id": ids[b], "first_seen": first, "last_seen": last}
             for (a, b), (first, last) in changes.edges.items()
         ]
-        _execute_many(conn, statement, rows)
+        _write(conn, sql.edges, rows)
     if changes.dataset_edges:
-        table = tables.dataset_edges
-        statement = upsert(conn, table)
-        statement = statement.on_conflict_do_update(
-            index_elements=["source_id", "target_id", "job_id"],
-            set_={"last_seen": lifecycle.latest_sql(table.c.last_seen, statement.excluded.last_seen)},
-        )
         rows = [
             {"source_id": ids[s], "target_id": ids[t], "job_id": ids[j], "last_seen": last}
             for (s, t, j), (_first, last) in changes.dataset_edges.items()
         ]
-        _execute_many(conn, statement, rows)
+        _write(conn, sql.dataset_edges, rows)
 
 
-def _write_columns(conn: Connection, changes: _Changes, ids: dict[NodeKey, int]) -> None:
+def _write_columns(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:
     if not changes.column_edges:
         return
     wanted: dict[str, dict[str, Any]] = {}
@@ -357,20 +285,8 @@ def _write_columns(conn: Connection, changes: _Changes, ids: dict[NodeKey, int])
         for dataset, name in ((source, source_field), (target, target_field)):
             key = field_key(ids[dataset], name)
             wanted[key] = {"field_key": key, "dataset_id": ids[dataset], "name": name}
-    _execute_many(
-        conn, upsert(conn, tables.fields).on_conflict_do_nothing(index_elements=["field_key"]), list(wanted.values())
-    )
-    field_ids = _ids(conn, wanted, tables.fields.c.field_key, tables.fields.c.id)
-    table = tables.column_edges
-    statement = upsert(conn, table)
-    wins = lifecycle.newer_sql(statement.excluded.last_seen, table.c.last_seen)
-    statement = statement.on_conflict_do_update(
-        index_elements=["source_field_id", "target_field_id"],
-        set_={
-            "transformation": case((wins, statement.excluded.transformation), else_=table.c.transformation),
-            "last_seen": lifecycle.latest_sql(table.c.last_seen, statement.excluded.last_seen),
-        },
-    )
+    _write(conn, sql.fields, list(wanted.values()))
+    field_ids = _ids(conn, sql.field_ids, wanted)
     rows = [
         {
             "source_field_id": field_ids[field_key(ids[s], sf)],
@@ -380,4 +296,4 @@ def _write_columns(conn: Connection, changes: _Changes, ids: dict[NodeKey, int])
         }
         for (s, sf, t, tf), (at, transformation) in changes.column_edges.items()
     ]
-    _execute_many(conn, statement, rows)
+    _write(conn, sql.column_edges, rows)

@@ -1,0 +1,135 @@
+"""The ingest's write statements, built once per dialect (building them costs more than running them).
+
+Each is an ``INSERT ... ON CONFLICT`` of the dialect's insert construct (SQLite and PostgreSQL share the
+API) with ``RETURNING`` its key, so that SQLAlchemy sends a batch as multi-row ``VALUES``. Conflicts keep
+the newest value by event time (see :mod:`.lifecycle` for runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Table, bindparam, case, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from airflow_lineage_provider.consumer.store import lifecycle, tables
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A prebuilt statement and the row keys its rows are sorted by (lock order under concurrency)."""
+
+    sql: Any
+    order: tuple[str, ...]
+
+
+def _insert(dialect: str, table: Table) -> Any:
+    return (postgresql if dialect == "postgresql" else sqlite).insert(table)
+
+
+def _newest(table: Table, statement: Any, value: str, time: str) -> dict[str, Any]:
+    current, incoming = table.c, statement.excluded
+    wins = lifecycle.newer_sql(incoming[time], current[time])
+    return {
+        value: case((wins, incoming[value]), else_=current[value]),
+        time: case((wins, incoming[time]), else_=current[time]),
+    }
+
+
+def _done(statement: Any, *order: str) -> Statement:
+    return Statement(statement.returning(statement.table.c[order[0]]), order)
+
+
+@dataclass(frozen=True)
+class Statements:
+    """Every write of :func:`..ingest.ingest_events`, for one dialect."""
+
+    events: Any
+    nodes: Statement
+    node_ids: Any
+    datasets: Statement
+    symlinks: Statement
+    jobs: Statement
+    runs: Statement
+    run_io: Statement
+    edges: Statement
+    dataset_edges: Statement
+    fields: Statement
+    field_ids: Any
+    column_edges: Statement
+
+
+@cache
+def statements(dialect: str) -> Statements:
+    """The statements for ``dialect`` (``sqlite`` or ``postgresql``), built on first use."""
+    t = tables
+    events = _insert(dialect, t.events).on_conflict_do_nothing(index_elements=["event_key"])
+
+    nodes = _insert(dialect, t.nodes)
+    nodes = nodes.on_conflict_do_update(
+        index_elements=["node_key"],
+        set_={
+            "created_at": lifecycle.earliest_sql(t.nodes.c.created_at, nodes.excluded.created_at),
+            "updated_at": lifecycle.latest_sql(t.nodes.c.updated_at, nodes.excluded.updated_at),
+        },
+    )
+    datasets = _insert(dialect, t.datasets)
+    datasets = datasets.on_conflict_do_update(
+        index_elements=["node_id"],
+        set_={
+            **_newest(t.datasets, datasets, "fields", "schema_time"),
+            **_newest(t.datasets, datasets, "facets", "facets_time"),
+        },
+    )
+    jobs = _insert(dialect, t.jobs)
+    jobs = jobs.on_conflict_do_update(
+        index_elements=["node_id"],
+        set_={
+            **_newest(t.jobs, jobs, "facets", "facets_time"),
+            **_newest(t.jobs, jobs, "latest_run_uuid", "latest_run_time"),
+        },
+    )
+    runs = _insert(dialect, t.runs)
+    runs = runs.on_conflict_do_update(index_elements=["run_uuid"], set_=lifecycle.upsert_values(runs.excluded))
+    edges = _insert(dialect, t.edges)
+    edges = edges.on_conflict_do_update(
+        index_elements=["origin_id", "destination_id"],
+        set_={
+            "first_seen": lifecycle.earliest_sql(t.edges.c.first_seen, edges.excluded.first_seen),
+            "last_seen": lifecycle.latest_sql(t.edges.c.last_seen, edges.excluded.last_seen),
+        },
+    )
+    dataset_edges = _insert(dialect, t.dataset_edges)
+    dataset_edges = dataset_edges.on_conflict_do_update(
+        index_elements=["source_id", "target_id", "job_id"],
+        set_={"last_seen": lifecycle.latest_sql(t.dataset_edges.c.last_seen, dataset_edges.excluded.last_seen)},
+    )
+    column_edges = _insert(dialect, t.column_edges)
+    newer = lifecycle.newer_sql(column_edges.excluded.last_seen, t.column_edges.c.last_seen)
+    column_edges = column_edges.on_conflict_do_update(
+        index_elements=["source_field_id", "target_field_id"],
+        set_={
+            "transformation": case(
+                (newer, column_edges.excluded.transformation), else_=t.column_edges.c.transformation
+            ),
+            "last_seen": lifecycle.latest_sql(t.column_edges.c.last_seen, column_edges.excluded.last_seen),
+        },
+    )
+    keys = bindparam("keys", expanding=True)
+    return Statements(
+        events=events.returning(t.events.c.event_key),
+        nodes=_done(nodes, "node_key"),
+        node_ids=select(t.nodes.c.node_key, t.nodes.c.id).where(t.nodes.c.node_key.in_(keys)),
+        datasets=_done(datasets, "node_id"),
+        symlinks=_done(_insert(dialect, t.symlinks).on_conflict_do_nothing(), "dataset_id", "symlink_key"),
+        jobs=_done(jobs, "node_id"),
+        runs=_done(runs, "run_uuid"),
+        run_io=_done(_insert(dialect, t.run_io).on_conflict_do_nothing(), "run_uuid", "dataset_id", "direction"),
+        edges=_done(edges, "origin_id", "destination_id"),
+        dataset_edges=_done(dataset_edges, "source_id", "target_id", "job_id"),
+        fields=_done(_insert(dialect, t.fields).on_conflict_do_nothing(index_elements=["field_key"]), "field_key"),
+        field_ids=select(t.fields.c.field_key, t.fields.c.id).where(t.fields.c.field_key.in_(keys)),
+        column_edges=_done(column_edges, "source_field_id", "target_field_id"),
+    )

@@ -1,0 +1,297 @@
+// The graph drawn in SVG: layered layout, pan and zoom, and keyboard navigation between nodes.
+// Nodes are buttons with a roving tabindex: one Tab stop for the whole graph, arrow keys inside it.
+
+import { stateClass } from "./dom.js";
+import { layeredLayout } from "./layout.js";
+
+const SVG = "http://www.w3.org/2000/svg";
+const NODE_WIDTH = 210;
+const NODE_HEIGHT = 44;
+const LABEL_CHARS = 25;
+const SUB_CHARS = 31;
+
+function svg(tag, attrs = {}, parent = null) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) el.setAttribute(key, String(value));
+  if (parent) parent.append(el);
+  return el;
+}
+
+/** Keep the end of a long name ("…public.orders"): the table or task name is the telling part. */
+function tail(text, max) {
+  return text.length > max ? `…${text.slice(text.length - max + 1)}` : text;
+}
+
+function head(text, max) {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/** An SVG path through the points, with horizontal tangents at each point. */
+function curve(points) {
+  let d = `M${points[0][0].toFixed(1)},${points[0][1].toFixed(1)}`;
+  for (let i = 1; i < points.length; i++) {
+    const [x0, y0] = points[i - 1];
+    const [x1, y1] = points[i];
+    const dx = (x1 - x0) / 2;
+    d += ` C${(x0 + dx).toFixed(1)},${y0.toFixed(1)} ${(x1 - dx).toFixed(1)},${y1.toFixed(1)} ${x1.toFixed(1)},${y1.toFixed(1)}`;
+  }
+  return d;
+}
+
+export class GraphView {
+  /** @param {SVGSVGElement} element @param {{onOpen: (id: string) => void}} callbacks */
+  constructor(element, { onOpen }) {
+    this.svg = element;
+    this.onOpen = onOpen;
+    this.view = { x: 0, y: 0, k: 1 };
+    this.model = null;
+    this.bindPointer();
+    this.bindKeys();
+  }
+
+  /** Draw ``model`` (see graph-model.js) around ``rootId``; returns the milliseconds layout and drawing took. */
+  render(model, rootId) {
+    const started = performance.now();
+    this.model = model;
+    this.rootId = rootId;
+    const sizes = model.nodes.map(() => ({ width: NODE_WIDTH, height: NODE_HEIGHT }));
+    this.layout = layeredLayout(sizes, model.edges);
+    this.out = model.nodes.map(() => []);
+    this.inc = model.nodes.map(() => []);
+    for (const [from, to] of model.edges) {
+      this.out[from].push(to);
+      this.inc[to].push(from);
+    }
+    this.svg.replaceChildren();
+    const defs = svg("defs", {}, this.svg);
+    for (const id of ["arrow", "arrow-hl"]) {
+      const marker = svg("marker", { id, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto" }, defs);
+      svg("path", { d: "M0,0 L10,5 L0,10 z" }, marker);
+    }
+    this.viewport = svg("g", { class: "viewport" }, this.svg);
+    const edgeLayer = svg("g", { class: "edges", "aria-hidden": "true" }, this.viewport);
+    const nodeLayer = svg("g", { class: "nodes" }, this.viewport);
+    this.edgeEls = model.edges.map(([from, to], i) => {
+      const path = this.layout.edges[i];
+      if (!path) return null;
+      return svg(
+        "path",
+        {
+          class: path.reversed ? "edge back" : "edge",
+          d: curve(path.points),
+          "marker-end": "url(#arrow)",
+          "data-from": model.nodes[from].id,
+          "data-to": model.nodes[to].id,
+        },
+        edgeLayer,
+      );
+    });
+    const fragment = document.createDocumentFragment();
+    this.nodeEls = model.nodes.map((node, i) => this.drawNode(node, i, fragment));
+    nodeLayer.append(fragment);
+    this.svg.setAttribute(
+      "aria-label",
+      `Lineage graph around ${model.nodes[model.index.get(rootId)]?.name ?? rootId}: ${model.nodes.length} nodes, ${model.edges.length} edges`,
+    );
+    this.fit();
+    return performance.now() - started;
+  }
+
+  drawNode(node, i, parent) {
+    const { x, y } = this.layout.nodes[i];
+    const isRoot = node.id === this.rootId;
+    const run = node.kind === "job" ? node.data.latestRun : null;
+    const state = run ? ` Latest run ${run.state}.` : "";
+    const g = svg(
+      "g",
+      {
+        class: `node ${node.kind}${isRoot ? " root" : ""}`,
+        transform: `translate(${x.toFixed(1)},${y.toFixed(1)})`,
+        tabindex: isRoot ? 0 : -1,
+        role: "button",
+        "data-id": node.id,
+        "aria-label": `${node.kind === "job" ? "Job" : "Dataset"} ${node.name} in namespace ${node.namespace}.${state} ${this.inc[i].length} upstream, ${this.out[i].length} downstream.${isRoot ? " Starting node." : ""}`,
+      },
+      parent,
+    );
+    svg("title", {}, g).textContent = `${node.kind} ${node.namespace} : ${node.name}`;
+    svg("rect", { class: "ring", x: -5, y: -5, width: NODE_WIDTH + 10, height: NODE_HEIGHT + 10, rx: 10 }, g);
+    svg("rect", { class: "focus-ring", x: -9, y: -9, width: NODE_WIDTH + 18, height: NODE_HEIGHT + 18, rx: 12 }, g);
+    svg("rect", { class: "shape", width: NODE_WIDTH, height: NODE_HEIGHT, rx: node.kind === "job" ? NODE_HEIGHT / 2 : 4 }, g);
+    const pad = node.kind === "job" ? 18 : 10;
+    svg("text", { class: "label", x: pad, y: 19 }, g).textContent = tail(node.name, LABEL_CHARS);
+    svg("text", { class: "sub", x: pad, y: 35 }, g).textContent = head(`${node.kind} · ${node.namespace}`, SUB_CHARS);
+    if (run) svg("circle", { class: `state-dot ${stateClass(run.state)}`, cx: NODE_WIDTH - 14, cy: 14, r: 5 }, g);
+    return g;
+  }
+
+  nodeElement(id) {
+    const i = this.model?.index.get(id);
+    return i === undefined ? null : this.nodeEls[i];
+  }
+
+  /** Mark the node whose details are open. */
+  select(id) {
+    for (const el of this.svg.querySelectorAll(".node.selected")) el.classList.remove("selected");
+    this.nodeElement(id)?.classList.add("selected");
+  }
+
+  /** Highlight nodes (ids) and the edges between them; an empty set clears the highlight. */
+  highlight(ids) {
+    this.nodeEls?.forEach((el, i) => el.classList.toggle("hl", ids.has(this.model.nodes[i].id)));
+    this.edgeEls?.forEach((el) => {
+      if (!el) return;
+      const on = ids.has(el.dataset.from) && ids.has(el.dataset.to);
+      el.classList.toggle("hl", on);
+      el.setAttribute("marker-end", on ? "url(#arrow-hl)" : "url(#arrow)");
+    });
+  }
+
+  /** Move keyboard focus to a node, panning it into view. */
+  focus(id) {
+    const el = this.nodeElement(id);
+    if (!el) return;
+    for (const other of this.svg.querySelectorAll('.node[tabindex="0"]')) other.setAttribute("tabindex", "-1");
+    el.setAttribute("tabindex", "0");
+    el.focus();
+    this.reveal(this.model.index.get(id));
+  }
+
+  reveal(i) {
+    const { x, y } = this.layout.nodes[i];
+    const { width, height } = this.svg.getBoundingClientRect();
+    const sx = this.view.x + x * this.view.k;
+    const sy = this.view.y + y * this.view.k;
+    const margin = 20;
+    if (sx < margin || sy < margin || sx + NODE_WIDTH * this.view.k > width - margin || sy + NODE_HEIGHT * this.view.k > height - margin) {
+      this.view.x = width / 2 - (x + NODE_WIDTH / 2) * this.view.k;
+      this.view.y = height / 2 - (y + NODE_HEIGHT / 2) * this.view.k;
+      this.apply();
+    }
+  }
+
+  apply() {
+    this.viewport?.setAttribute("transform", `translate(${this.view.x.toFixed(1)},${this.view.y.toFixed(1)}) scale(${this.view.k.toFixed(4)})`);
+  }
+
+  /** Scale and centre the whole graph in the view (never enlarged past 1:1). */
+  fit() {
+    if (!this.layout) return;
+    const { width, height } = this.svg.getBoundingClientRect();
+    const k = Math.max(0.05, Math.min(1, width / this.layout.width, height / this.layout.height));
+    this.view = { k, x: (width - this.layout.width * k) / 2, y: (height - this.layout.height * k) / 2 };
+    this.apply();
+  }
+
+  /** Zoom by ``factor`` around a point of the view (its centre by default). */
+  zoom(factor, cx = null, cy = null) {
+    const box = this.svg.getBoundingClientRect();
+    const px = cx ?? box.width / 2;
+    const py = cy ?? box.height / 2;
+    const k = Math.min(4, Math.max(0.05, this.view.k * factor));
+    this.view.x = px - ((px - this.view.x) * k) / this.view.k;
+    this.view.y = py - ((py - this.view.y) * k) / this.view.k;
+    this.view.k = k;
+    this.apply();
+  }
+
+  bindPointer() {
+    let drag = null;
+    this.svg.addEventListener("pointerdown", (event) => {
+      const node = event.target.closest?.(".node");
+      if (node || event.button !== 0) return;
+      drag = { x: event.clientX, y: event.clientY, vx: this.view.x, vy: this.view.y };
+      this.svg.setPointerCapture(event.pointerId);
+      this.svg.classList.add("panning");
+    });
+    this.svg.addEventListener("pointermove", (event) => {
+      if (!drag) return;
+      this.view.x = drag.vx + event.clientX - drag.x;
+      this.view.y = drag.vy + event.clientY - drag.y;
+      this.apply();
+    });
+    const end = () => {
+      drag = null;
+      this.svg.classList.remove("panning");
+    };
+    this.svg.addEventListener("pointerup", end);
+    this.svg.addEventListener("pointercancel", end);
+    this.svg.addEventListener(
+      "wheel",
+      (event) => {
+        event.preventDefault();
+        const box = this.svg.getBoundingClientRect();
+        this.zoom(Math.exp(-event.deltaY * 0.0015), event.clientX - box.left, event.clientY - box.top);
+      },
+      { passive: false },
+    );
+    this.svg.addEventListener("click", (event) => {
+      const node = event.target.closest?.(".node");
+      if (!node) return;
+      this.focus(node.dataset.id);
+      this.onOpen(node.dataset.id);
+    });
+  }
+
+  bindKeys() {
+    this.svg.addEventListener("keydown", (event) => {
+      if (event.altKey || event.ctrlKey || event.metaKey) return;
+      const node = event.target.closest?.(".node");
+      const i = node ? this.model.index.get(node.dataset.id) : undefined;
+      let target;
+      switch (event.key) {
+        case "Enter":
+        case " ":
+          if (i === undefined) return;
+          this.onOpen(node.dataset.id);
+          break;
+        case "ArrowRight":
+          target = i === undefined ? undefined : this.neighbour(i, this.out[i], +1);
+          break;
+        case "ArrowLeft":
+          target = i === undefined ? undefined : this.neighbour(i, this.inc[i], -1);
+          break;
+        case "ArrowUp":
+        case "ArrowDown":
+          target = i === undefined ? undefined : this.sibling(i, event.key === "ArrowDown" ? 1 : -1);
+          break;
+        case "Home":
+          target = this.model?.index.get(this.rootId);
+          break;
+        case "+":
+        case "=":
+          this.zoom(1.25);
+          break;
+        case "-":
+        case "_":
+          this.zoom(0.8);
+          break;
+        case "0":
+          this.fit();
+          break;
+        default:
+          return;
+      }
+      event.preventDefault();
+      if (target !== undefined) this.focus(this.model.nodes[target].id);
+    });
+  }
+
+  /** The linked node nearest in height to node ``i`` (else the nearest node of the next layer that way). */
+  neighbour(i, linked, step) {
+    const y = this.layout.nodes[i].y;
+    const byHeight = (list) => list.reduce((best, v) => (best === undefined || Math.abs(this.layout.nodes[v].y - y) < Math.abs(this.layout.nodes[best].y - y) ? v : best), undefined);
+    if (linked.length) return byHeight(linked);
+    const layers = this.layout.layers;
+    for (let l = this.layout.nodes[i].layer + step; l >= 0 && l < layers.length; l += step) {
+      if (layers[l].length) return byHeight(layers[l]);
+    }
+    return undefined;
+  }
+
+  sibling(i, step) {
+    const column = this.layout.layers[this.layout.nodes[i].layer];
+    const at = column.indexOf(i) + step;
+    return at >= 0 && at < column.length ? column[at] : undefined;
+  }
+}

@@ -1,0 +1,282 @@
+"""Consumer benchmark: this package's consumer (SQLite and PostgreSQL) side by side with Feast 0.67's
+``feast serve_lineage``, on the workload of ``consumer_workload.py`` (10 layers of jobs, each reading 2-3
+datasets of the layer before, START + COMPLETE with schema facets), at N = 1,000 and 5,000 jobs.
+
+Measured per consumer and N: batch ingest (batches of 500) and single-event ingest in events/s, depth-3
+and depth-10 upstream walks from a last-layer dataset (median of repeated queries, with node counts so the
+answers can be compared), the largest graph query, three correctness checks, and the server's memory.
+
+Depth: this consumer counts jobs (Marquez's depth); Feast counts edges, so the same subgraph is Feast's
+``depth = 2 x d`` and that is what Feast is asked (node counts are printed to show the answers match).
+
+    .venv/bin/python bench/consumer_bench.py                       # everything, ~10 minutes
+    .venv/bin/python bench/consumer_bench.py --sizes 1000 --consumers sqlite postgres
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import requests
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from consumer_workload import NAMESPACE, workload  # noqa: E402
+
+PG_URL = os.environ.get("LINEAGE_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
+ROOT = "layer9.table_0"
+MIDDLE = "layer4.table_0"
+BATCH = 500
+
+
+def _rss_kib(pid: int) -> tuple[int, int]:
+    """(current, peak) resident memory of a process in KiB, from /proc."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+def _timed(call: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = call()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+class Consumer:
+    """One consumer under test: how to post to it and how to ask it for a graph."""
+
+    name = ""
+    pid = 0
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.session = requests.Session()
+
+    def post(self, path: str, body: Any) -> requests.Response:
+        return self.session.post(f"{self.url}{path}", json=body, timeout=600)
+
+    def walk(self, depth: int, root: str = ROOT, direction: str = "upstream") -> int:
+        raise NotImplementedError
+
+    def full_graph(self) -> int:
+        raise NotImplementedError
+
+    def run_state(self, run_id: str) -> str:
+        raise NotImplementedError
+
+    def stored_events(self) -> int:
+        raise NotImplementedError
+
+
+class Ours(Consumer):
+    def walk(self, depth: int, root: str = ROOT, direction: str = "upstream") -> int:
+        params = {"nodeId": f"dataset:{NAMESPACE}:{root}", "depth": depth, "direction": direction, "maxNodes": 100000}
+        response = self.session.get(f"{self.url}/api/v1/lineage", params=params, timeout=600)
+        response.raise_for_status()
+        return len(response.json()["graph"])
+
+    def full_graph(self) -> int:
+        return self.walk(100, MIDDLE, "both")
+
+    def run_state(self, run_id: str) -> str:
+        return self.session.get(f"{self.url}/api/v1/runs/{run_id}", timeout=60).json()["state"]
+
+    def stored_events(self) -> int:
+        return self.session.get(f"{self.url}/api/v1/events", params={"limit": 1}, timeout=60).json()["totalCount"]
+
+
+class Feast(Consumer):
+    def walk(self, depth: int, root: str = ROOT, direction: str = "upstream", unit_edges: bool = False) -> int:
+        hops = depth if unit_edges else min(50, 2 * depth)
+        path = f"lineage/openlineage/graph/dataset/{NAMESPACE}/{root}"
+        response = self.session.get(
+            f"{self.url}/api/v1/{path}", params={"depth": hops, "direction": direction}, timeout=600
+        )
+        response.raise_for_status()
+        return len(response.json()["nodes"])
+
+    def full_graph(self) -> int:
+        response = self.session.get(f"{self.url}/api/v1/lineage/openlineage/graph", timeout=600)
+        response.raise_for_status()
+        return len(response.json()["nodes"])
+
+    def run_state(self, run_id: str) -> str:
+        found = self.session.get(f"{self.url}/api/v1/lineage/openlineage/runs/{run_id}", timeout=60).json()
+        return str(found.get("state") or found.get("run", {}).get("state") or found)
+
+    def stored_events(self) -> int:
+        rows, offset = 0, 0
+        while True:
+            page = self.session.get(
+                f"{self.url}/api/v1/lineage/openlineage/events", params={"limit": 1000, "offset": offset}, timeout=600
+            ).json()["events"]
+            rows += len(page)
+            offset += 1000
+            if len(page) < 1000:
+                return rows
+
+
+@contextmanager
+def serve_ours(store: str, folder: Path) -> Iterator[Ours]:
+    from support.consumer_helpers import free_port
+
+    port = free_port()
+    command = [
+        str(Path(sys.executable).parent / "airflow-lineage"),
+        "serve",
+        "--store",
+        store,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+    log = open(folder / "serve.log", "w")  # noqa: SIM115
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    consumer = Ours(f"http://127.0.0.1:{port}")
+    consumer.pid = process.pid
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                consumer.session.get(f"{consumer.url}/api/v1/namespaces", timeout=2).raise_for_status()
+                break
+            except requests.RequestException:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError((folder / "serve.log").read_text()[-2000:]) from None
+                time.sleep(0.2)
+        yield consumer
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+@contextmanager
+def postgres_schema() -> Iterator[str]:
+    import sqlalchemy as sa
+
+    schema = f"alp_bench_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
+
+
+@contextmanager
+def open_consumer(kind: str, folder: Path) -> Iterator[Consumer]:
+    folder.mkdir(parents=True, exist_ok=True)
+    if kind == "sqlite":
+        with serve_ours(f"sqlite:///{folder / 'lineage.db'}", folder) as consumer:
+            yield consumer
+    elif kind == "postgres":
+        with postgres_schema() as url, serve_ours(url, folder) as consumer:
+            yield consumer
+    else:
+        from support.feast_consumer import FeastLineageServer
+
+        with FeastLineageServer(folder) as server:
+            consumer = Feast(server.url)
+            consumer.pid = server.process.pid if server.process else 0
+            yield consumer
+
+
+def correctness(consumer: Consumer, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Duplicates stored, state after COMPLETE-before-START, and the answer to a malformed body."""
+    before = consumer.stored_events()
+    consumer.post("/api/v1/lineage/batch", events[:10])
+    duplicates = consumer.stored_events() - before
+    run_id = str(uuid.uuid4())
+    complete, start = dict(events[1]), dict(events[0])
+    complete["run"], start["run"] = {"runId": run_id}, {"runId": run_id}
+    consumer.post("/api/v1/lineage", complete)
+    consumer.post("/api/v1/lineage", start)
+    malformed = consumer.post("/api/v1/lineage", {"eventType": "START", "run": {}, "job": {}}).status_code
+    return {
+        "resent_10_stored_again": duplicates,
+        "complete_then_start_state": consumer.run_state(run_id),
+        "malformed_status": malformed,
+    }
+
+
+def measure(kind: str, n_jobs: int, folder: Path, budget: float) -> dict[str, Any]:
+    events = workload(n_jobs)
+    single, rest = events[: min(500, len(events) // 10)], events[min(500, len(events) // 10) :]
+    result: dict[str, Any] = {"consumer": kind, "jobs": n_jobs, "events": len(events)}
+    with open_consumer(kind, folder) as consumer:
+        started = time.perf_counter()
+        for event in single:
+            consumer.post("/api/v1/lineage", event).raise_for_status()
+        result["single_events_per_s"] = len(single) / (time.perf_counter() - started)
+        started, sent = time.perf_counter(), 0
+        for offset in range(0, len(rest), BATCH):
+            response = consumer.post("/api/v1/lineage/batch", rest[offset : offset + BATCH])
+            assert response.status_code in (200, 204), response.text[:500]
+            sent += len(rest[offset : offset + BATCH])
+            if time.perf_counter() - started > budget:
+                result["ingest_stopped_after_s"] = budget
+                break
+        elapsed = time.perf_counter() - started
+        result["batch_events_per_s"] = sent / elapsed
+        result["batch_ingested"] = sent
+        repeat = 3 if kind == "feast" else 15
+        for depth in (3, 10):
+            seconds, nodes = _timed(lambda d=depth: consumer.walk(d), repeat)
+            result[f"walk_depth{depth}_ms"], result[f"walk_depth{depth}_nodes"] = seconds * 1000, nodes
+        if kind == "feast":
+            seconds, nodes = _timed(lambda: consumer.walk(10, unit_edges=True), repeat)
+            result["feast_depth10_edges_ms"], result["feast_depth10_edges_nodes"] = seconds * 1000, nodes
+        seconds, nodes = _timed(consumer.full_graph, 3)
+        result["largest_graph_ms"], result["largest_graph_nodes"] = seconds * 1000, nodes
+        result.update(correctness(consumer, events))
+        result["rss_mib"], result["peak_rss_mib"] = (v / 1024 for v in _rss_kib(consumer.pid))
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000])
+    parser.add_argument(
+        "--consumers", nargs="+", default=["sqlite", "postgres", "feast"], choices=["sqlite", "postgres", "feast"]
+    )
+    parser.add_argument(
+        "--feast-budget", type=float, default=240, help="seconds of batch ingest allowed to Feast per size"
+    )
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "consumer_bench.json")
+    args = parser.parse_args()
+    results = []
+    work = HERE / "results" / "consumer_bench_work"
+    for n_jobs in args.sizes:
+        for kind in args.consumers:
+            budget = args.feast_budget if kind == "feast" else 3600
+            row = measure(kind, n_jobs, work / f"{kind}-{n_jobs}-{uuid.uuid4().hex[:6]}", budget)
+            results.append(row)
+            print(json.dumps(row), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+    print(f"results written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
