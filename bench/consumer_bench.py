@@ -49,6 +49,8 @@ def _rss_kib(pid: int) -> tuple[int, int]:
 
 
 def _timed(call: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    """Median wall time of ``repeat`` calls (after one untimed warm-up call) and the last result."""
+    call()
     times, result = [], None
     for _ in range(repeat):
         start = time.perf_counter()
@@ -70,10 +72,16 @@ class Consumer:
     def post(self, path: str, body: Any) -> requests.Response:
         return self.session.post(f"{self.url}{path}", json=body, timeout=600)
 
-    def walk(self, depth: int, root: str = ROOT, direction: str = "upstream") -> int:
+    def walk(self, depth: int, root: str = ROOT, direction: str = "upstream") -> bytes:
+        """The response body of an upstream/downstream/both walk (timed without client-side parsing)."""
         raise NotImplementedError
 
-    def full_graph(self) -> int:
+    def count(self, body: bytes) -> int:
+        """Nodes in a graph response."""
+        raise NotImplementedError
+
+    def full_graph(self) -> bytes:
+        """Both directions, unbounded depth, from a dataset of the middle layer."""
         raise NotImplementedError
 
     def run_state(self, run_id: str) -> str:
@@ -84,13 +92,16 @@ class Consumer:
 
 
 class Ours(Consumer):
-    def walk(self, depth: int, root: str = ROOT, direction: str = "upstream") -> int:
+    def walk(self, depth: int, root: str = ROOT, direction: str = "upstream") -> bytes:
         params = {"nodeId": f"dataset:{NAMESPACE}:{root}", "depth": depth, "direction": direction, "maxNodes": 100000}
         response = self.session.get(f"{self.url}/api/v1/lineage", params=params, timeout=600)
         response.raise_for_status()
-        return len(response.json()["graph"])
+        return response.content
 
-    def full_graph(self) -> int:
+    def count(self, body: bytes) -> int:
+        return len(json.loads(body)["graph"])
+
+    def full_graph(self) -> bytes:
         return self.walk(100, MIDDLE, "both")
 
     def run_state(self, run_id: str) -> str:
@@ -241,13 +252,15 @@ def measure(kind: str, n_jobs: int, folder: Path, budget: float) -> dict[str, An
         result["batch_ingested"] = sent
         repeat = 3 if kind == "feast" else 15
         for depth in (3, 10):
-            seconds, nodes = _timed(lambda d=depth: consumer.walk(d), repeat)
-            result[f"walk_depth{depth}_ms"], result[f"walk_depth{depth}_nodes"] = seconds * 1000, nodes
-        if kind == "feast":
-            seconds, nodes = _timed(lambda: consumer.walk(10, unit_edges=True), repeat)
-            result["feast_depth10_edges_ms"], result["feast_depth10_edges_nodes"] = seconds * 1000, nodes
-        seconds, nodes = _timed(consumer.full_graph, 3)
-        result["largest_graph_ms"], result["largest_graph_nodes"] = seconds * 1000, nodes
+            seconds, body = _timed(lambda d=depth: consumer.walk(d), repeat)
+            result[f"walk_depth{depth}_ms"], result[f"walk_depth{depth}_nodes"] = seconds * 1000, consumer.count(body)
+        seconds, body = _timed(consumer.full_graph, 3)
+        result["full_graph_ms"], result["full_graph_nodes"] = seconds * 1000, consumer.count(body)
+        if isinstance(consumer, Feast):
+            seconds, body = _timed(lambda: consumer.walk(10, unit_edges=True), repeat)
+            result["feast_own_depth10_ms"], result["feast_own_depth10_nodes"] = seconds * 1000, consumer.count(body)
+            seconds, body = _timed(consumer.whole_graph, 3)
+            result["feast_whole_graph_ms"], result["feast_whole_graph_nodes"] = seconds * 1000, consumer.count(body)
         result.update(correctness(consumer, events))
         result["rss_mib"], result["peak_rss_mib"] = (v / 1024 for v in _rss_kib(consumer.pid))
     return result

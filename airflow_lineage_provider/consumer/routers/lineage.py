@@ -11,6 +11,7 @@ from sqlalchemy import Select, func, select, union_all
 
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.deps import Settings, Store
+from airflow_lineage_provider.consumer.gc_pause import paused_gc
 from airflow_lineage_provider.consumer.models import LineageGraph, Problem
 from airflow_lineage_provider.consumer.store import LineageStore, graph, queries
 
@@ -62,7 +63,7 @@ def lineage_graph(store: LineageStore, node_id: str, depth: int, direction: str,
     kind, rest = nodeids.parse(node_id)
     if kind == "datasetField":
         raise nodeids.NodeIdError("datasetField: ids belong to /api/v1/column-lineage")
-    with store.read() as conn:
+    with store.read() as conn, paused_gc():
         root = queries.find_node(conn, kind, rest)
         if root is None:
             raise _not_found(node_id)
@@ -70,11 +71,11 @@ def lineage_graph(store: LineageStore, node_id: str, depth: int, direction: str,
         nodes, edges = queries.subgraph(
             conn, picked_nodes([root[0]], direction, bounds, graph.NODE_EDGES, conn.dialect.name)
         )
-    for origin, destination in edges:
-        edge = {"origin": nodes[origin]["id"], "destination": nodes[destination]["id"]}
-        nodes[origin]["outEdges"].append(edge)
-        nodes[destination]["inEdges"].append(edge)
-    return pydantic_core.to_json({"graph": list(nodes.values())})
+        for origin, destination in edges:
+            edge = {"origin": nodes[origin]["id"], "destination": nodes[destination]["id"]}
+            nodes[origin]["outEdges"].append(edge)
+            nodes[destination]["inEdges"].append(edge)
+        return pydantic_core.to_json({"graph": list(nodes.values())})
 
 
 @router.get(

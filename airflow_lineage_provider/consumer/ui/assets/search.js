@@ -118,7 +118,7 @@ export class SearchBox {
         break;
       case "Enter":
         if (this.active >= 0) this.choose(this.active);
-        else if (this.results.length === 1) this.choose(0);
+        else if (this.results.length) this.choose(0);
         else this.run();
         break;
       case "Escape":
