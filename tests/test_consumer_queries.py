@@ -153,3 +153,15 @@ def test_the_openapi_document_describes_every_endpoint(client: TestClient) -> No
         "/api/v1/retention",
     } <= set(paths)
     assert set(paths["/api/v1/lineage/batch"]["post"]["responses"]) >= {"200", "207", "400", "401", "413"}
+
+
+def test_datasets_list_their_symlinks(client: TestClient) -> None:
+    event = run_event("COMPLETE", "load", outputs=[dataset("orders")])
+    event["outputs"][0]["facets"]["symlinks"] = {
+        "_producer": "https://example.com",
+        "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/SymlinksDatasetFacet.json#/$defs/SymlinksDatasetFacet",
+        "identifiers": [{"namespace": "hive://metastore", "name": "db.orders", "type": "TABLE"}],
+    }
+    assert client.post("/api/v1/lineage", json=event).status_code == 201
+    found = client.get("/api/v1/datasets").json()["datasets"][0]
+    assert found["symlinks"] == [{"namespace": "hive://metastore", "name": "db.orders", "type": "TABLE"}]

@@ -170,7 +170,23 @@ def node_details(conn: Connection, ids: list[int], with_facets: bool = False) ->
     jobs = [node for node, (kind, _) in found.items() if kind == "job"]
     if jobs:
         _attach_io(conn, jobs, found)
+    if with_facets:
+        _attach_symlinks(conn, [node for node, (kind, _) in found.items() if kind == "dataset"], found)
     return found
+
+
+def _attach_symlinks(conn: Connection, datasets: list[int], found: dict[int, tuple[str, dict[str, Any]]]) -> None:
+    s = tables.symlinks.c
+    for node in datasets:
+        found[node][1]["symlinks"] = []
+    for start in range(0, len(datasets), CHUNK):
+        query = (
+            select(s.dataset_id, s.namespace, s.name, s.type)
+            .where(s.dataset_id.in_(datasets[start : start + CHUNK]))
+            .order_by(s.namespace, s.name)
+        )
+        for node, namespace, name, kind in conn.execute(query):
+            found[node][1]["symlinks"].append({"namespace": namespace, "name": name, "type": kind})
 
 
 def _attach_io(conn: Connection, jobs: list[int], found: dict[int, tuple[str, dict[str, Any]]]) -> None:
