@@ -142,7 +142,7 @@ def _emit_many(url: str, worker: int, count: int) -> None:
 
 
 def _concurrent_writers(url: str, processes: int, per_process: int) -> list[dict[str, Any]]:
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("fork")  # as Airflow's task runners do
     workers = [context.Process(target=_emit_many, args=(url, i, per_process)) for i in range(processes)]
     for worker in workers:
         worker.start()

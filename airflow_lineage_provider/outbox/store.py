@@ -110,13 +110,14 @@ def sequence_events(conn: Connection, limit: int = SEQUENCE_CHUNK) -> int:
 
 def ensure_destination(conn: Connection, name: str, kind: str, target: str) -> int:
     """The id of destination ``name``, created (starting from every retained event) when new."""
+    # Under the sequencer row's lock: two shippers creating the same destination wait for each other,
+    # and pruning (which takes it too) always sees every destination.
+    conn.execute(select(sequencer.c.last_seq).where(sequencer.c.id == 1).with_for_update())
     found = conn.execute(select(destinations.c.id, destinations.c.kind).where(destinations.c.name == name)).first()
     if found is not None:
         if found.kind != kind:
             raise ValueError(f"destination {name!r} is a {found.kind} destination, not {kind}; choose another name")
         return int(found.id)
-    # Taken under the sequencer lock, so that pruning (which holds it too) sees every destination.
-    conn.execute(select(sequencer.c.last_seq).where(sequencer.c.id == 1).with_for_update())
     return int(
         conn.execute(
             insert(destinations)

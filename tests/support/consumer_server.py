@@ -78,7 +78,9 @@ class ConsumerServer:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        """Stop answering; the port then refuses connections (a consumer that is down)."""
+        if self._thread.is_alive():
+            self._server.shutdown()
         self._server.server_close()
 
     def __enter__(self) -> ConsumerServer:
