@@ -314,6 +314,8 @@ def mark_dead(conn: Connection, token: str, delivery: int, status_code: int | No
 
 def plan_export_files(conn: Connection, token: str, files: dict[int, str]) -> None:
     """Record which file each claimed delivery is about to be exported to (see :mod:`.export`)."""
+    if not files:
+        return
     conn.execute(
         update(deliveries)
         .where(deliveries.c.id == bindparam("b_id"), deliveries.c.claim_token == token)
