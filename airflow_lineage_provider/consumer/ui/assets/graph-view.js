@@ -5,10 +5,11 @@ import { stateClass } from "./dom.js";
 import { layeredLayout } from "./layout.js";
 
 const SVG = "http://www.w3.org/2000/svg";
-const NODE_WIDTH = 210;
+const NODE_WIDTH = 200;
 const NODE_HEIGHT = 44;
-const LABEL_CHARS = 25;
-const SUB_CHARS = 31;
+const FONT_FAMILY = getComputedStyle(document.body).fontFamily;
+/** The first view fits the whole graph unless that makes labels unreadably small: then it zooms on the root. */
+const READABLE_SCALE = 0.6;
 
 function svg(tag, attrs = {}, parent = null) {
   const el = document.createElementNS(SVG, tag);
@@ -17,13 +18,22 @@ function svg(tag, attrs = {}, parent = null) {
   return el;
 }
 
-/** Keep the end of a long name ("…public.orders"): the table or task name is the telling part. */
-function tail(text, max) {
-  return text.length > max ? `…${text.slice(text.length - max + 1)}` : text;
-}
+const measure = document.createElement("canvas").getContext("2d");
 
-function head(text, max) {
-  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+/** ``text`` cut to ``room`` pixels in ``font``: from the start ("…public.orders": the table or task name is
+ * the telling part) or from the end. */
+function fitText(text, room, font, fromStart) {
+  measure.font = font;
+  if (measure.measureText(text).width <= room) return text;
+  let low = 0;
+  let high = text.length;
+  while (low < high) {
+    const keep = Math.ceil((low + high) / 2);
+    const candidate = fromStart ? `…${text.slice(text.length - keep)}` : `${text.slice(0, keep)}…`;
+    if (measure.measureText(candidate).width <= room) low = keep;
+    else high = keep - 1;
+  }
+  return fromStart ? `…${text.slice(text.length - low)}` : `${text.slice(0, low)}…`;
 }
 
 /** An SVG path through the points, with horizontal tangents at each point. */
@@ -55,7 +65,7 @@ export class GraphView {
     this.model = model;
     this.rootId = rootId;
     const sizes = model.nodes.map(() => ({ width: NODE_WIDTH, height: NODE_HEIGHT }));
-    this.layout = layeredLayout(sizes, model.edges);
+    this.layout = layeredLayout(sizes, model.edges, { layerGap: 50 });
     this.out = model.nodes.map(() => []);
     this.inc = model.nodes.map(() => []);
     for (const [from, to] of model.edges) {
@@ -93,7 +103,7 @@ export class GraphView {
       "aria-label",
       `Lineage graph around ${model.nodes[model.index.get(rootId)]?.name ?? rootId}: ${model.nodes.length} nodes, ${model.edges.length} edges`,
     );
-    this.fit();
+    this.overview();
     return performance.now() - started;
   }
 
@@ -119,8 +129,9 @@ export class GraphView {
     svg("rect", { class: "focus-ring", x: -9, y: -9, width: NODE_WIDTH + 18, height: NODE_HEIGHT + 18, rx: 12 }, g);
     svg("rect", { class: "shape", width: NODE_WIDTH, height: NODE_HEIGHT, rx: node.kind === "job" ? NODE_HEIGHT / 2 : 4 }, g);
     const pad = node.kind === "job" ? 18 : 10;
-    svg("text", { class: "label", x: pad, y: 19 }, g).textContent = tail(node.name, LABEL_CHARS);
-    svg("text", { class: "sub", x: pad, y: 35 }, g).textContent = head(`${node.kind} · ${node.namespace}`, SUB_CHARS);
+    const room = NODE_WIDTH - pad - (run ? 24 : 10);
+    svg("text", { class: "label", x: pad, y: 19 }, g).textContent = fitText(node.name, room, `600 13px ${FONT_FAMILY}`, true);
+    svg("text", { class: "sub", x: pad, y: 35 }, g).textContent = fitText(`${node.kind} · ${node.namespace}`, NODE_WIDTH - pad - 10, `11px ${FONT_FAMILY}`, false);
     if (run) svg("circle", { class: `state-dot ${stateClass(run.state)}`, cx: NODE_WIDTH - 14, cy: 14, r: 5 }, g);
     return g;
   }
@@ -180,6 +191,18 @@ export class GraphView {
     const { width, height } = this.svg.getBoundingClientRect();
     const k = Math.max(0.05, Math.min(1, width / this.layout.width, height / this.layout.height));
     this.view = { k, x: (width - this.layout.width * k) / 2, y: (height - this.layout.height * k) / 2 };
+    this.apply();
+  }
+
+  /** The first view: the whole graph if it is readable that way, else the root at a readable scale. */
+  overview() {
+    this.fit();
+    const root = this.model.index.get(this.rootId);
+    if (this.view.k >= READABLE_SCALE || root === undefined) return;
+    const { width, height } = this.svg.getBoundingClientRect();
+    const { x, y } = this.layout.nodes[root];
+    const k = READABLE_SCALE;
+    this.view = { k, x: width / 2 - (x + NODE_WIDTH / 2) * k, y: height / 2 - (y + NODE_HEIGHT / 2) * k };
     this.apply();
   }
 
