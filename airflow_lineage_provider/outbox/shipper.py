@@ -89,8 +89,12 @@ def prepare_destination(engine: Engine, name: str, kind: str, target: str) -> in
 
 
 def pending_count(engine: Engine, name: str) -> int:
+    """Events destination ``name`` has still to get (a new destination gets every retained event)."""
     with engine.begin() as conn:
-        return int(store.status(conn)["destinations"].get(name, {}).get("pending", 0))
+        counts = store.status(conn)
+    if name not in counts["destinations"]:
+        return int(counts["events"])
+    return int(counts["destinations"][name]["pending"])
 
 
 class Shipper:
