@@ -3,6 +3,7 @@ transport as a producer, and the ``airflow-lineage serve`` command."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -148,3 +149,22 @@ def test_the_serve_command_fails_in_one_line_on_a_bad_store(tmp_path: Path) -> N
     assert result.returncode == 2
     assert result.stderr.startswith("airflow-lineage: error: cannot open the lineage store")
     assert "Traceback" not in result.stderr
+
+
+def test_the_export_dags_client_settles_each_event_of_a_partial_batch(tmp_path: Path) -> None:
+    from airflow_lineage_provider.outbox.consumer_client import DEAD, DELIVERED, ConsumerClient, ConsumerConfig
+
+    app = create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", api_key="k")
+    good = [run_event("START", f"job_{i}") for i in range(3)]
+    bad = {**run_event("START", "bad"), "run": {"runId": "nope"}}
+    payloads = [json.dumps(e) for e in (good[0], bad, good[1], good[2])]
+    with LiveServer(app) as server:
+        client = ConsumerClient(ConsumerConfig(url=server.url, api_key="k"))
+        try:
+            outcomes = client.deliver(payloads)
+            again = client.deliver(payloads[:1])  # a re-sent event is a harmless duplicate
+        finally:
+            client.close()
+    assert [o.kind for o in outcomes] == [DELIVERED, DEAD, DELIVERED, DELIVERED]
+    assert "run.runId" in outcomes[1].detail
+    assert [o.kind for o in again] == [DELIVERED]

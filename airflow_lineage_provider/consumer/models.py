@@ -19,6 +19,9 @@ class IngestSummary(BaseModel):
     failed: int
     duplicates: int = Field(description="Events already stored before (counted in successful; nothing changed).")
     errors: list[EventFailure] = Field(default_factory=list)
+    results: list[EventResult] | None = Field(
+        default=None, description="When some events failed: one result per posted event, in order."
+    )
 
 
 class EventFailure(BaseModel):
@@ -26,6 +29,14 @@ class EventFailure(BaseModel):
 
     index: int = Field(description="Position of the event in the posted array.")
     error: str
+
+
+class EventResult(BaseModel):
+    """The outcome of one event of a partial batch: status 201 (stored) or 400 with the error."""
+
+    index: int
+    status: int
+    error: str | None = None
 
 
 class StoredEvent(BaseModel):

@@ -103,5 +103,10 @@ async def _store_batch(request: Request, values: list[Any]) -> JSONResponse:
         "duplicates": duplicates,
         "errors": [{"index": i, "error": errors[i]} for i in sorted(errors)],
     }
+    if errors:  # per-event results let a sender (e.g. the export DAG) settle each event of a partial batch
+        summary["results"] = [
+            {"index": i, "status": 400, "error": errors[i]} if i in errors else {"index": i, "status": 201}
+            for i in range(len(values))
+        ]
     code = status.HTTP_200_OK if not errors else status.HTTP_207_MULTI_STATUS if len(errors) < len(values) else 400
     return JSONResponse(summary, status_code=code)

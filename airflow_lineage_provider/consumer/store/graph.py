@@ -10,10 +10,11 @@ graph a depth-10 walk has 18,147 paths for 2,955 nodes, and the count grows expo
 Bounds, each applied inside the recursion:
 
 * ``hops`` — edges from a root; no row is deeper;
-* ``max_nodes`` — on PostgreSQL each hop adds at most ``max_nodes`` rows (a ``LIMIT`` on the recursive
-  term); SQLite evaluates the recursion row by row and accepts a ``LIMIT`` only on the whole recursive
-  select, where it caps the walk at ``hops * max_nodes`` rows. The answer then holds at most
-  ``max_nodes`` distinct nodes, nearest first;
+* ``max_nodes`` — the walk reads at most ``budget(bounds)`` rows (``max_nodes`` times the number of hops,
+  at most 8 times), in breadth-first order, and stops there: SQLite takes the bound as the ``LIMIT`` of
+  the recursive select, PostgreSQL evaluates the CTE lazily under an outer ``LIMIT`` and also caps each
+  hop at ``max_nodes`` rows (a ``LIMIT`` on the recursive term, which SQLite does not accept). The answer
+  holds at most ``max_nodes`` distinct nodes, nearest first, each at its shortest distance;
 * ``since`` — optionally, only edges seen at or after that time (DQX's ``lookback_days``).
 """
 
@@ -65,6 +66,10 @@ class WalkBounds:
     max_nodes: int
     since: datetime | None = None
 
+    def budget(self, roots: int) -> int:
+        """Rows of the recursion read at most: ``max_nodes`` per hop, for at most 8 hops' worth."""
+        return self.max_nodes * min(max(self.hops, 1), 8) + roots
+
 
 def walk_cte(
     spec: EdgeSpec, roots: list[int], bounds: WalkBounds, dialect: str, name: str = "walk", with_via: bool = False
@@ -84,9 +89,14 @@ def walk_cte(
         step = step.where(edge.c[spec.seen] >= bounds.since)
     if dialect == "sqlite":
         bounded = walk.union(step)
-        bounded.element = bounded.element.limit(max(1, bounds.hops) * bounds.max_nodes + len(roots))
+        bounded.element = bounded.element.limit(bounds.budget(len(roots)))
         return bounded
     return walk.union(step.limit(bounds.max_nodes))
+
+
+def _rows(walk: CTE, bounds: WalkBounds, roots: list[int], *columns: str) -> Any:
+    """The first ``budget`` rows of the walk (PostgreSQL stops the recursion once they are read)."""
+    return select(*(walk.c[name] for name in columns)).limit(bounds.budget(len(roots))).subquery()
 
 
 def nearest_nodes(
@@ -112,12 +122,13 @@ def walk_edges(conn: Connection, spec: EdgeSpec, roots: list[int], bounds: WalkB
     At most ``max_nodes`` edges, nearest first (the rows DQX's ``CollectLineageAction`` writes).
     """
     walk = walk_cte(spec, roots, bounds, conn.dialect.name, with_via=True)
-    depth = func.min(walk.c.depth)
+    rows = _rows(walk, bounds, roots, "via", "node_id", "depth")
+    depth = func.min(rows.c.depth)
     query = (
-        select(walk.c.via, walk.c.node_id, depth)
-        .where(walk.c.via.is_not(None))
-        .group_by(walk.c.via, walk.c.node_id)
-        .order_by(depth, walk.c.via, walk.c.node_id)
+        select(rows.c.via, rows.c.node_id, depth)
+        .where(rows.c.via.is_not(None))
+        .group_by(rows.c.via, rows.c.node_id)
+        .order_by(depth, rows.c.via, rows.c.node_id)
         .limit(bounds.max_nodes)
     )
     return [(via, node, hops) for via, node, hops in conn.execute(query)]
