@@ -9,34 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from support.browser import headless_chromium, require_chromium
 from support.consumer_helpers import LiveServer
-from support.ui_graph import sales_events
-from support.ui_page import LineagePage
-
-
-def ui_app(store_url: str) -> Any:
-    """A consumer app serving the lineage page, as ``airflow-lineage serve`` and the plugin build it."""
-    from airflow_lineage_provider.consumer import create_app
-    from airflow_lineage_provider.consumer.ui import UI_PATH, lineage_ui_router
-
-    app = create_app(store_url=store_url)
-    if not any(getattr(route, "path", None) == UI_PATH for route in app.routes):
-        app.include_router(lineage_ui_router())
-    return app
-
-
-def post_events(base_url: str, events: list[dict[str, Any]], chunk: int = 500) -> None:
-    """Send events to the consumer's batch ingest endpoint, checking every one is stored."""
-    with httpx.Client(timeout=120) as client:
-        for start in range(0, len(events), chunk):
-            batch = events[start : start + chunk]
-            answer = client.post(f"{base_url}/api/v1/lineage/batch", json=batch)
-            assert answer.status_code == 200, answer.text[:2000]
-            assert answer.json()["successful"] == len(batch), answer.text[:2000]
+from support.ui_graph import post_events, sales_events
+from support.ui_page import LineagePage, ui_app
 
 
 @pytest.fixture(scope="module")

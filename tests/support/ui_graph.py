@@ -22,6 +22,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import httpx
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
     column_lineage_dataset,
@@ -192,6 +193,16 @@ def sales_events() -> list[dict[str, Any]]:
         ),
         _event("START", "publish_dashboard", "publish-1", day + 500, [revenue], [dashboard]),
     ]
+
+
+def post_events(base_url: str, events: list[dict[str, Any]], chunk: int = 500) -> None:
+    """Send events to the consumer's batch ingest endpoint, checking every one is stored."""
+    with httpx.Client(timeout=120) as client:
+        for start in range(0, len(events), chunk):
+            batch = events[start : start + chunk]
+            answer = client.post(f"{base_url}/api/v1/lineage/batch", json=batch)
+            assert answer.status_code == 200, answer.text[:2000]
+            assert answer.json()["successful"] == len(batch), answer.text[:2000]
 
 
 def layered_events(layers: int, width: int) -> list[dict[str, Any]]:

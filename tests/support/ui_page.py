@@ -1,4 +1,5 @@
-"""The lineage page in the browser, read the way a user sees it: drawn nodes and edges, texts, the URL."""
+"""The lineage page in the browser, read the way a user sees it (drawn nodes and edges, texts, the URL), and
+the app serving it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,17 @@ from typing import Any
 from urllib.parse import urlencode
 
 from support.browser import wait_for
+
+
+def ui_app(store_url: str) -> Any:
+    """A consumer app serving the lineage page, as ``airflow-lineage serve`` and the plugin build it."""
+    from airflow_lineage_provider.consumer import create_app
+    from airflow_lineage_provider.consumer.ui import UI_PATH, lineage_ui_router
+
+    app = create_app(store_url=store_url)
+    if not any(getattr(route, "path", None) == UI_PATH for route in app.routes):
+        app.include_router(lineage_ui_router())
+    return app
 
 
 class LineagePage:
@@ -78,10 +90,15 @@ class LineagePage:
     def texts(self, selector: str) -> list[str]:
         return self.js("return [...document.querySelectorAll(arguments[0])].map(el => el.innerText)", selector)
 
+    def content(self, selector: str) -> str | None:
+        """The text of the first match as written (``textContent``: no CSS capitalisation, no layout)."""
+        return self.js("const el = document.querySelector(arguments[0]); return el ? el.textContent : null", selector)
+
     def wait_text(self, selector: str, contains: str, timeout: float = 15) -> str:
+        """Wait until the first match's text (as written) contains ``contains``."""
         return wait_for(
             self.driver,
-            lambda d: (t := self.text(selector)) is not None and contains in t and t,
+            lambda d: (t := self.content(selector)) is not None and contains in t and t,
             f"{contains!r} in {selector}",
             timeout,
         )
