@@ -21,7 +21,8 @@ async function getJson(path, params = {}, signal = undefined) {
     let detail = `${response.status} ${response.statusText}`;
     try {
       const body = await response.json();
-      if (body && body.detail !== undefined) detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
+      if (body && body.detail !== undefined)
+        detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
     } catch {
       // not JSON: keep the status line
     }

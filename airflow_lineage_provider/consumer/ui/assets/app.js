@@ -25,7 +25,9 @@ function readUrl() {
   };
   state.nodeId = params.get("nodeId") ?? "";
   state.depth = number("depth", DEFAULTS.depth);
-  state.direction = ["both", "upstream", "downstream"].includes(params.get("direction")) ? params.get("direction") : DEFAULTS.direction;
+  state.direction = ["both", "upstream", "downstream"].includes(params.get("direction"))
+    ? params.get("direction")
+    : DEFAULTS.direction;
   state.maxNodes = number("maxNodes", DEFAULTS.maxNodes);
   state.namespace = params.get("namespace") ?? "";
 }
@@ -36,7 +38,8 @@ function writeUrl(push) {
     if (value !== DEFAULTS[key] || key === "nodeId") if (value !== "") params.set(key, String(value));
   }
   const url = `${window.location.pathname}${params.size ? `?${params}` : ""}`;
-  if (url !== `${window.location.pathname}${window.location.search}`) window.history[push ? "pushState" : "replaceState"]({}, "", url);
+  if (url !== `${window.location.pathname}${window.location.search}`)
+    window.history[push ? "pushState" : "replaceState"]({}, "", url);
 }
 
 function ensureOption(select, value, label = String(value)) {
@@ -113,7 +116,9 @@ function choose(nodeId) {
 
 function showCut(shown) {
   const next = MAX_NODE_CHOICES.find((n) => n > state.maxNodes);
-  $("cut-text").textContent = `The walk was cut at maxNodes = ${state.maxNodes}: showing the ${shown} nearest nodes. Lower the depth or raise the limit to see more.`;
+  $("cut-text").textContent =
+    `The walk was cut at maxNodes = ${state.maxNodes}: showing the ${shown} nearest nodes. ` +
+    "Lower the depth or raise the limit to see more.";
   $("cut-more").hidden = next === undefined;
   $("cut-more").textContent = next ? `Show up to ${next}` : "";
   $("cut-more").dataset.next = next ?? "";
@@ -138,7 +143,12 @@ async function loadGraph() {
   setPageState("loading");
   setStatus(`Loading the lineage of ${state.nodeId}…`);
   loadController = new AbortController();
-  const request = { nodeId: state.nodeId, depth: state.depth, direction: state.direction, maxNodes: state.maxNodes + 1 };
+  const request = {
+    nodeId: state.nodeId,
+    depth: state.depth,
+    direction: state.direction,
+    maxNodes: state.maxNodes + 1,
+  };
   let answer;
   try {
     answer = await lineage(request, loadController.signal);
@@ -147,7 +157,11 @@ async function loadGraph() {
     model = null;
     $("graph").replaceChildren();
     details.clear();
-    showError(error instanceof ApiError && error.status === 404 ? `No job or dataset ${state.nodeId} in this lineage store.` : `The lineage could not be loaded: ${error.message}`);
+    showError(
+      error instanceof ApiError && error.status === 404
+        ? `No job or dataset ${state.nodeId} in this lineage store.`
+        : `The lineage could not be loaded: ${error.message}`,
+    );
     setStatus("");
     setPageState("error");
     return;
@@ -161,7 +175,8 @@ async function loadGraph() {
   if (cut) showCut(model.nodes.length);
   const root = model.nodes[model.index.get(state.nodeId)];
   const ways = { both: "both ways", upstream: "upstream", downstream: "downstream" }[state.direction];
-  setStatus(`${root?.name ?? state.nodeId}: ${model.nodes.length} nodes, ${model.edges.length} edges, depth ${state.depth} ${ways}.`);
+  const size = `${model.nodes.length} nodes, ${model.edges.length} edges`;
+  setStatus(`${root?.name ?? state.nodeId}: ${size}, depth ${state.depth} ${ways}.`);
   document.title = `Lineage: ${root?.name ?? state.nodeId}`;
   if (root) openDetails(root.id);
   setPageState("ready");
@@ -179,7 +194,14 @@ async function showBrowse() {
             {},
             kindBadge(kind),
             " ",
-            h("a", { href: `?nodeId=${encodeURIComponent(item.nodeId)}`, onclick: (event) => (event.preventDefault(), choose(item.nodeId)) }, item.name),
+            h(
+              "a",
+              {
+                href: `?nodeId=${encodeURIComponent(item.nodeId)}`,
+                onclick: (event) => (event.preventDefault(), choose(item.nodeId)),
+              },
+              item.name,
+            ),
             " ",
             h("span", { class: "ns" }, item.namespace),
           ),

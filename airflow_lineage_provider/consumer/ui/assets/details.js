@@ -30,7 +30,15 @@ function egeriaSummary(facets) {
   const parts = [];
   const chain = facets?.[SUPPLY_CHAIN];
   if (chain?.iscQualifiedName) {
-    parts.push(h("p", { class: "egeria supply-chain" }, h("strong", {}, "Information supply chain"), h("br"), h("span", { class: "value" }, chain.iscQualifiedName)));
+    parts.push(
+      h(
+        "p",
+        { class: "egeria supply-chain" },
+        h("strong", {}, "Information supply chain"),
+        h("br"),
+        h("span", { class: "value" }, chain.iscQualifiedName),
+      ),
+    );
   }
   const action = facets?.[GOVERNANCE_ACTION];
   if (action) {
@@ -40,7 +48,11 @@ function egeriaSummary(facets) {
         "div",
         { class: "egeria governance-action" },
         h("strong", {}, "Egeria governance action"),
-        h("dl", {}, fields.map(([key, value]) => [h("dt", {}, key), h("dd", {}, String(value))])),
+        h(
+          "dl",
+          {},
+          fields.map(([key, value]) => [h("dt", {}, key), h("dd", {}, String(value))]),
+        ),
       ),
     );
   }
@@ -49,9 +61,16 @@ function egeriaSummary(facets) {
 
 function describeTransformation(transformations) {
   if (!transformations) return "";
-  const list = Array.isArray(transformations) ? transformations : [{ type: transformations.transformationType, description: transformations.transformationDescription }];
+  const list = Array.isArray(transformations)
+    ? transformations
+    : [{ type: transformations.transformationType, description: transformations.transformationDescription }];
   return list
-    .map((t) => [t.type, t.subtype].filter(Boolean).join("/") + (t.description ? ` (${t.description})` : "") + (t.masking ? " masked" : ""))
+    .map(
+      (t) =>
+        [t.type, t.subtype].filter(Boolean).join("/") +
+        (t.description ? ` (${t.description})` : "") +
+        (t.masking ? " masked" : ""),
+    )
     .filter(Boolean)
     .join(", ");
 }
@@ -59,8 +78,8 @@ function describeTransformation(transformations) {
 export class DetailsPanel {
   /**
    * @param {HTMLElement} element
-   * @param {{onRecenter: (id: string) => void, onHighlight: (datasetIds: Set<string>, pairs: [string, string][]) => void,
-   *          depth: () => number}} callbacks
+   * @param {{onRecenter: (id: string) => void, depth: () => number,
+   *          onHighlight: (datasetIds: Set<string>, pairs: [string, string][]) => void}} callbacks
    */
   constructor(element, { onRecenter, onHighlight, depth }) {
     this.el = element;
@@ -83,8 +102,20 @@ export class DetailsPanel {
     const signal = this.controller.signal;
     this.node = node;
     const actions = h("div", { class: "actions" });
-    if (!isRoot) actions.append(h("button", { type: "button", id: "recenter", onclick: () => this.onRecenter(node.id) }, "Show lineage from here"));
-    const facets = h("section", { id: "details-facets" }, h("h3", {}, "Facets"), h("p", { class: "muted" }, "Loading…"));
+    if (!isRoot)
+      actions.append(
+        h(
+          "button",
+          { type: "button", id: "recenter", onclick: () => this.onRecenter(node.id) },
+          "Show lineage from here",
+        ),
+      );
+    const facets = h(
+      "section",
+      { id: "details-facets" },
+      h("h3", {}, "Facets"),
+      h("p", { class: "muted" }, "Loading…"),
+    );
     const body = node.kind === "dataset" ? this.datasetSections(node) : this.jobSections(node, signal);
     this.el.replaceChildren(
       h("p", {}, kindBadge(node.kind)),
@@ -107,7 +138,17 @@ export class DetailsPanel {
         h(
           "table",
           {},
-          h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Field"), h("th", { scope: "col" }, "Type"), h("th", { scope: "col" }, "Description"))),
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              h("th", { scope: "col" }, "Field"),
+              h("th", { scope: "col" }, "Type"),
+              h("th", { scope: "col" }, "Description"),
+            ),
+          ),
           h(
             "tbody",
             {},
@@ -149,9 +190,16 @@ export class DetailsPanel {
       "section",
       { id: "details-runs" },
       h("h3", {}, "Latest runs"),
-      run ? h("ul", { class: "runs" }, h("li", { class: "run", "data-run-id": run.id }, this.runSummary(run))) : h("p", { class: "muted" }, "No run received for this job."),
+      run
+        ? h("ul", { class: "runs" }, h("li", { class: "run", "data-run-id": run.id }, this.runSummary(run)))
+        : h("p", { class: "muted" }, "No run received for this job."),
     );
-    const io = h("section", { id: "details-io" }, h("h3", {}, "Inputs and outputs"), h("p", { class: "muted" }, "Loading…"));
+    const io = h(
+      "section",
+      { id: "details-io" },
+      h("h3", {}, "Inputs and outputs"),
+      h("p", { class: "muted" }, "Loading…"),
+    );
     this.loadRuns(node, runsSection, signal);
     this.io = io;
     return [runsSection, io];
@@ -179,16 +227,31 @@ export class DetailsPanel {
     try {
       const answer = await runs(node.namespace, node.name, 5, signal);
       const items = answer.runs.map((run) => {
-        const others = Object.fromEntries(Object.entries(run.facets ?? {}).filter(([name]) => ![SUPPLY_CHAIN, GOVERNANCE_ACTION].includes(name)));
+        const others = Object.fromEntries(
+          Object.entries(run.facets ?? {}).filter(([name]) => ![SUPPLY_CHAIN, GOVERNANCE_ACTION].includes(name)),
+        );
         const error = run.facets?.errorMessage?.message;
-        return h("li", { class: "run", "data-run-id": run.id }, this.runSummary(run), error ? h("p", { class: "run-error" }, h("strong", {}, "Error: "), error) : null, egeriaSummary(run.facets), Object.keys(others).length ? h("details", {}, h("summary", {}, `Run facets (${Object.keys(others).length})`), facetList(others, "")) : null);
+        return h(
+          "li",
+          { class: "run", "data-run-id": run.id },
+          this.runSummary(run),
+          error ? h("p", { class: "run-error" }, h("strong", {}, "Error: "), error) : null,
+          egeriaSummary(run.facets),
+          Object.keys(others).length
+            ? h("details", {}, h("summary", {}, `Run facets (${Object.keys(others).length})`), facetList(others, ""))
+            : null,
+        );
       });
       section.replaceChildren(
         h("h3", {}, `Latest runs (${answer.runs.length} of ${answer.totalCount})`),
         items.length ? h("ul", { class: "runs" }, items) : h("p", { class: "muted" }, "No runs."),
       );
     } catch (error) {
-      if (error.name !== "AbortError") section.replaceChildren(h("h3", {}, "Latest runs"), h("p", { class: "muted" }, `Could not load the runs: ${message(error)}`));
+      if (error.name !== "AbortError")
+        section.replaceChildren(
+          h("h3", {}, "Latest runs"),
+          h("p", { class: "muted" }, `Could not load the runs: ${message(error)}`),
+        );
     }
   }
 
@@ -196,15 +259,35 @@ export class DetailsPanel {
     try {
       const found = await findNode(node.kind, node.namespace, node.name, signal);
       const facets = found?.facets ?? {};
-      section.replaceChildren(h("h3", {}, "Facets"), ...egeriaSummary(facets), facetList(facets, `No ${node.kind} facets received.`));
+      section.replaceChildren(
+        h("h3", {}, "Facets"),
+        ...egeriaSummary(facets),
+        facetList(facets, `No ${node.kind} facets received.`),
+      );
       const description = facets.documentation?.description;
       if (description) this.el.querySelector(".id")?.after(h("p", { class: "description" }, description));
       if (node.kind === "job" && this.io) {
-        const list = (items) => (items?.length ? h("ul", {}, items.map((d) => h("li", {}, `${d.namespace} : ${d.name}`))) : h("p", { class: "muted" }, "None."));
-        this.io.replaceChildren(h("h3", {}, "Inputs"), list(found?.inputs), h("h3", {}, "Outputs"), list(found?.outputs));
+        const list = (items) =>
+          items?.length
+            ? h(
+                "ul",
+                {},
+                items.map((d) => h("li", {}, `${d.namespace} : ${d.name}`)),
+              )
+            : h("p", { class: "muted" }, "None.");
+        this.io.replaceChildren(
+          h("h3", {}, "Inputs"),
+          list(found?.inputs),
+          h("h3", {}, "Outputs"),
+          list(found?.outputs),
+        );
       }
     } catch (error) {
-      if (error.name !== "AbortError") section.replaceChildren(h("h3", {}, "Facets"), h("p", { class: "muted" }, `Could not load the facets: ${message(error)}`));
+      if (error.name !== "AbortError")
+        section.replaceChildren(
+          h("h3", {}, "Facets"),
+          h("p", { class: "muted" }, `Could not load the facets: ${message(error)}`),
+        );
     }
   }
 
@@ -219,7 +302,10 @@ export class DetailsPanel {
       answer = await columnLineage(rootId, Math.max(1, this.depth()) * 2, signal);
     } catch (error) {
       if (error.name === "AbortError") return;
-      const text = error instanceof ApiError && error.status === 404 ? `No column lineage recorded for ${field}.` : `Could not load the column lineage: ${message(error)}`;
+      const text =
+        error instanceof ApiError && error.status === 404
+          ? `No column lineage recorded for ${field}.`
+          : `Could not load the column lineage: ${message(error)}`;
       region.replaceChildren(h("h3", {}, `Column lineage of ${field}`), h("p", { class: "muted" }, text));
       this.onHighlight(new Set(), []);
       return;
@@ -255,9 +341,23 @@ export class DetailsPanel {
         transformation ? ` · ${transformation}` : "",
       );
     };
-    const direct = (list, id) => describeTransformation(list.find((f) => `datasetField:${f.namespace}:${f.dataset}:${f.field}` === id)?.transformations);
+    const direct = (list, id) =>
+      describeTransformation(
+        list.find((f) => `datasetField:${f.namespace}:${f.dataset}:${f.field}` === id)?.transformations,
+      );
     const section = (title, hops, transformationOf) =>
-      h("div", {}, h("h4", {}, `${title} (${hops.size})`), hops.size ? h("ul", {}, [...hops].map(([id, n]) => item(id, n, n === 1 ? transformationOf(id) : ""))) : h("p", { class: "muted" }, "None."));
+      h(
+        "div",
+        {},
+        h("h4", {}, `${title} (${hops.size})`),
+        hops.size
+          ? h(
+              "ul",
+              {},
+              [...hops].map(([id, n]) => item(id, n, n === 1 ? transformationOf(id) : "")),
+            )
+          : h("p", { class: "muted" }, "None."),
+      );
     region.replaceChildren(
       h("h3", {}, `Column lineage of ${field}`),
       section("Comes from", upstream, (id) => direct(into(rootId), id)),
@@ -267,9 +367,14 @@ export class DetailsPanel {
       const d = byId.get(id).data;
       return `dataset:${d.namespace}:${d.dataset}`;
     };
-    const ids = new Set([`dataset:${dataset.namespace}:${dataset.name}`, ...[...upstream.keys(), ...downstream.keys()].map(datasetOf)]);
+    const ids = new Set([
+      `dataset:${dataset.namespace}:${dataset.name}`,
+      ...[...upstream.keys(), ...downstream.keys()].map(datasetOf),
+    ]);
     const pairs = [];
-    for (const n of answer.graph) for (const e of n.outEdges ?? []) if (byId.has(e.origin) && byId.has(e.destination)) pairs.push([datasetOf(e.origin), datasetOf(e.destination)]);
+    for (const n of answer.graph)
+      for (const e of n.outEdges ?? [])
+        if (byId.has(e.origin) && byId.has(e.destination)) pairs.push([datasetOf(e.origin), datasetOf(e.destination)]);
     this.onHighlight(ids, pairs);
     if (!root) region.append(h("p", { class: "muted" }, "The field itself was not in the answer."));
   }

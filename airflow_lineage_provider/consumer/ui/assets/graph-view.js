@@ -43,7 +43,8 @@ function curve(points) {
     const [x0, y0] = points[i - 1];
     const [x1, y1] = points[i];
     const dx = (x1 - x0) / 2;
-    d += ` C${(x0 + dx).toFixed(1)},${y0.toFixed(1)} ${(x1 - dx).toFixed(1)},${y1.toFixed(1)} ${x1.toFixed(1)},${y1.toFixed(1)}`;
+    const at = (x, y) => `${x.toFixed(1)},${y.toFixed(1)}`;
+    d += ` C${at(x0 + dx, y0)} ${at(x1 - dx, y1)} ${at(x1, y1)}`;
   }
   return d;
 }
@@ -75,7 +76,11 @@ export class GraphView {
     this.svg.replaceChildren();
     const defs = svg("defs", {}, this.svg);
     for (const id of ["arrow", "arrow-hl"]) {
-      const marker = svg("marker", { id, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto" }, defs);
+      const marker = svg(
+        "marker",
+        { id, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto" },
+        defs,
+      );
       svg("path", { d: "M0,0 L10,5 L0,10 z" }, marker);
     }
     this.viewport = svg("g", { class: "viewport" }, this.svg);
@@ -99,10 +104,9 @@ export class GraphView {
     const fragment = document.createDocumentFragment();
     this.nodeEls = model.nodes.map((node, i) => this.drawNode(node, i, fragment));
     nodeLayer.append(fragment);
-    this.svg.setAttribute(
-      "aria-label",
-      `Lineage graph around ${model.nodes[model.index.get(rootId)]?.name ?? rootId}: ${model.nodes.length} nodes, ${model.edges.length} edges`,
-    );
+    const rootName = model.nodes[model.index.get(rootId)]?.name ?? rootId;
+    const size = `${model.nodes.length} nodes, ${model.edges.length} edges`;
+    this.svg.setAttribute("aria-label", `Lineage graph around ${rootName}: ${size}`);
     this.overview();
     return performance.now() - started;
   }
@@ -111,7 +115,9 @@ export class GraphView {
     const { x, y } = this.layout.nodes[i];
     const isRoot = node.id === this.rootId;
     const run = node.kind === "job" ? node.data.latestRun : null;
+    const kind = node.kind === "job" ? "Job" : "Dataset";
     const state = run ? ` Latest run ${run.state}.` : "";
+    const links = `${this.inc[i].length} upstream, ${this.out[i].length} downstream.${isRoot ? " Starting node." : ""}`;
     const g = svg(
       "g",
       {
@@ -120,18 +126,32 @@ export class GraphView {
         tabindex: isRoot ? 0 : -1,
         role: "button",
         "data-id": node.id,
-        "aria-label": `${node.kind === "job" ? "Job" : "Dataset"} ${node.name} in namespace ${node.namespace}.${state} ${this.inc[i].length} upstream, ${this.out[i].length} downstream.${isRoot ? " Starting node." : ""}`,
+        "aria-label": `${kind} ${node.name} in namespace ${node.namespace}.${state} ${links}`,
       },
       parent,
     );
     svg("title", {}, g).textContent = `${node.kind} ${node.namespace} : ${node.name}`;
     svg("rect", { class: "ring", x: -5, y: -5, width: NODE_WIDTH + 10, height: NODE_HEIGHT + 10, rx: 10 }, g);
     svg("rect", { class: "focus-ring", x: -9, y: -9, width: NODE_WIDTH + 18, height: NODE_HEIGHT + 18, rx: 12 }, g);
-    svg("rect", { class: "shape", width: NODE_WIDTH, height: NODE_HEIGHT, rx: node.kind === "job" ? NODE_HEIGHT / 2 : 4 }, g);
+    svg(
+      "rect",
+      { class: "shape", width: NODE_WIDTH, height: NODE_HEIGHT, rx: node.kind === "job" ? NODE_HEIGHT / 2 : 4 },
+      g,
+    );
     const pad = node.kind === "job" ? 18 : 10;
     const room = NODE_WIDTH - pad - (run ? 24 : 10);
-    svg("text", { class: "label", x: pad, y: 19 }, g).textContent = fitText(node.name, room, `600 13px ${FONT_FAMILY}`, true);
-    svg("text", { class: "sub", x: pad, y: 35 }, g).textContent = fitText(`${node.kind} · ${node.namespace}`, NODE_WIDTH - pad - 10, `11px ${FONT_FAMILY}`, false);
+    svg("text", { class: "label", x: pad, y: 19 }, g).textContent = fitText(
+      node.name,
+      room,
+      `600 13px ${FONT_FAMILY}`,
+      true,
+    );
+    svg("text", { class: "sub", x: pad, y: 35 }, g).textContent = fitText(
+      `${node.kind} · ${node.namespace}`,
+      NODE_WIDTH - pad - 10,
+      `11px ${FONT_FAMILY}`,
+      false,
+    );
     if (run) svg("circle", { class: `state-dot ${stateClass(run.state)}`, cx: NODE_WIDTH - 14, cy: 14, r: 5 }, g);
     return g;
   }
@@ -174,7 +194,12 @@ export class GraphView {
     const sx = this.view.x + x * this.view.k;
     const sy = this.view.y + y * this.view.k;
     const margin = 20;
-    if (sx < margin || sy < margin || sx + NODE_WIDTH * this.view.k > width - margin || sy + NODE_HEIGHT * this.view.k > height - margin) {
+    if (
+      sx < margin ||
+      sy < margin ||
+      sx + NODE_WIDTH * this.view.k > width - margin ||
+      sy + NODE_HEIGHT * this.view.k > height - margin
+    ) {
       this.view.x = width / 2 - (x + NODE_WIDTH / 2) * this.view.k;
       this.view.y = height / 2 - (y + NODE_HEIGHT / 2) * this.view.k;
       this.apply();
@@ -182,7 +207,10 @@ export class GraphView {
   }
 
   apply() {
-    this.viewport?.setAttribute("transform", `translate(${this.view.x.toFixed(1)},${this.view.y.toFixed(1)}) scale(${this.view.k.toFixed(4)})`);
+    this.viewport?.setAttribute(
+      "transform",
+      `translate(${this.view.x.toFixed(1)},${this.view.y.toFixed(1)}) scale(${this.view.k.toFixed(4)})`,
+    );
   }
 
   /** Scale and centre the whole graph in the view (never enlarged past 1:1). */
@@ -303,7 +331,14 @@ export class GraphView {
   /** The linked node nearest in height to node ``i`` (else the nearest node of the next layer that way). */
   neighbour(i, linked, step) {
     const y = this.layout.nodes[i].y;
-    const byHeight = (list) => list.reduce((best, v) => (best === undefined || Math.abs(this.layout.nodes[v].y - y) < Math.abs(this.layout.nodes[best].y - y) ? v : best), undefined);
+    const byHeight = (list) =>
+      list.reduce(
+        (best, v) =>
+          best === undefined || Math.abs(this.layout.nodes[v].y - y) < Math.abs(this.layout.nodes[best].y - y)
+            ? v
+            : best,
+        undefined,
+      );
     if (linked.length) return byHeight(linked);
     const layers = this.layout.layers;
     for (let l = this.layout.nodes[i].layer + step; l >= 0 && l < layers.length; l += step) {

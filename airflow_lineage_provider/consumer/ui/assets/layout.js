@@ -280,7 +280,8 @@ function pack(ids, wanted, y, gap) {
   const down = new Float64Array(k);
   const up = new Float64Array(k);
   for (let i = 0; i < k; i++) down[i] = i ? Math.max(wanted[i], down[i - 1] + gap(ids[i - 1], ids[i])) : wanted[i];
-  for (let i = k - 1; i >= 0; i--) up[i] = i < k - 1 ? Math.min(wanted[i], up[i + 1] - gap(ids[i], ids[i + 1])) : wanted[i];
+  for (let i = k - 1; i >= 0; i--)
+    up[i] = i < k - 1 ? Math.min(wanted[i], up[i + 1] - gap(ids[i], ids[i + 1])) : wanted[i];
   for (let i = 0; i < k; i++) y[ids[i]] = (down[i] + up[i]) / 2;
 }
 

@@ -72,9 +72,17 @@ export class SearchBox {
       ),
     );
     if (!results.length && this.input.value.trim()) {
-      items.push(h("li", { class: "empty", role: "option", "aria-disabled": "true" }, problem ?? "No job or dataset matches."));
+      items.push(
+        h("li", { class: "empty", role: "option", "aria-disabled": "true" }, problem ?? "No job or dataset matches."),
+      );
     } else if (total > results.length) {
-      items.push(h("li", { class: "empty", role: "option", "aria-disabled": "true" }, `${total - results.length} more: type more of the name.`));
+      items.push(
+        h(
+          "li",
+          { class: "empty", role: "option", "aria-disabled": "true" },
+          `${total - results.length} more: type more of the name.`,
+        ),
+      );
     }
     this.list.replaceChildren(...items);
     if (document.activeElement === this.input && items.length) this.open();
@@ -94,7 +102,8 @@ export class SearchBox {
     if (!this.results.length) return;
     this.open();
     this.active = (this.active + step + this.results.length) % this.results.length;
-    for (const [i, li] of [...this.list.children].entries()) li.setAttribute("aria-selected", String(i === this.active));
+    for (const [i, li] of [...this.list.children].entries())
+      li.setAttribute("aria-selected", String(i === this.active));
     const current = this.list.children[this.active];
     this.input.setAttribute("aria-activedescendant", current.id);
     current.scrollIntoView({ block: "nearest" });
