@@ -16,6 +16,7 @@ from airflow_lineage_provider.consumer.routers import catalog, column_lineage, i
 from airflow_lineage_provider.consumer.service import RetentionSchedule, StoreUnavailable
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.ui import lineage_ui_router
 from airflow_lineage_provider.consumer.validation import EventError
 from airflow_lineage_provider.version import __version__
 
@@ -68,6 +69,7 @@ def create_app(
     app.state.retention = RetentionSchedule(config)
     for router in (*ROUTERS, *extra_routers):
         app.include_router(router)
+    app.include_router(lineage_ui_router())  # the lineage page at /ui (docs/ui.md)
     _add_error_handlers(app)
     return app
 

@@ -21,6 +21,16 @@ log = logging.getLogger(__name__)
 
 URL_PREFIX = "/lineage"
 
+#: Airflow's navigation entry for the lineage page (docs/ui.md).
+LINEAGE_PAGE_VIEW: dict[str, Any] = {
+    "name": "Lineage",
+    "href": f"{URL_PREFIX}/ui",
+    "url_route": "lineage",
+    "destination": "nav",
+    "nav_top_level": True,
+    "icon": f"{URL_PREFIX}/ui/assets/favicon.svg",
+}
+
 
 def consumer_apps() -> list[dict[str, Any]]:
     """The ``fastapi_apps`` entry for the consumer, or none when ``consumer_plugin`` is off or misconfigured."""
@@ -48,3 +58,5 @@ class LineageConsumerPlugin(AirflowPlugin):
 
     name = "lineage_consumer"
     fastapi_apps = consumer_apps()
+    # The lineage page in Airflow's navigation, embedded at /plugin/lineage (only when the consumer is mounted).
+    external_views = [LINEAGE_PAGE_VIEW] if fastapi_apps else []
