@@ -112,19 +112,24 @@ class Ours(Consumer):
 
 
 class Feast(Consumer):
-    def walk(self, depth: int, root: str = ROOT, direction: str = "upstream", unit_edges: bool = False) -> int:
+    def walk(self, depth: int, root: str = ROOT, direction: str = "upstream", unit_edges: bool = False) -> bytes:
         hops = depth if unit_edges else min(50, 2 * depth)
         path = f"lineage/openlineage/graph/dataset/{NAMESPACE}/{root}"
-        response = self.session.get(
-            f"{self.url}/api/v1/{path}", params={"depth": hops, "direction": direction}, timeout=600
-        )
+        params = {"depth": hops, "direction": direction}
+        response = self.session.get(f"{self.url}/api/v1/{path}", params=params, timeout=600)
         response.raise_for_status()
-        return len(response.json()["nodes"])
+        return response.content
 
-    def full_graph(self) -> int:
+    def count(self, body: bytes) -> int:
+        return len(json.loads(body)["nodes"])
+
+    def full_graph(self) -> bytes:
+        return self.walk(50, MIDDLE, "both", unit_edges=True)
+
+    def whole_graph(self) -> bytes:
         response = self.session.get(f"{self.url}/api/v1/lineage/openlineage/graph", timeout=600)
         response.raise_for_status()
-        return len(response.json()["nodes"])
+        return response.content
 
     def run_state(self, run_id: str) -> str:
         found = self.session.get(f"{self.url}/api/v1/lineage/openlineage/runs/{run_id}", timeout=60).json()

@@ -7,7 +7,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from airflow_lineage_provider.consumer.store import LineageStore, graph, queries, tables
+from airflow_lineage_provider.consumer.store import LineageStore, graph, nodes, tables
+from airflow_lineage_provider.consumer.store.columns import field_details
 from airflow_lineage_provider.consumer.store.ingest import field_key
 
 
@@ -23,7 +24,7 @@ class LineageWalker:
     def dataset_id(self, namespace: str, name: str) -> int | None:
         """The store's id of the dataset, or None when it has never been seen."""
         with self.store.read() as conn:
-            found = queries.find_node(conn, "dataset", f"{namespace}:{name}")
+            found = nodes.find_node(conn, "dataset", f"{namespace}:{name}")
         return found[0] if found is not None and (found[1], found[2]) == (namespace, name) else None
 
     def _names(self, conn: Any, ids: set[int]) -> dict[int, str]:
@@ -58,7 +59,7 @@ class LineageWalker:
             if not roots:
                 return []
             found = graph.walk_edges(conn, graph.COLUMN_EDGES[direction], roots, bounds)  # type: ignore[index]
-            fields = queries.column_details(conn, list({f for via, node, _ in found for f in (via, node)}))
+            fields = field_details(conn, list({f for via, node, _ in found for f in (via, node)}))
         rows = []
         for via, node, hops in found:
             _, namespace, name, field = fields[node]

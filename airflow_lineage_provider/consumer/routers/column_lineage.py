@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pydantic_core
@@ -13,7 +12,7 @@ from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.deps import Settings, Store
 from airflow_lineage_provider.consumer.models import ColumnLineageGraph, Problem
 from airflow_lineage_provider.consumer.routers.lineage import Depth, Direction, MaxNodes, NodeId, picked_nodes
-from airflow_lineage_provider.consumer.store import LineageStore, graph, queries
+from airflow_lineage_provider.consumer.store import LineageStore, columns, graph, nodes
 
 router = APIRouter(tags=["lineage"])
 
@@ -25,10 +24,10 @@ def _roots(conn: Any, node_id: str) -> list[int]:
             "column lineage starts from a datasetField:<ns>:<name>:<field> or dataset:<ns>:<name>"
         )
     if kind == "dataset":
-        dataset = queries.find_node(conn, "dataset", rest)
-        roots = queries.dataset_field_ids(conn, dataset[0]) if dataset else []
+        dataset = nodes.find_node(conn, "dataset", rest)
+        roots = columns.dataset_field_ids(conn, dataset[0]) if dataset else []
     else:
-        field = queries.find_field(conn, rest)
+        field = nodes.find_field(conn, rest)
         roots = [field[0]] if field else []
     if not roots:
         raise HTTPException(
@@ -48,10 +47,9 @@ def column_graph(store: LineageStore, node_id: str, depth: int, direction: str, 
                 picked_nodes(roots, direction, bounds, graph.COLUMN_EDGES, conn.dialect.name)
             )
         }
-        details = queries.column_details(conn, list(picked))
-        edges = graph.edges_among(conn, graph.COLUMN_EDGES["downstream"], picked)
-        transformations = queries.column_transformations(conn, edges)
-        types = queries.dataset_fields(conn, list({d[0] for d in details.values()}))
+        details = columns.field_details(conn, list(picked))
+        edges = columns.edges_among(conn, picked)
+        types = columns.field_types(conn, list({d[0] for d in details.values()}))
     nodes: dict[int, dict[str, Any]] = {}
     for field_id in picked:
         dataset_id, namespace, name, field = details[field_id]
@@ -68,18 +66,17 @@ def column_graph(store: LineageStore, node_id: str, depth: int, direction: str, 
             "inEdges": [],
             "outEdges": [],
         }
-    for source, target in edges:
+    for source, target, transformations in edges:
         edge = {"origin": nodes[source]["id"], "destination": nodes[target]["id"]}
         nodes[source]["outEdges"].append(edge)
         nodes[target]["inEdges"].append(edge)
-        text = transformations.get((source, target))
         src = nodes[source]["data"]
         nodes[target]["data"]["inputFields"].append(
             {
                 "namespace": src["namespace"],
                 "dataset": src["dataset"],
                 "field": src["field"],
-                "transformations": json.loads(text) if text else None,
+                "transformations": transformations,
             }
         )
     return pydantic_core.to_json({"graph": list(nodes.values())})

@@ -13,7 +13,7 @@ from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.deps import Settings, Store
 from airflow_lineage_provider.consumer.gc_pause import paused_gc
 from airflow_lineage_provider.consumer.models import LineageGraph, Problem
-from airflow_lineage_provider.consumer.store import LineageStore, graph, queries
+from airflow_lineage_provider.consumer.store import LineageStore, graph, nodes, subgraph
 
 router = APIRouter(tags=["lineage"])
 
@@ -64,18 +64,18 @@ def lineage_graph(store: LineageStore, node_id: str, depth: int, direction: str,
     if kind == "datasetField":
         raise nodeids.NodeIdError("datasetField: ids belong to /api/v1/column-lineage")
     with store.read() as conn, paused_gc():
-        root = queries.find_node(conn, kind, rest)
+        root = nodes.find_node(conn, kind, rest)
         if root is None:
             raise _not_found(node_id)
         bounds = graph.WalkBounds(hops=hops_for(kind, depth), max_nodes=max_nodes)
-        nodes, edges = queries.subgraph(
+        found, edges = subgraph.subgraph(
             conn, picked_nodes([root[0]], direction, bounds, graph.NODE_EDGES, conn.dialect.name)
         )
         for origin, destination in edges:
-            edge = {"origin": nodes[origin]["id"], "destination": nodes[destination]["id"]}
-            nodes[origin]["outEdges"].append(edge)
-            nodes[destination]["inEdges"].append(edge)
-        return pydantic_core.to_json({"graph": list(nodes.values())})
+            edge = {"origin": found[origin]["id"], "destination": found[destination]["id"]}
+            found[origin]["outEdges"].append(edge)
+            found[destination]["inEdges"].append(edge)
+        return pydantic_core.to_json({"graph": list(found.values())})
 
 
 @router.get(

@@ -10,7 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
 from airflow_lineage_provider.consumer.models import Events, Problem, Runs
-from airflow_lineage_provider.consumer.store import queries
+from airflow_lineage_provider.consumer.store import nodes, queries
 
 router = APIRouter(tags=["runs"])
 
@@ -28,7 +28,7 @@ async def get_runs(
 ) -> dict:
     def run() -> dict:
         with store.read() as conn:
-            job = queries.find_node(conn, "job", f"{job_namespace}:{job_name}")
+            job = nodes.find_node(conn, "job", f"{job_namespace}:{job_name}")
             if job is None or (job[1], job[2]) != (job_namespace, job_name):
                 raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no job {job_namespace!r} / {job_name!r}")
             items, total = queries.list_runs(conn, job[0], limit, offset)

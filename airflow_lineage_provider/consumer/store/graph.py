@@ -132,14 +132,3 @@ def walk_edges(conn: Connection, spec: EdgeSpec, roots: list[int], bounds: WalkB
         .limit(bounds.max_nodes)
     )
     return [(via, node, hops) for via, node, hops in conn.execute(query)]
-
-
-def edges_among(conn: Connection, spec: EdgeSpec, node_ids: set[int] | dict[int, Any]) -> list[tuple[int, int]]:
-    """Every edge of ``spec.table`` whose two ends are both in ``node_ids``, as ``(origin, destination)``."""
-    origin, destination = spec.table.c[spec.here], spec.table.c[spec.next]
-    ids = list(node_ids)
-    found: list[tuple[int, int]] = []
-    for start in range(0, len(ids), 5000):
-        query = select(origin, destination).where(origin.in_(ids[start : start + 5000]))
-        found.extend((a, b) for a, b in conn.execute(query) if b in node_ids)
-    return found

@@ -5,7 +5,7 @@ import { stateClass } from "./dom.js";
 import { layeredLayout } from "./layout.js";
 
 const SVG = "http://www.w3.org/2000/svg";
-const NODE_WIDTH = 200;
+const NODE_WIDTH = 212;
 const NODE_HEIGHT = 44;
 const FONT_FAMILY = getComputedStyle(document.body).fontFamily;
 /** The first view fits the whole graph unless that makes labels unreadably small: then it zooms on the root. */

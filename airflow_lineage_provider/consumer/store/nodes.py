@@ -1,0 +1,169 @@
+"""Jobs and datasets: lookup by Marquez node id, and their full details in Marquez's shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from airflow_lineage_provider.consumer import nodeids
+from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store.ingest import field_key, node_key
+from airflow_lineage_provider.consumer.store.text import iso, loads
+
+#: Ids per ``IN (...)`` list (SQLite accepts 32,766 parameters per statement).
+CHUNK = 5000
+
+
+def find_node(conn: Connection, kind: str, rest: str) -> tuple[int, str, str] | None:
+    """``(id, namespace, name)`` of the job or dataset whose id is ``<kind>:<rest>``, or None.
+
+    When several splits of ``rest`` name existing nodes, the one with the longest namespace wins.
+    """
+    candidates = [node_key(kind, ns, name) for ns, name in nodeids.splits(rest, 2)]
+    if not candidates:
+        return None
+    n = tables.nodes.c
+    found = conn.execute(select(n.id, n.namespace, n.name).where(n.node_key.in_(candidates))).all()
+    if not found:
+        return None
+    node_id, namespace, name = max(found, key=lambda row: len(row[1]))
+    return node_id, namespace, name
+
+
+def find_field(conn: Connection, rest: str) -> tuple[int, str, str, str] | None:
+    """``(field_id, namespace, dataset, field)`` for ``datasetField:<rest>``, or None."""
+    for namespace, name, field in nodeids.splits(rest, 3):
+        dataset = find_node(conn, "dataset", f"{namespace}:{name}")
+        if dataset is None or (dataset[1], dataset[2]) != (namespace, name):
+            continue
+        field_id = conn.execute(
+            select(tables.fields.c.id).where(tables.fields.c.field_key == field_key(dataset[0], field))
+        ).scalar()
+        if field_id is not None:
+            return field_id, namespace, name, field
+    return None
+
+
+def run_data(row: Any, created_at: Any, updated_at: Any) -> dict[str, Any] | None:
+    """A run in Marquez's shape from a row with the ``lineage_runs`` columns (None without a run)."""
+    if row.run_uuid is None:
+        return None
+    duration = None
+    if row.started_at is not None and row.ended_at is not None:
+        duration = int((row.ended_at - row.started_at).total_seconds() * 1000)
+    return {
+        "id": row.run_uuid,
+        "state": row.state,
+        "createdAt": iso(created_at),
+        "updatedAt": iso(updated_at),
+        "startedAt": iso(row.started_at),
+        "endedAt": iso(row.ended_at),
+        "nominalStartTime": iso(row.nominal_start_time),
+        "nominalEndTime": iso(row.nominal_end_time),
+        "durationMs": duration,
+        "parentRunId": row.parent_run_uuid,
+    }
+
+
+def _details_query() -> Any:
+    n, d, j, r = tables.nodes.c, tables.datasets.c, tables.jobs.c, tables.runs.c
+    return (
+        select(
+            n.id,
+            n.kind,
+            n.namespace,
+            n.name,
+            n.created_at,
+            n.updated_at,
+            d.fields,
+            d.schema_time,
+            d.facets.label("dataset_facets"),
+            j.facets.label("job_facets"),
+            r.run_uuid,
+            r.state,
+            r.created_at.label("run_created_at"),
+            r.updated_at.label("run_updated_at"),
+            r.started_at,
+            r.ended_at,
+            r.nominal_start_time,
+            r.nominal_end_time,
+            r.parent_run_uuid,
+        )
+        .select_from(tables.nodes)
+        .outerjoin(tables.datasets, d.node_id == n.id)
+        .outerjoin(tables.jobs, j.node_id == n.id)
+        .outerjoin(tables.runs, r.run_uuid == j.latest_run_uuid)
+    )
+
+
+def _node_data(row: Any) -> dict[str, Any]:
+    data = {
+        "id": {"namespace": row.namespace, "name": row.name},
+        "name": row.name,
+        "namespace": row.namespace,
+        "createdAt": iso(row.created_at),
+        "updatedAt": iso(row.updated_at),
+        "nodeId": nodeids.node_id(row.kind, row.namespace, row.name),
+    }
+    if row.kind == "dataset":
+        data.update(
+            type="DB_TABLE",
+            physicalName=row.name,
+            sourceName=row.namespace,
+            fields=loads(row.fields, []),
+            lastModifiedAt=iso(row.schema_time),
+            tags=[],
+            description=None,
+            facets=loads(row.dataset_facets, {}),
+            symlinks=[],
+        )
+    else:
+        latest = run_data(row, row.run_created_at, row.run_updated_at)
+        data.update(type="BATCH", simpleName=row.name, latestRun=latest, inputs=[], outputs=[])
+        data["facets"] = loads(row.job_facets, {})
+    return data
+
+
+def node_details(conn: Connection, ids: list[int]) -> dict[int, dict[str, Any]]:
+    """``id → data`` for each node in Marquez's shape, with facets; jobs with all their inputs and outputs,
+    datasets with their symlinks."""
+    found: dict[int, dict[str, Any]] = {}
+    query = _details_query()
+    for start in range(0, len(ids), CHUNK):
+        for row in conn.execute(query.where(tables.nodes.c.id.in_(ids[start : start + CHUNK]))):
+            found[row.id] = _node_data(row)
+    _attach_io(conn, [node for node, data in found.items() if data["type"] == "BATCH"], found)
+    _attach_symlinks(conn, [node for node, data in found.items() if data["type"] == "DB_TABLE"], found)
+    return found
+
+
+def _attach_symlinks(conn: Connection, datasets: list[int], found: dict[int, dict[str, Any]]) -> None:
+    s = tables.symlinks.c
+    for start in range(0, len(datasets), CHUNK):
+        query = (
+            select(s.dataset_id, s.namespace, s.name, s.type)
+            .where(s.dataset_id.in_(datasets[start : start + CHUNK]))
+            .order_by(s.namespace, s.name)
+        )
+        for node, namespace, name, kind in conn.execute(query):
+            found[node]["symlinks"].append({"namespace": namespace, "name": name, "type": kind})
+
+
+def _attach_io(conn: Connection, jobs: list[int], found: dict[int, dict[str, Any]]) -> None:
+    e, n = tables.edges.c, tables.nodes.c
+    links: list[tuple[int, int, str]] = []
+    for start in range(0, len(jobs), CHUNK):
+        chunk = jobs[start : start + CHUNK]
+        inputs = select(e.origin_id, e.destination_id).where(e.destination_id.in_(chunk))
+        outputs = select(e.origin_id, e.destination_id).where(e.origin_id.in_(chunk))
+        links += [(job, ds, "inputs") for ds, job in conn.execute(inputs)]
+        links += [(job, ds, "outputs") for job, ds in conn.execute(outputs)]
+    names = {node: (data["namespace"], data["name"]) for node, data in found.items()}
+    missing = list({ds for _, ds, _ in links if ds not in names})
+    for start in range(0, len(missing), CHUNK):
+        query = select(n.id, n.namespace, n.name).where(n.id.in_(missing[start : start + CHUNK]))
+        names.update((node, (ns, name)) for node, ns, name in conn.execute(query))
+    for job, ds, key in sorted(links, key=lambda link: names[link[1]]):
+        namespace, name = names[ds]
+        found[job][key].append({"namespace": namespace, "name": name})

@@ -1,0 +1,17 @@
+"""Stored values as the API shows them: times as ISO 8601 UTC text, JSON columns decoded."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+
+def iso(value: datetime | None) -> str | None:
+    """A stored time as ISO 8601 UTC with microseconds and a ``Z`` suffix (as :class:`.sqltime.iso_utc`)."""
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if value is not None else None
+
+
+def loads(text: str | None, default: Any) -> Any:
+    """A JSON column's value, or ``default`` when it is empty."""
+    return json.loads(text) if text else default
