@@ -72,7 +72,8 @@ def _configure_sqlite(engine: Engine, timeout: float, synchronous: str) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        if connection.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def create_outbox_engine(url: str, timeout: float = 2.0, sqlite_synchronous: str = "NORMAL") -> Engine:
