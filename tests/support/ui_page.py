@@ -12,14 +12,10 @@ from support.browser import wait_for
 
 
 def ui_app(store_url: str) -> Any:
-    """A consumer app serving the lineage page, as ``airflow-lineage serve`` and the plugin build it."""
+    """A consumer app on ``store_url``: ``create_app`` serves the lineage page at ``/ui``."""
     from airflow_lineage_provider.consumer import create_app
-    from airflow_lineage_provider.consumer.ui import UI_PATH, lineage_ui_router
 
-    app = create_app(store_url=store_url)
-    if not any(getattr(route, "path", None) == UI_PATH for route in app.routes):
-        app.include_router(lineage_ui_router())
-    return app
+    return create_app(store_url=store_url)
 
 
 class LineagePage:

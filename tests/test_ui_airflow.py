@@ -1,0 +1,128 @@
+"""The lineage page inside Airflow: the real Airflow 3 API server app (``airflow.api_fastapi.app.create_app``,
+plugins loaded from the installed provider) served by uvicorn on 127.0.0.1 in a subprocess with its own
+AIRFLOW_HOME, driven by a real headless Chromium: the page under ``/lineage/ui`` and Airflow's navigation
+entry that embeds it."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+from selenium.webdriver.common.by import By
+from support.airflow_run import airflow_env, migrate
+from support.browser import wait_for
+from support.ui_graph import CUSTOMERS, DAILY, ENRICH, ENRICHED, LOAD, ORDERS, RAW, REVENUE, post_events, sales_events
+from support.ui_page import LineagePage
+
+pytest_plugins = ("support.ui_fixtures",)
+
+SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "lineage-ui-airflow.png"
+
+SERVE = """
+import sys, uvicorn
+from airflow.api_fastapi.app import create_app
+uvicorn.run(create_app(), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def airflow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Airflow's API server with the provider's plugin, the consumer store in ``[lineage_provider]``."""
+    root = tmp_path_factory.mktemp("ui-airflow")
+    home = root / "airflow"
+    migrate(home)
+    port = _free_port()
+    env = airflow_env(
+        home,
+        home / "dags",
+        {
+            "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_STORE_URL": f"sqlite:///{root / 'lineage.db'}",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",  # the UI without a login page
+        },
+    )
+    log = (root / "api-server.log").open("w")
+    server = subprocess.Popen([sys.executable, "-c", SERVE, str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/api/v2/monitor/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the Airflow API server did not start:\n{(root / 'api-server.log').read_text()[-3000:]}")
+            time.sleep(0.2)
+        post_events(f"{url}/lineage", sales_events())
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
+
+
+def _paths(page: LineagePage) -> list[str]:
+    """Paths of every request the page made (Resource Timing API)."""
+    return page.js("return performance.getEntriesByType('resource').map(e => new URL(e.name).pathname)")
+
+
+def test_the_page_is_served_and_works_through_the_plugin_route(browser, airflow_url: str) -> None:
+    page = LineagePage(browser, f"{airflow_url}/lineage")
+    page.open(nodeId=ENRICHED)
+    assert page.node_ids() == {ENRICHED, ENRICH, ORDERS, CUSTOMERS, DAILY, REVENUE}
+    page.click_node(ENRICH)
+    page.wait_text("#details-runs", "FAILED")
+    paths = _paths(page)
+    assert "/lineage/api/v1/lineage" in paths and "/lineage/api/v1/runs" in paths
+    assert "/lineage/ui/assets/app.js" in paths
+    assert all(p.startswith("/lineage/") for p in paths), paths
+
+
+def test_airflow_lists_the_page_in_its_navigation(airflow_url: str) -> None:
+    plugins = httpx.get(f"{airflow_url}/api/v2/plugins").json()["plugins"]
+    (ours,) = [p for p in plugins if p["name"] == "lineage_consumer"]
+    (view,) = ours["external_views"]
+    assert (view["href"], view["destination"], view["url_route"]) == ("/lineage/ui", "nav", "lineage")
+
+
+def test_the_airflow_ui_embeds_the_page_and_the_page_works_inside(browser, airflow_url: str) -> None:
+    browser.get(f"{airflow_url}/plugin/lineage")
+    frame = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "iframe[title='Lineage']"), "the frame")[0]
+    entry = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "a[aria-label='Lineage']"), "the nav entry")[0]
+    assert entry.get_attribute("href") == f"{airflow_url}/plugin/lineage"
+    assert entry.find_element(By.TAG_NAME, "img").get_attribute("src") == f"{airflow_url}/lineage/ui/assets/favicon.svg"
+    browser.switch_to.frame(frame)
+    try:
+        page = LineagePage(browser, f"{airflow_url}/lineage")
+        page.wait_ready()
+        wait_for(browser, lambda d: "enrich_orders" in (page.text("#browse-jobs") or ""), "the job list")
+        browser.find_element(By.LINK_TEXT, "enrich_orders").click()
+        wait_for(browser, lambda d: page.state() == "ready" and ENRICH in page.node_ids(), "the job's graph")
+        assert page.node_ids() == {ENRICH, ORDERS, CUSTOMERS, LOAD, RAW, ENRICHED, DAILY, REVENUE}
+    finally:
+        browser.switch_to.default_content()
+    # A link into Airflow's UI that opens the page on a node: /plugin/lineage/<path of the page>?nodeId=...
+    browser.get(f"{airflow_url}/plugin/lineage/lineage/ui?{urlencode({'nodeId': ENRICHED})}")
+    frame = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "iframe[title='Lineage']"), "the frame")[0]
+    browser.switch_to.frame(frame)
+    try:
+        wait_for(browser, lambda d: page.state() == "ready" and ENRICHED in page.node_ids(), "the linked node")
+        assert page.node_ids() == {ENRICHED, ENRICH, ORDERS, CUSTOMERS, DAILY, REVENUE}
+    finally:
+        browser.switch_to.default_content()
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(SCREENSHOT))
