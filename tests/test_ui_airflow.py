@@ -22,6 +22,7 @@ from support.ui_graph import CUSTOMERS, DAILY, ENRICH, ENRICHED, LOAD, ORDERS, R
 from support.ui_page import LineagePage
 
 pytest_plugins = ("support.ui_fixtures",)
+pytestmark = pytest.mark.airflow
 
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "lineage-ui-airflow.png"
 

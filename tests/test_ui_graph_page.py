@@ -13,9 +13,11 @@ from support.browser import wait_for
 from support.ui_graph import (
     AUDIT,
     AUDIT_LOG,
+    CLICKS,
     CUSTOMERS,
     DAILY,
     DASHBOARD,
+    DEDUPE,
     ENRICH,
     ENRICHED,
     LAKE,
@@ -71,6 +73,16 @@ def test_the_graph_is_a_left_to_right_layered_dag_with_jobs_and_datasets_styled_
     assert job["fill"] != dataset["fill"] and job["rx"] != dataset["rx"]  # colour and shape
     assert job["label"].startswith("Job enrich_orders in namespace airflow://prod. Latest run FAILED.")
     assert dataset["label"].startswith("Dataset analytics.orders_enriched in namespace warehouse.")
+
+
+def test_a_cycle_is_drawn_with_its_closing_edge_dashed(page: LineagePage) -> None:
+    page.open(nodeId=CLICKS)
+    assert page.node_ids() == {CLICKS, DEDUPE}
+    assert page.edges() == {(CLICKS, DEDUPE), (DEDUPE, CLICKS)}
+    back = page.js(
+        "return [...document.querySelectorAll('#graph .edge.back')].map(e => [e.dataset.from, e.dataset.to])"
+    )
+    assert len(back) == 1
 
 
 def test_search_by_name_and_choose_a_result_with_the_keyboard(page: LineagePage) -> None:

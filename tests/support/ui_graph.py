@@ -7,6 +7,7 @@
     enrich_orders → warehouse analytics.orders_enriched → daily_revenue → warehouse analytics.daily_revenue
     warehouse analytics.daily_revenue → publish_dashboard → warehouse reports.revenue_dashboard
     postgres://pg.example:5432 shop.public.orders → audit_orders (namespace audit) → audit orders_audit_log
+    warehouse events.clicks → dedupe_clicks → warehouse events.clicks (a job rewriting its input: a cycle)
 
 Jobs live in ``airflow://prod`` (``audit_orders`` in ``audit``): namespaces with ``/`` and ``:``, and a
 dataset name with both. Run ids are fixed, so the screenshot is the same on every run.
@@ -168,6 +169,7 @@ def sales_events() -> list[dict[str, Any]]:
     raw, orders, customers = (LAKE, "raw/orders:2026-03"), (PG, "shop.public.orders"), (PG, "shop.public.customers")
     enriched, revenue = (WAREHOUSE, "analytics.orders_enriched"), (WAREHOUSE, "analytics.daily_revenue")
     dashboard, audit_log = (WAREHOUSE, "reports.revenue_dashboard"), ("audit", "orders_audit_log")
+    clicks = (WAREHOUSE, "events.clicks")
     day = 86400
     failure = {
         "errorMessage": error_message_run.ErrorMessageRunFacet(message="division by zero", programmingLanguage="python")
@@ -192,6 +194,7 @@ def sales_events() -> list[dict[str, Any]]:
             run_facets={**_egeria(), **failure},
         ),
         _event("START", "publish_dashboard", "publish-1", day + 500, [revenue], [dashboard]),
+        _event("COMPLETE", "dedupe_clicks", "dedupe-1", day + 600, [clicks], [clicks]),  # a cycle
     ]
 
 
@@ -241,3 +244,5 @@ ENRICH = f"job:{JOBS}:enrich_orders"
 DAILY = f"job:{JOBS}:daily_revenue"
 PUBLISH = f"job:{JOBS}:publish_dashboard"
 AUDIT = "job:audit:audit_orders"
+CLICKS = f"dataset:{WAREHOUSE}:events.clicks"
+DEDUPE = f"job:{JOBS}:dedupe_clicks"

@@ -175,7 +175,8 @@ function splitLongEdges(n, sizes, realLayer, dag) {
 
 /** Nodes of each layer, top to bottom, with few edge crossings. */
 function orderLayers(graph, sweeps) {
-  const depth = graph.count ? Math.max(...graph.layer) + 1 : 0;
+  let depth = 0; // not Math.max(...layers): spreading a long array overflows the call stack
+  for (const l of graph.layer) depth = Math.max(depth, l + 1);
   const layers = Array.from({ length: depth }, () => []);
   // Initial order: depth first from the first layer, so that connected nodes start close together.
   const seen = new Uint8Array(graph.count);
