@@ -94,7 +94,7 @@ deliveries = Table(
     Column("last_error", Text, nullable=True),
     UniqueConstraint("destination_id", "event_id", name="uq_lineage_outbox_deliveries_destination_event"),
     Index("ix_lineage_outbox_deliveries_claim", "destination_id", "status", "seq"),
-    Index("ix_lineage_outbox_deliveries_run", "destination_id", "run_id"),
+    Index("ix_lineage_outbox_deliveries_run", "destination_id", "run_id", "event_type", "status"),
     Index("ix_lineage_outbox_deliveries_event", "event_id"),
     Index("ix_lineage_outbox_deliveries_token", "claim_token"),
 )
