@@ -61,7 +61,6 @@ events = Table(
     Column("payload", Text, nullable=False),
     Column("stored_at", DateTime, nullable=False),
     Index("ix_lineage_outbox_events_seq", "seq"),
-    Index("ix_lineage_outbox_events_stored_at", "stored_at"),
 )
 
 destinations = Table(
