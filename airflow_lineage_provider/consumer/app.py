@@ -12,7 +12,18 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
 from airflow_lineage_provider.consumer.nodeids import NodeIdError
-from airflow_lineage_provider.consumer.routers import catalog, column_lineage, ingest, lineage, retention, runs
+from airflow_lineage_provider.consumer.routers import (
+    column_lineage,
+    datasets,
+    events,
+    ingest,
+    jobs,
+    lineage,
+    namespaces,
+    retention,
+    runs,
+    search,
+)
 from airflow_lineage_provider.consumer.service import RetentionSchedule, StoreUnavailable
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
@@ -25,8 +36,12 @@ ROUTERS: tuple[APIRouter, ...] = (
     ingest.router,
     lineage.router,
     column_lineage.router,
-    catalog.router,
+    namespaces.router,
+    jobs.router,
+    datasets.router,
+    search.router,
     runs.router,
+    events.router,
     retention.router,
 )
 

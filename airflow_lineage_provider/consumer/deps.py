@@ -24,6 +24,8 @@ def get_settings(request: Request) -> ConsumerSettings:
 Store = Annotated[LineageStore, Depends(get_store)]
 Settings = Annotated[ConsumerSettings, Depends(get_settings)]
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size.")]
+Namespace = Annotated[str | None, Query(max_length=5000, description="Only this namespace.")]
+Contains = Annotated[str | None, Query(max_length=1000, description="Only names containing this text.")]
 Offset = Annotated[int, Query(ge=0, le=10_000_000, description="Items to skip.")]
 
 

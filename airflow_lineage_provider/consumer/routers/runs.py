@@ -1,21 +1,20 @@
-"""Runs of a job, one run with its inputs and outputs, and the raw events as received."""
+"""``GET /api/v1/runs``: the runs of a job, and one run with the datasets it read and wrote."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, status
 from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
-from airflow_lineage_provider.consumer.models import Events, Problem, Runs
+from airflow_lineage_provider.consumer.models import Problem, Runs
 from airflow_lineage_provider.consumer.store import nodes, queries
 
 router = APIRouter(tags=["runs"])
 
-_UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-RunId = Annotated[str, Path(pattern=_UUID, description="The run's UUID.")]
+UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+RunId = Annotated[str, Path(pattern=UUID_PATTERN, description="The run's UUID.")]
 
 
 @router.get("/api/v1/runs", response_model=Runs, responses={404: {"model": Problem}}, summary="Runs of a job")
@@ -45,22 +44,5 @@ async def get_run(store: Store, run_id: RunId) -> dict:
         if found is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no run {run_id}")
         return found
-
-    return await run_in_threadpool(run)
-
-
-@router.get("/api/v1/events", response_model=Events, summary="Raw events as received, newest first")
-async def get_events(
-    store: Store,
-    run_id: Annotated[str | None, Query(alias="runId", pattern=_UUID)] = None,
-    after: Annotated[datetime | None, Query(description="Only events at or after this time.")] = None,
-    before: Annotated[datetime | None, Query(description="Only events before this time.")] = None,
-    limit: Limit = 100,
-    offset: Offset = 0,
-) -> dict:
-    def run() -> dict:
-        with store.read() as conn:
-            items, total = queries.list_events(conn, limit, offset, run_id, after, before)
-        return {"events": items, "totalCount": total}
 
     return await run_in_threadpool(run)

@@ -1,0 +1,29 @@
+"""``GET /api/v1/datasets``: datasets with their latest schema, facets and symlinks, by namespace and name, paged.
+
+The namespace is a query parameter, not a path segment, because namespaces usually contain ``/``.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+
+from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store
+from airflow_lineage_provider.consumer.models import Datasets
+from airflow_lineage_provider.consumer.store import queries
+
+router = APIRouter(tags=["datasets"])
+
+
+@router.get(
+    "/api/v1/datasets", response_model=Datasets, summary="Datasets with their latest schema, facets and symlinks"
+)
+async def get_datasets(
+    store: Store, namespace: Namespace = None, name_contains: Contains = None, limit: Limit = 100, offset: Offset = 0
+) -> dict:
+    def run() -> dict:
+        with store.read() as conn:
+            items, total = queries.list_nodes(conn, "dataset", namespace, limit, offset, name_contains)
+        return {"datasets": items, "totalCount": total}
+
+    return await run_in_threadpool(run)

@@ -1,0 +1,33 @@
+"""``GET /api/v1/events``: the raw events exactly as received, newest event time first."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
+
+from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
+from airflow_lineage_provider.consumer.models import Events
+from airflow_lineage_provider.consumer.routers.runs import UUID_PATTERN
+from airflow_lineage_provider.consumer.store import queries
+
+router = APIRouter(tags=["events"])
+
+
+@router.get("/api/v1/events", response_model=Events, summary="Raw events as received, newest first")
+async def get_events(
+    store: Store,
+    run_id: Annotated[str | None, Query(alias="runId", pattern=UUID_PATTERN)] = None,
+    after: Annotated[datetime | None, Query(description="Only events at or after this time.")] = None,
+    before: Annotated[datetime | None, Query(description="Only events before this time.")] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> dict:
+    def run() -> dict:
+        with store.read() as conn:
+            items, total = queries.list_events(conn, limit, offset, run_id, after, before)
+        return {"events": items, "totalCount": total}
+
+    return await run_in_threadpool(run)

@@ -1,0 +1,27 @@
+"""``GET /api/v1/jobs``: jobs with their facets, inputs, outputs and latest run, by namespace and name, paged.
+
+The namespace is a query parameter, not a path segment, because namespaces usually contain ``/``.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+
+from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store
+from airflow_lineage_provider.consumer.models import Jobs
+from airflow_lineage_provider.consumer.store import queries
+
+router = APIRouter(tags=["jobs"])
+
+
+@router.get("/api/v1/jobs", response_model=Jobs, summary="Jobs with their facets, inputs, outputs and latest run")
+async def get_jobs(
+    store: Store, namespace: Namespace = None, name_contains: Contains = None, limit: Limit = 100, offset: Offset = 0
+) -> dict:
+    def run() -> dict:
+        with store.read() as conn:
+            items, total = queries.list_nodes(conn, "job", namespace, limit, offset, name_contains)
+        return {"jobs": items, "totalCount": total}
+
+    return await run_in_threadpool(run)

@@ -1,0 +1,22 @@
+"""``GET /api/v1/namespaces``: the namespaces of jobs and datasets."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+
+from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
+from airflow_lineage_provider.consumer.models import Namespaces
+from airflow_lineage_provider.consumer.store import queries
+
+router = APIRouter(tags=["namespaces"])
+
+
+@router.get("/api/v1/namespaces", response_model=Namespaces, summary="Namespaces of jobs and datasets")
+async def get_namespaces(store: Store, limit: Limit = 100, offset: Offset = 0) -> dict:
+    def run() -> dict:
+        with store.read() as conn:
+            items, total = queries.list_namespaces(conn, limit, offset)
+        return {"namespaces": items, "totalCount": total}
+
+    return await run_in_threadpool(run)

@@ -1,0 +1,31 @@
+"""``GET /api/v1/search``: jobs and datasets by a fragment of their name."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
+
+from airflow_lineage_provider.consumer.deps import Limit, Namespace, Offset, Store
+from airflow_lineage_provider.consumer.models import SearchResults
+from airflow_lineage_provider.consumer.store import queries
+
+router = APIRouter(tags=["search"])
+
+
+@router.get("/api/v1/search", response_model=SearchResults, summary="Jobs and datasets by name fragment")
+async def get_search(
+    store: Store,
+    q: Annotated[str, Query(min_length=1, max_length=1000, description="Text the name contains (any case).")],
+    filter: Annotated[Literal["job", "dataset"] | None, Query(description="Only jobs or only datasets.")] = None,
+    namespace: Namespace = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> dict:
+    def run() -> dict:
+        with store.read() as conn:
+            items, total = queries.search(conn, q, filter, namespace, limit, offset)
+        return {"results": items, "totalCount": total}
+
+    return await run_in_threadpool(run)

@@ -1,0 +1,65 @@
+"""The lineage store itself: lazy opening, schema versions and migrations, SQLite WAL, on both databases."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from airflow_lineage_provider.consumer.store import LineageStore, create_store_engine, tables
+from airflow_lineage_provider.consumer.store.migrations import LATEST, StoreVersionError, current_version, migrate
+
+pytest_plugins = ("support.consumer_fixtures",)
+
+
+def test_building_a_store_touches_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "lineage.db"
+    store = LineageStore(f"sqlite:///{path}")
+    assert not path.exists()
+    with store.read() as conn:
+        assert current_version(conn) == LATEST
+    assert path.exists()
+
+
+def test_a_new_store_is_stamped_with_the_latest_version_and_migrating_again_changes_nothing(store_url: str) -> None:
+    engine = create_store_engine(store_url)
+    try:
+        assert migrate(engine) == LATEST
+        with engine.begin() as conn:
+            conn.execute(
+                tables.nodes.insert().values(
+                    node_key="k", kind="job", namespace="n", name="j", created_at=datetime.now(timezone.utc),
+                    updated_at=datetime.now(timezone.utc),
+                )
+            )  # fmt: skip
+        assert migrate(engine) == LATEST
+        with engine.connect() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(tables.nodes)).scalar() == 1
+            assert conn.execute(sa.select(tables.schema_version.c.version)).scalars().all() == [LATEST]
+            assert set(sa.inspect(conn).get_table_names()) >= {t.name for t in tables.metadata.sorted_tables}
+    finally:
+        engine.dispose()
+
+
+def test_a_store_from_a_newer_release_is_refused_with_a_clear_message(store_url: str) -> None:
+    engine = create_store_engine(store_url)
+    try:
+        migrate(engine)
+        with engine.begin() as conn:
+            conn.execute(
+                tables.schema_version.insert().values(version=LATEST + 1, applied_at=datetime.now(timezone.utc))
+            )
+        with pytest.raises(StoreVersionError, match=f"schema version {LATEST + 1}.*upgrade airflow-lineage-provider"):
+            migrate(engine)
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_stores_run_in_wal_mode_with_a_busy_timeout(tmp_path: Path) -> None:
+    engine = create_store_engine(f"sqlite:///{tmp_path / 'lineage.db'}")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+    engine.dispose()
