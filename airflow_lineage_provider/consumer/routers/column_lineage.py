@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pydantic_core
+import msgspec
 from fastapi import APIRouter, HTTPException, Response, status
 from fastapi.concurrency import run_in_threadpool
 
@@ -79,7 +79,7 @@ def column_graph(store: LineageStore, node_id: str, depth: int, direction: str, 
                 "transformations": transformations,
             }
         )
-    return pydantic_core.to_json({"graph": list(nodes.values())})
+    return msgspec.json.encode({"graph": list(nodes.values())})
 
 
 @router.get(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-import pydantic_core
+import msgspec
 from fastapi import APIRouter, HTTPException, Query, Response, status
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Select, func, select, union_all
@@ -75,7 +75,7 @@ def lineage_graph(store: LineageStore, node_id: str, depth: int, direction: str,
             edge = {"origin": found[origin]["id"], "destination": found[destination]["id"]}
             found[origin]["outEdges"].append(edge)
             found[destination]["inEdges"].append(edge)
-        return pydantic_core.to_json({"graph": list(found.values())})
+        return msgspec.json.encode({"graph": list(found.values())})
 
 
 @router.get(
