@@ -56,13 +56,6 @@ class Edge(BaseModel):
     destination: str
 
 
-class RunSummary(BaseModel):
-    id: str
-    state: str = Field(description="NEW, RUNNING, COMPLETED, FAILED or ABORTED.")
-    startedAt: str | None
-    endedAt: str | None
-
-
 class GraphNode(BaseModel):
     """A node of a lineage graph: ``dataset:<ns>:<name>`` or ``job:<ns>:<name>``."""
 

@@ -103,10 +103,10 @@ def nearest_nodes(
     spec: EdgeSpec, roots: list[int], bounds: WalkBounds, dialect: str, name: str = "walk"
 ) -> Select[Any]:
     """The walk as a query: ``(node_id, depth)`` of at most ``max_nodes`` nodes, nearest first."""
-    walk = walk_cte(spec, roots, bounds, dialect, name)
-    depth = func.min(walk.c.depth).label("depth")
+    rows = _rows(walk_cte(spec, roots, bounds, dialect, name), bounds, roots, "node_id", "depth")
+    depth = func.min(rows.c.depth).label("depth")
     return (
-        select(walk.c.node_id, depth).group_by(walk.c.node_id).order_by(depth, walk.c.node_id).limit(bounds.max_nodes)
+        select(rows.c.node_id, depth).group_by(rows.c.node_id).order_by(depth, rows.c.node_id).limit(bounds.max_nodes)
     )
 
 
