@@ -120,6 +120,7 @@ def export_dag_lineage() -> bool:
     """``[lineage_provider] export_dag_lineage``: let the export DAG's own tasks emit lineage (default off)."""
     return _as_bool(_get("export_dag_lineage"))
 
+
 def consumer_plugin() -> bool:
     """``[lineage_provider] consumer_plugin``: mount the consumer in the Airflow API server (default on)."""
     return _as_bool(_get("consumer_plugin"))
