@@ -133,9 +133,13 @@ def test_the_serve_command_serves_and_stops(tmp_path: Path) -> None:
         assert graph_ids(graph.json()) == {"dataset:warehouse:a", "job:pipelines:served", "dataset:warehouse:b"}
         docs = requests.get(f"{url}/docs", timeout=10)
         assert docs.status_code == 200 and "swagger" in docs.text.lower()
+        ui = requests.get(f"{url}/ui", timeout=10)
+        assert ui.status_code == 200 and "<html" in ui.text.lower()
     finally:
         os.kill(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
+    output = process.stdout.read() if process.stdout else ""
+    assert f"page at {url}/ui" in output
 
 
 def test_the_serve_command_fails_in_one_line_on_a_bad_store(tmp_path: Path) -> None:

@@ -74,5 +74,7 @@ def serve(args: argparse.Namespace) -> int:
     except SQLAlchemyError as error:
         reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
         raise CommandError(f"cannot open the lineage store {args.store!r}: {reason}") from None
+    base = f"http://{args.host}:{args.port}"
+    print(f"Lineage consumer on {base}: ingest at {base}/api/v1/lineage, page at {base}/ui, API docs at {base}/docs")
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
