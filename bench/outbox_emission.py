@@ -7,6 +7,8 @@ body) in this process, with openlineage-python's client configured the way a use
 * ``outbox, PostgreSQL``  - ``OutboxTransport`` on PostgreSQL at 127.0.0.1:5432 (skipped if unreachable);
 * ``http, healthy``       - the stock ``http`` transport posting to a loopback consumer (a threaded HTTP
                             server in this process, answering 201 at once);
+* ``http, healthy (airflow-lineage serve)`` - the same, posting to this package's own consumer in its own
+                            process (SQLite store): a real consumer a user would run next to Airflow;
 * ``http, consumer down`` - the stock ``http`` transport with nothing listening on the port: its retries
                             (5, with backoff) make each event wait seconds, so this case runs only
                             ``--down-blocks`` blocks (default 3) and is reported per block;
@@ -20,12 +22,15 @@ with the median and p99 per block and the ratio to ``http, healthy``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,6 +108,31 @@ def postgres_url() -> str | None:
     return sa.make_url(PG_URL).set(query={"options": "-csearch_path=alp_bench_outbox"}).render_as_string(False)
 
 
+@contextlib.contextmanager
+def served_consumer(workdir: Path) -> Iterator[str]:
+    """This package's consumer (``airflow-lineage serve``, SQLite store) in its own process on 127.0.0.1."""
+    import requests
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [str(Path(sys.executable).parent / "airflow-lineage"), "serve", "--port", str(port)]
+    command += ["--store", f"sqlite:///{workdir / 'consumer.db'}", "--log-level", "warning"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                requests.get(f"{url}/api/v1/namespaces", timeout=1)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=1000)
@@ -124,6 +154,8 @@ def main() -> None:
         results.append(case("outbox, PostgreSQL", {"type": outbox, "url": pg}, args.blocks))
     with ConsumerServer() as consumer:
         results.append(case("http, healthy", {"type": "http", "url": consumer.url}, args.blocks))
+    with served_consumer(workdir) as url:
+        results.append(case("http, healthy (airflow-lineage serve)", {"type": "http", "url": url}, args.blocks))
     down = ConsumerServer()
     down.stop()  # the port now refuses connections
     results.append(case("http, consumer down", {"type": "http", "url": down.url}, args.down_blocks, warmup=0))
