@@ -20,6 +20,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_lineage_provider.operators.facets_merge import merge_lineage
 from airflow_lineage_provider.operators.self_emission import wrap_execute
+from airflow_lineage_provider.producer import client
 from airflow_lineage_provider.producer.connectors import Connectors, add_schemas, name_datasets
 from airflow_lineage_provider.producer.datasets import DatasetRef, to_dataset_refs
 from airflow_lineage_provider.producer.emit import input_datasets, output_datasets
@@ -67,6 +68,31 @@ class LineageMixin(BaseOperator):
         self.lineage_outputs = lineage_outputs
         self.lineage_connector = lineage_connector
 
+    # -- resolved once, in the task process --------------------------------------------------------
+
+    def _do_render_template_fields(
+        self, parent: Any, template_fields: Any, context: Any, jinja_env: Any, seen_oids: set[int]
+    ) -> None:
+        super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
+        if parent is self:  # the operator itself (plain or unmapped), not a nested templated object
+            self._prepare_lineage(context)
+
+    def _prepare_lineage(self, context: Any) -> None:
+        """Render the declared datasets and resolve their connectors once, right after Airflow renders the
+        task's templates and before the listener starts. The listener builds each event in a forked process:
+        done here, the forks inherit the result instead of each importing hooks and looking up the Airflow
+        connection again."""
+        try:
+            if not client.will_emit():
+                return
+            inputs, outputs = self.declared_lineage(context=dict(context))
+            connectors = self.lineage_connectors()
+            for ref in inputs + outputs:
+                if ref.raw is not None:
+                    connectors.source_for(ref.raw)
+        except Exception as error:
+            warn_once(f"Lineage: declared lineage of task {self.task_id!r} could not be prepared: {error}")
+
     # -- declared datasets --------------------------------------------------------------------------
 
     def _lineage_context(self, task_instance: Any = None) -> dict[str, Any] | None:
@@ -97,12 +123,15 @@ class LineageMixin(BaseOperator):
                 )
         return rendered
 
-    def declared_lineage(self, task_instance: Any = None) -> tuple[list[DatasetRef], list[DatasetRef]]:
+    def declared_lineage(
+        self, task_instance: Any = None, context: dict[str, Any] | None = None
+    ) -> tuple[list[DatasetRef], list[DatasetRef]]:
         """The rendered, normalised declared inputs and outputs (cached for the task try)."""
         cached = self.__dict__.get("_lineage_declared")
         if cached is not None:
             return cached
-        context = self._lineage_context(task_instance)
+        if context is None:
+            context = self._lineage_context(task_instance)
         inputs = to_dataset_refs(self._render_lineage(self.lineage_inputs, "lineage_inputs", context), "lineage_inputs")
         outputs = to_dataset_refs(
             self._render_lineage(self.lineage_outputs, "lineage_outputs", context), "lineage_outputs"
