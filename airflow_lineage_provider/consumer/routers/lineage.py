@@ -75,7 +75,11 @@ def lineage_graph(store: LineageStore, node_id: str, depth: int, direction: str,
             edge = {"origin": found[origin]["id"], "destination": found[destination]["id"]}
             found[origin]["outEdges"].append(edge)
             found[destination]["inEdges"].append(edge)
-        return msgspec.json.encode({"graph": list(found.values())})
+        body = msgspec.json.encode({"graph": list(found.values())})
+        # Free the burst's objects while collection is still paused: freed by reference counting, they
+        # never reach the collector, which would otherwise scan them all once it is re-enabled.
+        del found, edges
+    return body
 
 
 @router.get(

@@ -6,9 +6,9 @@ driver returns them: a depth-10 walk on the benchmark graph returns ~3,000 nodes
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+import msgspec
 from sqlalchemy import Connection, literal, null, select, union_all
 
 from airflow_lineage_provider.consumer.store import tables
@@ -20,7 +20,8 @@ def subgraph(conn: Connection, picked: Any) -> tuple[dict[int, dict[str, Any]], 
 
     ``picked`` selects ``(node_id, depth)`` (see :func:`..graph.nearest_nodes`). Returns ``id → node`` in
     Marquez's graph shape (``id``, ``type``, ``data``, empty ``inEdges``/``outEdges``), nearest first,
-    and the ``(origin, destination)`` edges.
+    and the ``(origin, destination)`` edges. A dataset's ``fields`` are the stored JSON as ``msgspec.Raw``,
+    for ``msgspec.json.encode`` to splice in.
     """
     n, d, j, r, e = tables.nodes.c, tables.datasets.c, tables.jobs.c, tables.runs.c, tables.edges.c
     chosen = picked.cte("picked")
@@ -72,7 +73,8 @@ def _graph_node(row: Any) -> dict[str, Any]:
     }
     if kind == "dataset":
         data["type"] = "DB_TABLE"
-        data["fields"] = json.loads(fields) if fields else []
+        # Stored as JSON text: spliced into the response as it is, never decoded and encoded again.
+        data["fields"] = msgspec.Raw(fields) if fields else []
         return {"id": f"dataset:{namespace}:{name}", "type": "DATASET", "data": data, "inEdges": [], "outEdges": []}
     data["type"] = "BATCH"
     data["simpleName"] = name
