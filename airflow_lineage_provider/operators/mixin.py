@@ -13,7 +13,6 @@ logged and drops only the lineage it would have named: it never fails the task.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -224,6 +223,3 @@ class LineageMixin(BaseOperator):
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
         """FAIL: like COMPLETE — the declared datasets are kept, with schemas where they can be read."""
         return self._lineage(2, task_instance)
-
-
-LINEAGE_ARGUMENTS: Sequence[str] = ("lineage_inputs", "lineage_outputs", "lineage_connector")

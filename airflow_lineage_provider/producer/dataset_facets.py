@@ -13,9 +13,6 @@ from typing import Any
 
 from openlineage.client.facet_v2 import (
     BaseFacet,
-    DatasetFacet,
-    JobFacet,
-    RunFacet,
     column_lineage_dataset,
     schema_dataset,
 )
@@ -212,9 +209,6 @@ def facets_from_mapping(facets: Mapping[str, Any] | None, base: type[BaseFacet])
 
 
 __all__ = [
-    "DatasetFacet",
-    "JobFacet",
-    "RunFacet",
     "column_lineage_facet",
     "facet_from_value",
     "facets_from_mapping",
