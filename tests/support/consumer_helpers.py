@@ -7,7 +7,6 @@ Valid events are built with openlineage-python's ``event_v2`` classes and ``Serd
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 import uuid
@@ -28,6 +27,7 @@ from openlineage.client.event_v2 import (
 from openlineage.client.facet_v2 import column_lineage_dataset, schema_dataset
 from openlineage.client.serde import Serde
 
+from support.feast_consumer import free_port  # one free-port helper for every test server
 from support.olschema import assert_valid_event, shared_available
 
 PRODUCER = "https://github.com/acme/airflow-lineage-provider/tests"
@@ -129,12 +129,6 @@ def graph_edges(response_json: dict[str, Any]) -> set[tuple[str, str]]:
     incoming = {(e["origin"], e["destination"]) for node in response_json["graph"] for e in node["inEdges"]}
     assert out == incoming, "inEdges and outEdges disagree"
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class LiveServer:
