@@ -63,3 +63,61 @@ def test_sqlite_stores_run_in_wal_mode_with_a_busy_timeout(tmp_path: Path) -> No
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
     engine.dispose()
+
+
+#: The foreign keys version 1 declared (PostgreSQL enforced them; version 2 drops them).
+_V1_FOREIGN_KEYS = [
+    ("lineage_datasets", "node_id", "lineage_nodes(id)"),
+    ("lineage_jobs", "node_id", "lineage_nodes(id)"),
+    ("lineage_runs", "job_id", "lineage_nodes(id)"),
+    ("lineage_run_io", "run_uuid", "lineage_runs(run_uuid) ON DELETE CASCADE"),
+    ("lineage_run_io", "dataset_id", "lineage_nodes(id)"),
+    ("lineage_edges", "origin_id", "lineage_nodes(id)"),
+    ("lineage_edges", "destination_id", "lineage_nodes(id)"),
+    ("lineage_dataset_edges", "source_id", "lineage_nodes(id)"),
+    ("lineage_dataset_edges", "target_id", "lineage_nodes(id)"),
+    ("lineage_dataset_edges", "job_id", "lineage_nodes(id)"),
+    ("lineage_fields", "dataset_id", "lineage_nodes(id)"),
+    ("lineage_column_edges", "source_field_id", "lineage_fields(id)"),
+    ("lineage_column_edges", "target_field_id", "lineage_fields(id)"),
+    ("lineage_symlinks", "dataset_id", "lineage_nodes(id)"),
+]
+
+
+def _version_1_store(engine: sa.Engine) -> None:
+    """A store as version 1 left it: its tables, its foreign keys (on PostgreSQL) and its version stamp."""
+    with engine.begin() as conn:
+        tables.metadata.create_all(conn)
+        if conn.dialect.name == "postgresql":
+            for table, column, target in _V1_FOREIGN_KEYS:
+                conn.exec_driver_sql(f"ALTER TABLE {table} ADD FOREIGN KEY ({column}) REFERENCES {target}")
+        conn.execute(tables.schema_version.insert().values(version=1, applied_at=datetime.now(timezone.utc)))
+
+
+def test_a_version_1_store_is_migrated_forward_keeping_its_lineage(store_url: str) -> None:
+    from support.consumer_helpers import run_event
+
+    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
+
+    engine = create_store_engine(store_url)
+    try:
+        _version_1_store(engine)
+        event = parse_event(
+            run_event(
+                "COMPLETE",
+                "load",
+                inputs=[{"namespace": "db", "name": "src"}],
+                outputs=[{"namespace": "db", "name": "dst"}],
+            )
+        )
+        with engine.begin() as conn:
+            ingest_events(conn, [event])
+        assert migrate(engine) == LATEST == 2
+        with engine.begin() as conn:
+            assert all(not sa.inspect(conn).get_foreign_keys(name) for name, _, _ in _V1_FOREIGN_KEYS)
+            assert conn.execute(sa.select(tables.schema_version.c.version)).scalars().all() == [1, 2]
+            assert conn.execute(sa.select(sa.func.count()).select_from(tables.edges)).scalar() == 2
+            assert ingest_events(conn, [event]).duplicates == 1
+    finally:
+        engine.dispose()

@@ -22,9 +22,39 @@ def _initial(conn: Connection) -> None:
     """Version 1: the first release's tables (nothing to change on a store already at version 1)."""
 
 
+#: The version 1 tables that declared foreign keys (to ``lineage_nodes``, ``lineage_fields``, ``lineage_runs``).
+_V1_REFERRING_TABLES = (
+    "lineage_datasets",
+    "lineage_jobs",
+    "lineage_runs",
+    "lineage_run_io",
+    "lineage_edges",
+    "lineage_dataset_edges",
+    "lineage_fields",
+    "lineage_column_edges",
+    "lineage_symlinks",
+)
+
+
+def _drop_foreign_keys(conn: Connection) -> None:
+    """Version 2: references are kept by the writer, not by foreign keys (see :mod:`.tables`).
+
+    PostgreSQL drops the constraints. SQLite never enforced them (the store does not turn on
+    ``PRAGMA foreign_keys``), so its tables stay as they are rather than being rebuilt.
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    quote = conn.dialect.identifier_preparer.quote
+    inspector = inspect(conn)
+    for table in _V1_REFERRING_TABLES:
+        for key in inspector.get_foreign_keys(table):
+            conn.exec_driver_sql(f"ALTER TABLE {quote(table)} DROP CONSTRAINT {quote(key['name'])}")
+
+
 #: ``(version, description, migration)`` in order. Append only; never edit a released entry.
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial lineage store", _initial),
+    (2, "references kept by the writer instead of foreign keys", _drop_foreign_keys),
 ]
 LATEST = MIGRATIONS[-1][0]
 

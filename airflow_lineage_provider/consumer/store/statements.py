@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, bindparam, case, select
+from sqlalchemy import Table, bindparam, case, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from airflow_lineage_provider.consumer.store import lifecycle, tables
@@ -74,6 +74,9 @@ def statements(dialect: str) -> Statements:
             "created_at": lifecycle.earliest_sql(t.nodes.c.created_at, nodes.excluded.created_at),
             "updated_at": lifecycle.latest_sql(t.nodes.c.updated_at, nodes.excluded.updated_at),
         },
+        where=or_(
+            nodes.excluded.created_at < t.nodes.c.created_at, nodes.excluded.updated_at > t.nodes.c.updated_at
+        ),
     )
     datasets = _insert(dialect, t.datasets)
     datasets = datasets.on_conflict_do_update(
@@ -82,6 +85,10 @@ def statements(dialect: str) -> Statements:
             **_newest(t.datasets, datasets, "fields", "schema_time"),
             **_newest(t.datasets, datasets, "facets", "facets_time"),
         },
+        where=or_(
+            lifecycle.newer_sql(datasets.excluded.schema_time, t.datasets.c.schema_time),
+            lifecycle.newer_sql(datasets.excluded.facets_time, t.datasets.c.facets_time),
+        ),
     )
     jobs = _insert(dialect, t.jobs)
     jobs = jobs.on_conflict_do_update(
@@ -90,6 +97,10 @@ def statements(dialect: str) -> Statements:
             **_newest(t.jobs, jobs, "facets", "facets_time"),
             **_newest(t.jobs, jobs, "latest_run_uuid", "latest_run_time"),
         },
+        where=or_(
+            lifecycle.newer_sql(jobs.excluded.facets_time, t.jobs.c.facets_time),
+            lifecycle.newer_sql(jobs.excluded.latest_run_time, t.jobs.c.latest_run_time),
+        ),
     )
     runs = _insert(dialect, t.runs)
     runs = runs.on_conflict_do_update(index_elements=["run_uuid"], set_=lifecycle.upsert_values(runs.excluded))
@@ -100,11 +111,13 @@ def statements(dialect: str) -> Statements:
             "first_seen": lifecycle.earliest_sql(t.edges.c.first_seen, edges.excluded.first_seen),
             "last_seen": lifecycle.latest_sql(t.edges.c.last_seen, edges.excluded.last_seen),
         },
+        where=or_(edges.excluded.first_seen < t.edges.c.first_seen, edges.excluded.last_seen > t.edges.c.last_seen),
     )
     dataset_edges = _insert(dialect, t.dataset_edges)
     dataset_edges = dataset_edges.on_conflict_do_update(
         index_elements=["source_id", "target_id", "job_id"],
         set_={"last_seen": lifecycle.latest_sql(t.dataset_edges.c.last_seen, dataset_edges.excluded.last_seen)},
+        where=dataset_edges.excluded.last_seen > t.dataset_edges.c.last_seen,
     )
     column_edges = _insert(dialect, t.column_edges)
     newer = lifecycle.newer_sql(column_edges.excluded.last_seen, t.column_edges.c.last_seen)

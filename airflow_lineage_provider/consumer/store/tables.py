@@ -4,6 +4,14 @@ Graph vertices (jobs and datasets) share one id space in ``lineage_nodes`` so th
 recursive query over one edge table, ``lineage_edges`` (input dataset → job → output dataset). Names and
 namespaces are unbounded text; uniqueness goes through a SHA-1 ``*_key`` column, because PostgreSQL
 cannot index arbitrarily long text. Times are stored in UTC.
+
+References between tables (``node_id``, ``job_id``, ``dataset_id``, ``*_field_id``, ``run_uuid``) are
+kept by the one writer, :func:`..ingest.ingest_events`, which writes a node or field before anything that
+points at it, in the same transaction; nodes and fields are never deleted, and retention deletes a run's
+inputs/outputs with the run. They are not declared as foreign keys: on PostgreSQL each declared key runs a
+check and takes a row lock on the node for every edge row written — a fifth of the ingest time, and lock
+traffic between concurrent batches — and SQLite does not enforce them unless asked
+(``tests/test_consumer_integrity.py`` checks the references instead).
 """
 
 from __future__ import annotations
@@ -15,7 +23,6 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
-    ForeignKey,
     Index,
     Integer,
     MetaData,
@@ -94,7 +101,7 @@ nodes = Table(
 datasets = Table(
     "lineage_datasets",
     metadata,
-    Column("node_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("node_id", Id, primary_key=True, autoincrement=False),
     Column("fields", Text),
     Column("schema_time", UtcDateTime),
     Column("facets", Text),
@@ -105,7 +112,7 @@ datasets = Table(
 jobs = Table(
     "lineage_jobs",
     metadata,
-    Column("node_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("node_id", Id, primary_key=True, autoincrement=False),
     Column("facets", Text),
     Column("facets_time", UtcDateTime),
     Column("latest_run_uuid", String(36)),
@@ -117,7 +124,7 @@ runs = Table(
     "lineage_runs",
     metadata,
     Column("run_uuid", String(36), primary_key=True),
-    Column("job_id", Id, ForeignKey("lineage_nodes.id"), nullable=False),
+    Column("job_id", Id, nullable=False),
     Column("state", String(16), nullable=False),
     Column("state_rank", SmallInteger, nullable=False),
     Column("state_time", UtcDateTime, nullable=False),
@@ -138,8 +145,8 @@ runs = Table(
 run_io = Table(
     "lineage_run_io",
     metadata,
-    Column("run_uuid", String(36), ForeignKey("lineage_runs.run_uuid", ondelete="CASCADE"), primary_key=True),
-    Column("dataset_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("run_uuid", String(36), primary_key=True),
+    Column("dataset_id", Id, primary_key=True),
     Column("direction", String(6), primary_key=True),
 )
 
@@ -147,8 +154,8 @@ run_io = Table(
 edges = Table(
     "lineage_edges",
     metadata,
-    Column("origin_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
-    Column("destination_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("origin_id", Id, primary_key=True),
+    Column("destination_id", Id, primary_key=True),
     Column("first_seen", UtcDateTime, nullable=False),
     Column("last_seen", UtcDateTime, nullable=False),
     Index("ix_lineage_edges_destination", "destination_id", "origin_id"),
@@ -158,9 +165,9 @@ edges = Table(
 dataset_edges = Table(
     "lineage_dataset_edges",
     metadata,
-    Column("source_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
-    Column("target_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
-    Column("job_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("source_id", Id, primary_key=True),
+    Column("target_id", Id, primary_key=True),
+    Column("job_id", Id, primary_key=True),
     Column("last_seen", UtcDateTime, nullable=False),
     Index("ix_lineage_dataset_edges_target", "target_id", "source_id"),
 )
@@ -171,7 +178,7 @@ fields = Table(
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
     Column("field_key", String(40), nullable=False, unique=True),
-    Column("dataset_id", Id, ForeignKey("lineage_nodes.id"), nullable=False),
+    Column("dataset_id", Id, nullable=False),
     Column("name", Text, nullable=False),
     Index("ix_lineage_fields_dataset", "dataset_id"),
 )
@@ -180,8 +187,8 @@ fields = Table(
 column_edges = Table(
     "lineage_column_edges",
     metadata,
-    Column("source_field_id", Id, ForeignKey("lineage_fields.id"), primary_key=True),
-    Column("target_field_id", Id, ForeignKey("lineage_fields.id"), primary_key=True),
+    Column("source_field_id", Id, primary_key=True),
+    Column("target_field_id", Id, primary_key=True),
     Column("transformation", Text),
     Column("last_seen", UtcDateTime, nullable=False),
     Index("ix_lineage_column_edges_target", "target_field_id", "source_field_id"),
@@ -191,7 +198,7 @@ column_edges = Table(
 symlinks = Table(
     "lineage_symlinks",
     metadata,
-    Column("dataset_id", Id, ForeignKey("lineage_nodes.id"), primary_key=True),
+    Column("dataset_id", Id, primary_key=True),
     Column("symlink_key", String(40), primary_key=True),
     Column("namespace", Text, nullable=False),
     Column("name", Text, nullable=False),
