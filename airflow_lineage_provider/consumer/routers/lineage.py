@@ -72,9 +72,10 @@ def lineage_graph(store: LineageStore, node_id: str, depth: int, direction: str,
             conn, picked_nodes([root[0]], direction, bounds, graph.NODE_EDGES, conn.dialect.name)
         )
         for origin, destination in edges:
-            edge = {"origin": found[origin]["id"], "destination": found[destination]["id"]}
-            found[origin]["outEdges"].append(edge)
-            found[destination]["inEdges"].append(edge)
+            source, target = found[origin], found[destination]
+            edge = subgraph.Edge(source.id, target.id)
+            source.outEdges.append(edge)
+            target.inEdges.append(edge)
         body = msgspec.json.encode({"graph": list(found.values())})
         # Free the burst's objects while collection is still paused: freed by reference counting, they
         # never reach the collector, which would otherwise scan them all once it is re-enabled.

@@ -74,9 +74,7 @@ def statements(dialect: str) -> Statements:
             "created_at": lifecycle.earliest_sql(t.nodes.c.created_at, nodes.excluded.created_at),
             "updated_at": lifecycle.latest_sql(t.nodes.c.updated_at, nodes.excluded.updated_at),
         },
-        where=or_(
-            nodes.excluded.created_at < t.nodes.c.created_at, nodes.excluded.updated_at > t.nodes.c.updated_at
-        ),
+        where=or_(nodes.excluded.created_at < t.nodes.c.created_at, nodes.excluded.updated_at > t.nodes.c.updated_at),
     )
     datasets = _insert(dialect, t.datasets)
     datasets = datasets.on_conflict_do_update(

@@ -1,7 +1,9 @@
 """A walk's subgraph in Marquez's shape: the picked nodes with their data and the edges among them.
 
 Built in one statement from the walk query, with times formatted by the database and rows read as the
-driver returns them: a depth-10 walk on the benchmark graph returns ~3,000 nodes and ~4,400 edges.
+driver returns them: a depth-10 walk on the benchmark graph returns ~3,000 nodes and ~4,400 edges. Nodes
+and edges are ``msgspec`` structs: cheaper to build, encode and free than dicts, and they encode to the
+same JSON (fields in declaration order).
 """
 
 from __future__ import annotations
@@ -15,13 +17,63 @@ from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 
 
-def subgraph(conn: Connection, picked: Any) -> tuple[dict[int, dict[str, Any]], list[tuple[int, int]]]:
+class Edge(msgspec.Struct):
+    """An edge of the graph response, by node id."""
+
+    origin: str
+    destination: str
+
+
+class NodeName(msgspec.Struct):
+    namespace: str
+    name: str
+
+
+class LatestRun(msgspec.Struct):
+    id: str
+    state: str
+    startedAt: str | None
+    endedAt: str | None
+
+
+class DatasetData(msgspec.Struct):
+    id: NodeName
+    name: str
+    namespace: str
+    updatedAt: str
+    type: str
+    fields: msgspec.Raw  # the stored JSON text, spliced into the response as it is
+
+
+class JobData(msgspec.Struct):
+    id: NodeName
+    name: str
+    namespace: str
+    updatedAt: str
+    type: str
+    simpleName: str
+    latestRun: LatestRun | None
+
+
+class GraphNode(msgspec.Struct):
+    """A node of Marquez's graph shape: ``dataset:<ns>:<name>`` or ``job:<ns>:<name>``."""
+
+    id: str
+    type: str
+    data: DatasetData | JobData
+    inEdges: list[Edge]
+    outEdges: list[Edge]
+
+
+_NO_FIELDS = msgspec.Raw(b"[]")
+
+
+def subgraph(conn: Connection, picked: Any) -> tuple[dict[int, GraphNode], list[tuple[int, int]]]:
     """Graph data of the nodes a walk picked and every edge among them, in one statement.
 
     ``picked`` selects ``(node_id, depth)`` (see :func:`..graph.nearest_nodes`). Returns ``id → node`` in
-    Marquez's graph shape (``id``, ``type``, ``data``, empty ``inEdges``/``outEdges``), nearest first,
-    and the ``(origin, destination)`` edges. A dataset's ``fields`` are the stored JSON as ``msgspec.Raw``,
-    for ``msgspec.json.encode`` to splice in.
+    Marquez's graph shape (empty ``inEdges``/``outEdges``), nearest first, and the ``(origin,
+    destination)`` edges, for ``msgspec.json.encode``.
     """
     n, d, j, r, e = tables.nodes.c, tables.datasets.c, tables.jobs.c, tables.runs.c, tables.edges.c
     chosen = picked.cte("picked")
@@ -63,22 +115,14 @@ def subgraph(conn: Connection, picked: Any) -> tuple[dict[int, dict[str, Any]], 
     return nodes, [(row[1], row[2]) for row in rows if row[0] == "e"]
 
 
-def _graph_node(row: Any) -> dict[str, Any]:
+def _graph_node(row: Any) -> GraphNode:
     _, _, _, kind, namespace, name, updated_at, fields, run_uuid, state, started_at, ended_at = row
-    data: dict[str, Any] = {
-        "id": {"namespace": namespace, "name": name},
-        "name": name,
-        "namespace": namespace,
-        "updatedAt": updated_at,
-    }
+    node_name = NodeName(namespace, name)
     if kind == "dataset":
-        data["type"] = "DB_TABLE"
-        # Stored as JSON text: spliced into the response as it is, never decoded and encoded again.
-        data["fields"] = msgspec.Raw(fields) if fields else []
-        return {"id": f"dataset:{namespace}:{name}", "type": "DATASET", "data": data, "inEdges": [], "outEdges": []}
-    data["type"] = "BATCH"
-    data["simpleName"] = name
-    data["latestRun"] = (
-        {"id": run_uuid, "state": state, "startedAt": started_at, "endedAt": ended_at} if run_uuid else None
+        fields = msgspec.Raw(fields) if fields else _NO_FIELDS
+        data = DatasetData(node_name, name, namespace, updated_at, "DB_TABLE", fields)
+        return GraphNode(f"dataset:{namespace}:{name}", "DATASET", data, [], [])
+    run = LatestRun(run_uuid, state, started_at, ended_at) if run_uuid else None
+    return GraphNode(
+        f"job:{namespace}:{name}", "JOB", JobData(node_name, name, namespace, updated_at, "BATCH", name, run), [], []
     )
-    return {"id": f"job:{namespace}:{name}", "type": "JOB", "data": data, "inEdges": [], "outEdges": []}
