@@ -34,11 +34,29 @@ def field_key(dataset_id: int, name: str) -> str:
     return hashlib.sha1(f"{dataset_id}\x00{name}".encode()).hexdigest()
 
 
-def _write(conn: Connection, statement: Statement, rows: list[dict[str, Any]]) -> None:
+def _utc_text(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return (value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)).isoformat()
+
+
+def _execute(conn: Connection, statement: Statement, rows: list[dict[str, Any]]) -> Any:
     # Rows go in key order so that concurrent transactions lock shared rows in the same order
     # (PostgreSQL would otherwise detect deadlocks between two batches that share jobs or datasets).
     rows.sort(key=lambda row: tuple(row[k] for k in statement.order))
-    conn.execute(statement.sql, rows).close()
+    if not statement.columns:
+        return conn.execute(statement.sql, rows)
+    arrays = {
+        f"c_{name}": [_utc_text(row.get(name)) for row in rows]
+        if name in statement.times
+        else [row.get(name) for row in rows]
+        for name in statement.columns
+    }
+    return conn.execute(statement.sql, arrays)
+
+
+def _write(conn: Connection, statement: Statement, rows: list[dict[str, Any]]) -> None:
+    _execute(conn, statement, rows).close()
 
 
 @dataclass
@@ -166,8 +184,7 @@ def _insert_events(conn: Connection, events: Iterable[LineageEvent], received_at
     ]
     if not rows:
         return []
-    rows.sort(key=lambda row: row["event_key"])
-    return list(conn.execute(statements(conn.dialect.name).events, rows).scalars())
+    return list(_execute(conn, statements(conn.dialect.name).events, rows).scalars())
 
 
 def _ids(conn: Connection, query: Any, keys: Iterable[str]) -> dict[str, int]:

@@ -1,8 +1,15 @@
 """The ingest's write statements, built once per dialect (building them costs more than running them).
 
 Each is an ``INSERT ... ON CONFLICT`` of the dialect's insert construct (SQLite and PostgreSQL share the
-API) with ``RETURNING`` its key, so that SQLAlchemy sends a batch as multi-row ``VALUES``. Conflicts keep
-the newest value by event time (see :mod:`.lifecycle` for runs).
+API). Conflicts keep the newest value by event time (see :mod:`.lifecycle` for runs), and a conflicting
+row whose stored values are already as new is not rewritten.
+
+How a batch travels differs:
+
+* SQLite: ``RETURNING`` its key, so that SQLAlchemy sends the rows as multi-row ``VALUES``;
+* PostgreSQL: ``INSERT ... SELECT FROM unnest(:column_1, :column_2, ...)``, one array per column, so a
+  whole batch is one statement with a parameter per column. Per-row parameter handling was a third of
+  the ingest time; times travel as ISO 8601 text and are cast to ``timestamptz[]`` by the server.
 """
 
 from __future__ import annotations
@@ -11,22 +18,56 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, bindparam, case, or_, select
+from sqlalchemy import BigInteger, Integer, SmallInteger, Table, Text, bindparam, case, cast, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.types import TypeEngine
 
 from airflow_lineage_provider.consumer.store import lifecycle, tables
 
 
 @dataclass(frozen=True)
 class Statement:
-    """A prebuilt statement and the row keys its rows are sorted by (lock order under concurrency)."""
+    """A prebuilt statement and the row keys its rows are sorted by (lock order under concurrency).
+
+    ``columns`` is set on PostgreSQL: the statement then takes one array per column (``c_<column>``),
+    with the columns named in ``times`` as ISO 8601 text.
+    """
 
     sql: Any
     order: tuple[str, ...]
+    columns: tuple[str, ...] = ()
+    times: frozenset[str] = frozenset()
+
+
+def _array_type(column: Any) -> TypeEngine[Any]:
+    if isinstance(column.type, tables.UtcDateTime):
+        return postgresql.ARRAY(Text)
+    if isinstance(column.type, SmallInteger):
+        return postgresql.ARRAY(SmallInteger)
+    if isinstance(column.type, Integer):
+        return postgresql.ARRAY(BigInteger)
+    return postgresql.ARRAY(Text)
+
+
+def _unnested(table: Table) -> Any:
+    """``INSERT INTO table (...) SELECT ... FROM unnest(:c_a, :c_b, ...) WITH ORDINALITY ORDER BY ordinality``."""
+    columns = [c for c in table.columns if not (c.primary_key and c.autoincrement is True)]
+    arrays = []
+    for column in columns:
+        array = bindparam(f"c_{column.name}", type_=_array_type(column))
+        if isinstance(column.type, tables.UtcDateTime):
+            array = cast(array, postgresql.ARRAY(postgresql.TIMESTAMP(timezone=True)))
+        arrays.append(array)
+    names = [c.name for c in columns]
+    rows = func.unnest(*arrays).table_valued(*names, with_ordinality="ordinality").render_derived()
+    picked = select(*(rows.c[name] for name in names)).order_by(rows.c.ordinality)
+    return postgresql.insert(table).from_select(names, picked)
 
 
 def _insert(dialect: str, table: Table) -> Any:
-    return (postgresql if dialect == "postgresql" else sqlite).insert(table)
+    if dialect == "postgresql":
+        return _unnested(table)
+    return sqlite.insert(table)
 
 
 def _newest(table: Table, statement: Any, value: str, time: str) -> dict[str, Any]:
@@ -38,15 +79,25 @@ def _newest(table: Table, statement: Any, value: str, time: str) -> dict[str, An
     }
 
 
+def _arrays_of(statement: Any) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The columns an unnest insert takes as arrays, and which of them are times (none on SQLite)."""
+    if statement.select is None:
+        return (), frozenset()
+    columns = tuple(statement.select.selected_columns.keys())
+    return columns, frozenset(name for name in columns if isinstance(statement.table.c[name].type, tables.UtcDateTime))
+
+
 def _done(statement: Any, *order: str) -> Statement:
-    return Statement(statement.returning(statement.table.c[order[0]]), order)
+    if statement.select is None:  # SQLite: RETURNING makes SQLAlchemy batch rows into multi-row VALUES
+        return Statement(statement.returning(statement.table.c[order[0]]), order)
+    return Statement(statement, order, *_arrays_of(statement))
 
 
 @dataclass(frozen=True)
 class Statements:
     """Every write of :func:`..ingest.ingest_events`, for one dialect."""
 
-    events: Any
+    events: Statement
     nodes: Statement
     node_ids: Any
     datasets: Statement
@@ -130,7 +181,7 @@ def statements(dialect: str) -> Statements:
     )
     keys = bindparam("keys", expanding=True)
     return Statements(
-        events=events.returning(t.events.c.event_key),
+        events=Statement(events.returning(t.events.c.event_key), ("event_key",), *_arrays_of(events)),
         nodes=_done(nodes, "node_key"),
         node_ids=select(t.nodes.c.node_key, t.nodes.c.id).where(t.nodes.c.node_key.in_(keys)),
         datasets=_done(datasets, "node_id"),
