@@ -156,6 +156,12 @@ def consumer_spec_dir() -> str | None:
     return _get("consumer_spec_dir").strip() or None
 
 
+def consumer_graph_cache_nodes() -> int:
+    """``[lineage_provider] consumer_graph_cache_nodes``: graph cards kept in memory (default 20,000)."""
+    value = _get("consumer_graph_cache_nodes").strip()
+    return int(value) if value else 20_000
+
+
 def consumer_retention_days() -> float | None:
     """``[lineage_provider] consumer_retention_days``: days of raw events and runs kept (None: all)."""
     value = _get("consumer_retention_days").strip()

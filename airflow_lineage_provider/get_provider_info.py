@@ -162,6 +162,13 @@ CONSUMER_OPTIONS: dict[str, Any] = {
         "90",
         "integer",
     ),
+    "consumer_graph_cache_nodes": _option(
+        "Nodes whose graph data the consumer keeps in memory for graph answers, keyed by a version every "
+        "event naming the node bumps (never stale); about 1 KB each. 0: read every node from the store.\n",
+        "20000",
+        "50000",
+        "integer",
+    ),
 }
 #: Egeria and materialization facets, the extractor (``airflow_lineage_provider.facets``).
 FACET_OPTIONS: dict[str, Any] = {

@@ -4,7 +4,9 @@ datasets of the layer before, START + COMPLETE with schema facets), at N = 1,000
 
 Measured per consumer and N: batch ingest (batches of 500) and single-event ingest in events/s, depth-3
 and depth-10 upstream walks from a last-layer dataset (median of repeated queries, with node counts so the
-answers can be compared), the largest graph query, three correctness checks, and the server's memory.
+answers can be compared; for this consumer also the first request, and the median from a second server on
+the same store with its graph-card cache off), the largest graph query, three correctness checks, and the
+server's memory.
 
 Depth: both are asked the same ``depth``. This consumer counts jobs (Marquez's depth); Feast counts edges
 of its own graph, which also holds a direct dataset -> dataset edge for every input/output pair, and adds
@@ -50,15 +52,21 @@ def _rss_kib(pid: int) -> tuple[int, int]:
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
 
 
-def _timed(call: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    """Median wall time of ``repeat`` calls (after one untimed warm-up call) and the last result."""
+def _timed(call: Callable[[], Any], repeat: int) -> tuple[float, Any, float]:
+    """Median wall time of ``repeat`` calls after a first one, the last result, and the first call's time.
+
+    The first call is the cold one: this consumer reads every node's data from the store then, later calls
+    find what did not change in its graph cards.
+    """
+    started = time.perf_counter()
     call()
+    first = time.perf_counter() - started
     times, result = [], None
     for _ in range(repeat):
         start = time.perf_counter()
         result = call()
         times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+    return statistics.median(times), result, first
 
 
 class Consumer:
@@ -94,6 +102,8 @@ class Consumer:
 
 
 class Ours(Consumer):
+    store = ""
+
     def walk(self, depth: int, root: str = ROOT, direction: str = "upstream") -> bytes:
         params = {"nodeId": f"dataset:{NAMESPACE}:{root}", "depth": depth, "direction": direction, "maxNodes": 100000}
         response = self.session.get(f"{self.url}/api/v1/lineage", params=params, timeout=600)
@@ -154,7 +164,7 @@ class Feast(Consumer):
 
 
 @contextmanager
-def serve_ours(store: str, folder: Path) -> Iterator[Ours]:
+def serve_ours(store: str, folder: Path, *options: str) -> Iterator[Ours]:
     from support.consumer_helpers import free_port
 
     port = free_port()
@@ -167,10 +177,12 @@ def serve_ours(store: str, folder: Path) -> Iterator[Ours]:
         str(port),
         "--log-level",
         "warning",
+        *options,
     ]
-    log = open(folder / "serve.log", "w")  # noqa: SIM115
+    log = open(folder / "serve.log", "a")  # noqa: SIM115
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     consumer = Ours(f"http://127.0.0.1:{port}")
+    consumer.store = store
     consumer.pid = process.pid
     try:
         deadline = time.monotonic() + 60
@@ -263,13 +275,21 @@ def measure(kind: str, n_jobs: int, folder: Path, budget: float) -> dict[str, An
         result["batch_ingested"] = sent
         repeat = 3 if kind == "feast" else 15
         for depth in (3, 10):
-            seconds, body = _timed(lambda d=depth: consumer.walk(d), repeat)
+            seconds, body, first = _timed(lambda d=depth: consumer.walk(d), repeat)
             result[f"walk_depth{depth}_ms"], result[f"walk_depth{depth}_nodes"] = seconds * 1000, consumer.count(body)
-        seconds, body = _timed(consumer.full_graph, 3)
+            result[f"walk_depth{depth}_first_ms"] = first * 1000
+        seconds, body, _first = _timed(consumer.full_graph, 3)
         result["full_graph_ms"], result["full_graph_nodes"] = seconds * 1000, consumer.count(body)
         if isinstance(consumer, Feast):
-            seconds, body = _timed(consumer.whole_graph, 3)
+            seconds, body, _first = _timed(consumer.whole_graph, 3)
             result["feast_whole_graph_ms"], result["feast_whole_graph_nodes"] = seconds * 1000, consumer.count(body)
+        if isinstance(consumer, Ours):
+            # The same walks from a second server on the same store with no graph cards: every node's
+            # data is read from the store on every request (the cold path, measured as a median).
+            with serve_ours(consumer.store, folder, "--graph-cache-nodes", "0") as uncached:
+                for depth in (3, 10):
+                    seconds, _body, _first = _timed(lambda d=depth: uncached.walk(d), repeat)
+                    result[f"walk_depth{depth}_no_cache_ms"] = seconds * 1000
         result.update(correctness(consumer, events))
         result["rss_mib"], result["peak_rss_mib"] = (v / 1024 for v in _rss_kib(consumer.pid))
     return result

@@ -155,6 +155,20 @@ def test_the_serve_command_fails_in_one_line_on_a_bad_store(tmp_path: Path) -> N
     assert "Traceback" not in result.stderr
 
 
+def test_the_serve_command_refuses_a_negative_graph_cache_in_one_line(tmp_path: Path) -> None:
+    command = [
+        str(Path(sys.executable).parent / "airflow-lineage"),
+        "serve",
+        "--store",
+        f"sqlite:///{tmp_path / 'lineage.db'}",
+        "--graph-cache-nodes",
+        "-5",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("airflow-lineage: error: graph_cache_nodes must be 0 (no cache) or more, got -5")
+
+
 def test_the_export_dags_client_settles_each_event_of_a_partial_batch(tmp_path: Path) -> None:
     from airflow_lineage_provider.outbox.consumer_client import DEAD, DELIVERED, ConsumerClient, ConsumerConfig
 

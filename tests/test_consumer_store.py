@@ -85,9 +85,10 @@ _V1_FOREIGN_KEYS = [
 
 
 def _version_1_store(engine: sa.Engine) -> None:
-    """A store as version 1 left it: its tables, its foreign keys (on PostgreSQL) and its version stamp."""
+    """A store as version 1 left it: its tables (no node versions), its foreign keys and its version stamp."""
     with engine.begin() as conn:
         tables.metadata.create_all(conn)
+        conn.exec_driver_sql("ALTER TABLE lineage_nodes DROP COLUMN version")  # added by version 3
         if conn.dialect.name == "postgresql":
             for table, column, target in _V1_FOREIGN_KEYS:
                 conn.exec_driver_sql(f"ALTER TABLE {table} ADD FOREIGN KEY ({column}) REFERENCES {target}")
@@ -112,12 +113,17 @@ def test_a_version_1_store_is_migrated_forward_keeping_its_lineage(store_url: st
             )
         )
         with engine.begin() as conn:
-            ingest_events(conn, [event])
-        assert migrate(engine) == LATEST == 2
+            conn.execute(tables.nodes.insert().values(
+                node_key="old", kind="job", namespace="pipelines", name="old", created_at=datetime.now(timezone.utc),
+                updated_at=datetime.now(timezone.utc),
+            ))  # fmt: skip
+        assert migrate(engine) == LATEST == 3
         with engine.begin() as conn:
             assert all(not sa.inspect(conn).get_foreign_keys(name) for name, _, _ in _V1_FOREIGN_KEYS)
-            assert conn.execute(sa.select(tables.schema_version.c.version)).scalars().all() == [1, 2]
-            assert conn.execute(sa.select(sa.func.count()).select_from(tables.edges)).scalar() == 2
+            assert conn.execute(sa.select(tables.schema_version.c.version)).scalars().all() == [1, 2, 3]
+            assert conn.execute(sa.select(tables.nodes.c.version)).scalars().all() == [1]
+            assert ingest_events(conn, [event]).stored == 1
             assert ingest_events(conn, [event]).duplicates == 1
+            assert conn.execute(sa.select(sa.func.count()).select_from(tables.edges)).scalar() == 2
     finally:
         engine.dispose()

@@ -46,6 +46,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--retention-days", type=float, metavar="DAYS", help="prune raw events and runs older than this"
     )
+    parser.add_argument(
+        "--graph-cache-nodes",
+        type=int,
+        default=20_000,
+        metavar="N",
+        help="nodes whose graph data is kept in memory, keyed by node version (default 20000; 0: none)",
+    )
     parser.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     parser.set_defaults(handler=serve)
 
@@ -67,6 +74,7 @@ def serve(args: argparse.Namespace) -> int:
             strict=args.strict,
             spec_dir=args.spec_dir,
             retention_days=args.retention_days,
+            graph_cache_nodes=args.graph_cache_nodes,
         )
         app.state.store.engine  # noqa: B018 - connect and migrate before accepting traffic
     except (ValueError, ArgumentError) as error:

@@ -79,7 +79,7 @@ def create_app(
         description="OpenLineage ingest and lineage graph queries (Marquez-compatible graph shape).",
     )
     app.state.settings = config
-    app.state.store = LineageStore(store_url, engine=engine)
+    app.state.store = LineageStore(store_url, engine=engine, graph_cache_nodes=config.graph_cache_nodes)
     app.state.spec_validator = spec_validator
     app.state.retention = RetentionSchedule(config)
     for router in (*ROUTERS, *extra_routers):

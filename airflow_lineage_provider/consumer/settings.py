@@ -39,9 +39,16 @@ class ConsumerSettings:
     default_max_nodes: int = 1000
     """``maxNodes`` of a graph query that does not give one."""
 
+    graph_cache_nodes: int = 20_000
+    """Nodes whose graph data (names, latest schema, latest run, as encoded JSON) is kept in memory for
+    graph answers, keyed by a version every event naming the node bumps, so nothing stale is ever
+    served; about 1 KB each. 0 reads every node's data from the store on every query."""
+
     def __post_init__(self) -> None:
         if not self.store_url:
             raise ValueError("store_url is required: e.g. sqlite:////var/lib/lineage/lineage.db")
+        if self.graph_cache_nodes < 0:
+            raise ValueError(f"graph_cache_nodes must be 0 (no cache) or more, got {self.graph_cache_nodes}")
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
         if self.strict and not self.spec_dir:

@@ -46,6 +46,7 @@ def consumer_apps() -> list[dict[str, Any]]:
             strict=conf.consumer_strict(),
             spec_dir=conf.consumer_spec_dir(),
             retention_days=conf.consumer_retention_days(),
+            graph_cache_nodes=conf.consumer_graph_cache_nodes(),
         )
     except (ValueError, ImportError) as error:
         log.error("the lineage consumer is not mounted: %s (check [lineage_provider] consumer_* options)", error)

@@ -68,9 +68,8 @@ def lineage_graph(store: LineageStore, node_id: str, depth: int, direction: str,
         if root is None:
             raise _not_found(node_id)
         bounds = graph.WalkBounds(hops=hops_for(kind, depth), max_nodes=max_nodes)
-        found, edges = subgraph.subgraph(
-            conn, picked_nodes([root[0]], direction, bounds, graph.NODE_EDGES, conn.dialect.name)
-        )
+        picked = picked_nodes([root[0]], direction, bounds, graph.NODE_EDGES, conn.dialect.name)
+        found, edges = subgraph.subgraph(conn, picked, store.graph_cards)
         for origin, destination in edges:
             source, target = found[origin], found[destination]
             edge = subgraph.Edge(source.id, target.id)

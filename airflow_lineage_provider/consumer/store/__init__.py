@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
+from airflow_lineage_provider.consumer.store.graph_cards import GraphCards
 from airflow_lineage_provider.consumer.store.migrations import migrate
 
 _WRITE = "lineage_write"
@@ -60,6 +61,8 @@ def create_store_engine(url: str, **kwargs: Any) -> Engine:
 class LineageStore:
     """A lineage store at ``url``: migrated on first use, then handing out connections.
 
+    ``graph_cache_nodes`` bounds the graph cards kept in memory (0 turns the cache off).
+
     Example::
 
         store = LineageStore("sqlite:////tmp/lineage.db")
@@ -69,9 +72,11 @@ class LineageStore:
             graph = walk_graph(conn, root, depth=3)
     """
 
-    def __init__(self, url: str, engine: Engine | None = None) -> None:
+    def __init__(self, url: str, engine: Engine | None = None, graph_cache_nodes: int = 20_000) -> None:
         self.url = url
         self._engine = engine
+        #: What graph answers show of each node, by node version (see :mod:`.graph_cards`).
+        self.graph_cards = GraphCards(graph_cache_nodes)
         self._ready = False
         self._lock = threading.Lock()
 

@@ -207,7 +207,15 @@ def _apply(conn: Connection, changes: _Changes) -> None:
 
 def _write_nodes(conn: Connection, sql: Statements, changes: _Changes) -> dict[NodeKey, int]:
     rows = [
-        {"node_key": key, "kind": kind, "namespace": ns, "name": name, "created_at": first, "updated_at": last}
+        {
+            "node_key": key,
+            "kind": kind,
+            "namespace": ns,
+            "name": name,
+            "created_at": first,
+            "updated_at": last,
+            "version": 1,
+        }
         for key, (kind, ns, name) in changes.nodes.items()
         for first, last in [changes.node_times[key]]
     ]

@@ -51,10 +51,16 @@ def _drop_foreign_keys(conn: Connection) -> None:
             conn.exec_driver_sql(f"ALTER TABLE {quote(table)} DROP CONSTRAINT {quote(key['name'])}")
 
 
+def _node_versions(conn: Connection) -> None:
+    """Version 3: ``lineage_nodes.version``, bumped by every ingest naming the node (graph-card cache key)."""
+    conn.exec_driver_sql("ALTER TABLE lineage_nodes ADD COLUMN version BIGINT NOT NULL DEFAULT 1")
+
+
 #: ``(version, description, migration)`` in order. Append only; never edit a released entry.
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial lineage store", _initial),
     (2, "references kept by the writer instead of foreign keys", _drop_foreign_keys),
+    (3, "node versions for the graph-card cache", _node_versions),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -124,8 +124,10 @@ def statements(dialect: str) -> Statements:
         set_={
             "created_at": lifecycle.earliest_sql(t.nodes.c.created_at, nodes.excluded.created_at),
             "updated_at": lifecycle.latest_sql(t.nodes.c.updated_at, nodes.excluded.updated_at),
+            # Every event naming a node may change what a graph shows of it (a late terminal event
+            # changes its latest run's state without moving its times): always a new version.
+            "version": t.nodes.c.version + 1,
         },
-        where=or_(nodes.excluded.created_at < t.nodes.c.created_at, nodes.excluded.updated_at > t.nodes.c.updated_at),
     )
     datasets = _insert(dialect, t.datasets)
     datasets = datasets.on_conflict_do_update(

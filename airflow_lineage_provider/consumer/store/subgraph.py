@@ -1,19 +1,23 @@
 """A walk's subgraph in Marquez's shape: the picked nodes with their data and the edges among them.
 
-Built in one statement from the walk query, with times formatted by the database and rows read as the
-driver returns them: a depth-10 walk on the benchmark graph returns ~3,000 nodes and ~4,400 edges. Nodes
-and edges are ``msgspec`` structs: cheaper to build, encode and free than dicts, and they encode to the
-same JSON (fields in declaration order).
+One statement runs the walk and returns the picked nodes with their versions and the edges among them
+(a depth-10 walk on the benchmark graph: ~3,000 nodes, ~4,400 edges). The nodes' data comes from the
+store's graph cards (:mod:`.graph_cards`); only nodes without a card at their current version are read,
+by a second statement with times formatted by the database. Nodes and edges are ``msgspec`` structs,
+cheaper to build, encode and free than dicts; a dataset's schema is spliced in as the stored JSON text.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, literal, null, select, union_all
+from sqlalchemy import BigInteger, Connection, String, any_, bindparam, func, literal, null, select, union_all
+from sqlalchemy.dialects import postgresql
 
 from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store.graph_cards import GraphCard, GraphCards
 from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 
 
@@ -60,7 +64,7 @@ class GraphNode(msgspec.Struct):
 
     id: str
     type: str
-    data: DatasetData | JobData
+    data: Any  # DatasetData | JobData, shared with the card
     inEdges: list[Edge]
     outEdges: list[Edge]
 
@@ -68,61 +72,117 @@ class GraphNode(msgspec.Struct):
 _NO_FIELDS = msgspec.Raw(b"[]")
 
 
-def subgraph(conn: Connection, picked: Any) -> tuple[dict[int, GraphNode], list[tuple[int, int]]]:
-    """Graph data of the nodes a walk picked and every edge among them, in one statement.
+def _card_columns() -> list[Any]:
+    """What a card is read from: ``kind, namespace, name, updatedAt, fields, run id, state, started, ended``."""
+    n, d, r = tables.nodes.c, tables.datasets.c, tables.runs.c
+    return [
+        n.kind,
+        n.namespace,
+        n.name,
+        iso_utc(n.updated_at),
+        d.fields,
+        r.run_uuid,
+        r.state,
+        iso_utc(r.started_at),
+        iso_utc(r.ended_at),
+    ]
+
+
+def _with_card_tables(query: Any) -> Any:
+    n, d, j, r = tables.nodes.c, tables.datasets.c, tables.jobs.c, tables.runs.c
+    return (
+        query.outerjoin(tables.datasets, d.node_id == n.id)
+        .outerjoin(tables.jobs, j.node_id == n.id)
+        .outerjoin(tables.runs, r.run_uuid == j.latest_run_uuid)
+    )
+
+
+def _card(row: Any) -> GraphCard:
+    """A card from the nine columns of :func:`_card_columns`."""
+    kind, namespace, name, updated_at, fields, run_uuid, state, started, ended = row
+    node_name = NodeName(namespace, name)
+    if kind == "dataset":
+        schema = msgspec.Raw(fields) if fields else _NO_FIELDS
+        data = DatasetData(node_name, name, namespace, updated_at, "DB_TABLE", schema)
+        return GraphCard(f"dataset:{namespace}:{name}", "DATASET", data)
+    run = LatestRun(run_uuid, state, started, ended) if run_uuid else None
+    return GraphCard(
+        f"job:{namespace}:{name}", "JOB", JobData(node_name, name, namespace, updated_at, "BATCH", name, run)
+    )
+
+
+def subgraph(
+    conn: Connection, picked: Any, cards: GraphCards | None = None
+) -> tuple[dict[int, GraphNode], list[tuple[int, int]]]:
+    """The nodes a walk picked, with their data, and every edge among them.
 
     ``picked`` selects ``(node_id, depth)`` (see :func:`..graph.nearest_nodes`). Returns ``id → node`` in
     Marquez's graph shape (empty ``inEdges``/``outEdges``), nearest first, and the ``(origin,
     destination)`` edges, for ``msgspec.json.encode``.
+
+    ``cards`` is the store's cache. When the previous walk found most of its nodes' cards there, the walk
+    statement reads versions only and the missing cards are read after; otherwise (and without a cache)
+    it reads every node's data along, in the same statement.
     """
-    n, d, j, r, e = tables.nodes.c, tables.datasets.c, tables.jobs.c, tables.runs.c, tables.edges.c
+    cards = cards if cards is not None else GraphCards(0)
+    along = not cards.mostly_hits()
+    n, e = tables.nodes.c, tables.edges.c
     chosen = picked.cte("picked")
-    node_rows = (
-        select(
-            literal("n").label("row"),
-            chosen.c.node_id.label("a"),
-            chosen.c.depth.label("b"),
-            n.kind,
-            n.namespace,
-            n.name,
-            iso_utc(n.updated_at).label("updated_at"),
-            d.fields,
-            r.run_uuid,
-            r.state,
-            iso_utc(r.started_at).label("started_at"),
-            iso_utc(r.ended_at).label("ended_at"),
-        )
-        .join_from(chosen, tables.nodes, n.id == chosen.c.node_id)
-        .outerjoin(tables.datasets, d.node_id == n.id)
-        .outerjoin(tables.jobs, j.node_id == n.id)
-        .outerjoin(tables.runs, r.run_uuid == j.latest_run_uuid)
-    )
+    columns = _card_columns() if along else []
+    node_rows = select(literal("n").label("row"), chosen.c.node_id, chosen.c.depth, n.version, *columns)
+    node_rows = node_rows.join_from(chosen, tables.nodes, n.id == chosen.c.node_id)
+    if along:
+        node_rows = _with_card_tables(node_rows)
     origin, destination = chosen.alias("origin"), chosen.alias("destination")
-    blank = [null() for _ in range(9)]
     edge_rows = (
-        select(literal("e"), e.origin_id, e.destination_id, *blank)
+        select(literal("e"), e.origin_id, e.destination_id, *(null() for _ in range(len(columns) + 1)))
         .join_from(tables.edges, origin, origin.c.node_id == e.origin_id)
         .join(destination, destination.c.node_id == e.destination_id)
     )
-    # Every column is already an int or text: read the driver's tuples as they are (thousands of rows).
+    # Every column is an int or text: read the driver's tuples as they are (thousands of rows).
     result = conn.execute(union_all(node_rows, edge_rows))
     rows = result.cursor.fetchall()
     result.close()
-    nodes = {
-        row[1]: _graph_node(row)
-        for row in sorted((row for row in rows if row[0] == "n"), key=lambda row: (row[2], row[1]))
-    }
+    picked_rows = sorted((row for row in rows if row[0] == "n"), key=lambda row: (row[2], row[1]))
+    if along:
+        versions = {row[1]: row[3] for row in picked_rows}
+        known, _missing = cards.lookup(versions)  # what the cache would have served
+        read = [(row[1], row[3], _card(row[4:])) for row in picked_rows]
+        found = {node_id: card for node_id, _version, card in read}
+        cards.store([entry for entry in read if entry[0] not in known], hits=len(known))
+    else:
+        found, missing = cards.lookup({row[1]: row[3] for row in picked_rows})
+        if missing:
+            read = _read_cards(conn, missing)
+            found.update((node_id, card) for node_id, _version, card in read)
+            cards.store(read, hits=len(found) - len(read))
+    nodes = {}
+    for row in picked_rows:
+        card = found[row[1]]
+        nodes[row[1]] = GraphNode(card.id, card.type, card.data, [], [])
     return nodes, [(row[1], row[2]) for row in rows if row[0] == "e"]
 
 
-def _graph_node(row: Any) -> GraphNode:
-    _, _, _, kind, namespace, name, updated_at, fields, run_uuid, state, started_at, ended_at = row
-    node_name = NodeName(namespace, name)
-    if kind == "dataset":
-        fields = msgspec.Raw(fields) if fields else _NO_FIELDS
-        data = DatasetData(node_name, name, namespace, updated_at, "DB_TABLE", fields)
-        return GraphNode(f"dataset:{namespace}:{name}", "DATASET", data, [], [])
-    run = LatestRun(run_uuid, state, started_at, ended_at) if run_uuid else None
-    return GraphNode(
-        f"job:{namespace}:{name}", "JOB", JobData(node_name, name, namespace, updated_at, "BATCH", name, run), [], []
-    )
+@cache
+def _card_query(dialect: str) -> Any:
+    """``id, version`` and card columns of the nodes whose ids ``ids`` holds, in one statement.
+
+    ``ids`` is an array on PostgreSQL and JSON text on SQLite (read with ``json_each``).
+    """
+    n = tables.nodes.c
+    if dialect == "postgresql":
+        wanted = n.id == any_(bindparam("ids", type_=postgresql.ARRAY(BigInteger)))
+    else:
+        listed = func.json_each(bindparam("ids", type_=String)).table_valued("value")
+        wanted = n.id.in_(select(listed.c.value))
+    return _with_card_tables(select(n.id, n.version, *_card_columns())).where(wanted)
+
+
+def _read_cards(conn: Connection, ids: list[int]) -> list[tuple[int, int, GraphCard]]:
+    """``(node id, version, card)`` of ``ids``, read now (possibly at a newer version than the walk saw)."""
+    dialect = conn.dialect.name
+    parameter = ids if dialect == "postgresql" else msgspec.json.encode(ids).decode()
+    result = conn.execute(_card_query(dialect), {"ids": parameter})
+    rows = result.cursor.fetchall()
+    result.close()
+    return [(row[0], row[1], _card(row[2:])) for row in rows]

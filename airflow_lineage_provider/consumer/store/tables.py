@@ -94,6 +94,9 @@ nodes = Table(
     Column("name", Text, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    # Counts the ingests that named the node: anything a graph answer shows about a node changes only
+    # with an event naming it, so (id, version) keys a cached graph card (see ..graph_cards).
+    Column("version", BigInteger, nullable=False, server_default="1"),
     Index("ix_lineage_nodes_kind_namespace", "kind", "namespace"),
 )
 

@@ -1,0 +1,114 @@
+"""Graph cards (the per-store cache of what a graph answer shows of each node) never serve stale data:
+not after a late event that changes a run's state without moving any time, not when another process
+wrote, and answers are the same with the cache off — on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from support.consumer_helpers import dataset, run_event
+
+from airflow_lineage_provider.consumer import create_app
+from airflow_lineage_provider.consumer.store.graph_cards import GraphCard, GraphCards
+
+pytest_plugins = ("support.consumer_fixtures",)
+
+ROOT = "dataset:warehouse:orders_clean"
+
+
+def _graph(client: TestClient, node_id: str = ROOT) -> dict[str, Any]:
+    response = client.get("/api/v1/lineage", params={"nodeId": node_id, "depth": 3, "direction": "upstream"})
+    assert response.status_code == 200, response.text
+    return {node["id"]: node for node in response.json()["graph"]}
+
+
+def _job(graph: dict[str, Any]) -> dict[str, Any]:
+    return graph["job:pipelines:clean_orders"]["data"]
+
+
+def _post(client: TestClient, event: dict[str, Any]) -> None:
+    assert client.post("/api/v1/lineage", json=event).status_code == 201
+
+
+def test_a_late_terminal_event_shows_in_the_next_graph_though_no_time_moved(client: TestClient) -> None:
+    run_id = str(uuid.uuid4())
+    io = {"inputs": [dataset("orders_raw")], "outputs": [dataset("orders_clean", fields=["id"])]}
+    _post(client, run_event("START", "clean_orders", run_id, time=60, **io))
+    before = _graph(client)
+    assert _job(before)["latestRun"]["state"] == "RUNNING"
+    cards = client.app.state.store.graph_cards
+    assert len(cards) == 3  # the answer's nodes are cached now...
+    assert _graph(client) == before
+    assert cards.mostly_hits()  # ...and the next walk reads versions only, taking data from the cards
+
+    # COMPLETE stamped before the START (a producer's clock behind): the job's times do not move, the
+    # run's state does — and the cached card must not be served.
+    _post(client, run_event("COMPLETE", "clean_orders", run_id, time=30, **io))
+    after = _graph(client)
+    assert _job(after)["latestRun"]["state"] == "COMPLETED"
+    assert _job(after)["updatedAt"] == _job(before)["updatedAt"]
+
+
+def test_a_new_schema_shows_in_the_next_graph(client: TestClient) -> None:
+    _post(client, run_event("COMPLETE", "clean_orders", outputs=[dataset("orders_clean", fields=["id"])]))
+    for _ in range(2):  # the second walk finds every card: the next one reads versions only
+        assert [f["name"] for f in _graph(client)[ROOT]["data"]["fields"]] == ["id"]
+    assert client.app.state.store.graph_cards.mostly_hits()
+    _post(client, run_event("COMPLETE", "clean_orders", time=10, outputs=[dataset("orders_clean", fields=["id", "n"])]))
+    assert [f["name"] for f in _graph(client)[ROOT]["data"]["fields"]] == ["id", "n"]
+
+
+def test_a_write_through_another_app_on_the_same_store_is_seen(store_url: str) -> None:
+    reader, writer = create_app(store_url=store_url), create_app(store_url=store_url)
+    try:
+        with TestClient(reader) as read, TestClient(writer) as write:
+            run_id = str(uuid.uuid4())
+            _post(write, run_event("START", "clean_orders", run_id, outputs=[dataset("orders_clean")]))
+            for _ in range(2):
+                assert _job(_graph(read))["latestRun"]["state"] == "RUNNING"
+            assert reader.state.store.graph_cards.mostly_hits()
+            _post(write, run_event("FAIL", "clean_orders", run_id, time=5, outputs=[dataset("orders_clean")]))
+            assert _job(_graph(read))["latestRun"]["state"] == "FAILED"
+    finally:
+        reader.state.store.dispose()
+        writer.state.store.dispose()
+
+
+def test_answers_are_the_same_with_the_cache_off(store_url: str) -> None:
+    cached, uncached = create_app(store_url=store_url), create_app(store_url=store_url, graph_cache_nodes=0)
+    try:
+        with TestClient(cached) as one, TestClient(uncached) as other:
+            for index, job in enumerate(("extract", "clean_orders", "report")):
+                inputs = [dataset(f"t{index}")] if index else []
+                _post(one, run_event("COMPLETE", job, time=index, inputs=inputs, outputs=[dataset(f"t{index + 1}")]))
+            for _ in range(3):  # cold, then from the cache
+                assert one.get("/api/v1/lineage", params={"nodeId": "dataset:warehouse:t3"}).content == (
+                    other.get("/api/v1/lineage", params={"nodeId": "dataset:warehouse:t3"}).content
+                )
+            assert len(uncached.state.store.graph_cards) == 0
+    finally:
+        cached.state.store.dispose()
+        uncached.state.store.dispose()
+
+
+def test_the_cache_is_bounded_and_keeps_the_newest_version() -> None:
+    import msgspec
+
+    cards = GraphCards(2)
+    card = GraphCard("job:n:a", "JOB", msgspec.Raw(b"{}"))
+    cards.store([(1, 5, card), (2, 1, card), (3, 1, card)], hits=0)
+    assert not cards.mostly_hits()
+    assert len(cards) == 2
+    assert cards.lookup({1: 5, 2: 1, 3: 1}) == ({2: card, 3: card}, [1])  # 1 was the least recently used
+    cards.store([(2, 7, card)], hits=3)
+    assert cards.mostly_hits()
+    cards.store([(2, 6, card)], hits=3)  # an older read never replaces a newer card
+    assert cards.lookup({2: 7}) == ({2: card}, [])
+
+
+def test_a_negative_cache_size_is_refused_with_what_to_do() -> None:
+    with pytest.raises(ValueError, match="graph_cache_nodes must be 0 \\(no cache\\) or more, got -1"):
+        create_app(store_url="sqlite:///unused.db", graph_cache_nodes=-1)
