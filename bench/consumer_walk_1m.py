@@ -5,7 +5,8 @@ The graph has 20 layers that alternate datasets and jobs (20,000 nodes per layer
 first layer has 2-3 upstream neighbours in the layer before: 400,000 nodes, ~1,000,000 edges, bulk-loaded
 into the store's own tables (``lineage_nodes``, ``lineage_edges``) with SQLAlchemy, then ANALYZEd. The walk
 is upstream from a node of the last layer with ``depth`` 10 (20 edges) and ``maxNodes`` 1,000; networkx does
-the same walk (BFS over reversed edges, 20 hops, first 1,000 nodes).
+the same walk (BFS over reversed edges, 20 hops, first 1,000 nodes). The whole graph answer is timed with the
+store's graph cards and from a second store object with none (every node's data read every time).
 
     .venv/bin/pip install networkx   # bench-only dependency
     .venv/bin/python bench/consumer_walk_1m.py [--backends postgres sqlite]
@@ -82,9 +83,10 @@ def load(store: LineageStore, nodes: list[dict], edges: list[tuple[int, int]]) -
     return time.perf_counter() - started
 
 
-def measure_store(store: LineageStore, root: int, repeat: int = 20) -> dict[str, float]:
+def measure_store(store: LineageStore, uncached: LineageStore, root: int, repeat: int = 20) -> dict[str, float]:
+    """Medians of the walk alone and of the whole graph answer, with graph cards and without (``uncached``)."""
     bounds = graph.WalkBounds(hops=2 * DEPTH, max_nodes=MAX_NODES)
-    walk_times, response_times, found = [], [], {}
+    walk_times, response_times, uncached_times, found = [], [], [], {}
     node_id = f"dataset:synthetic:l{LAYERS - 2}.n0"
     for _ in range(repeat):
         with store.read() as conn:
@@ -94,9 +96,13 @@ def measure_store(store: LineageStore, root: int, repeat: int = 20) -> dict[str,
         started = time.perf_counter()
         body = lineage_graph(store, node_id, DEPTH, "upstream", MAX_NODES)
         response_times.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        lineage_graph(uncached, node_id, DEPTH, "upstream", MAX_NODES)
+        uncached_times.append(time.perf_counter() - started)
     return {
         "walk_ms": statistics.median(walk_times) * 1000,
         "response_ms": statistics.median(response_times) * 1000,
+        "response_no_cache_ms": statistics.median(uncached_times) * 1000,
         "nodes": len(found),
         "farthest": max(found.values()),
         "response_bytes": len(body),
@@ -147,13 +153,14 @@ def main() -> int:
             path = HERE / "results" / f"walk-1m-{uuid.uuid4().hex[:6]}.db"
             path.parent.mkdir(parents=True, exist_ok=True)
             url = f"sqlite:///{path}"
-        store = LineageStore(url)
+        store, uncached = LineageStore(url), LineageStore(url, graph_cache_nodes=0)
         try:
             seconds = load(store, nodes, edges)
-            result = measure_store(store, root)
+            result = measure_store(store, uncached, root)
             print(f"{backend}: loaded in {seconds:.0f} s; {result}", flush=True)
         finally:
             store.dispose()
+            uncached.dispose()
             if backend == "postgres":
                 with admin.begin() as conn:
                     conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
