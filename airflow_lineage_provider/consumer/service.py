@@ -50,6 +50,7 @@ def _write(store: LineageStore, events: Sequence[LineageEvent]) -> IngestResult:
         except OperationalError as error:
             if not _retryable(error) or attempt == ATTEMPTS:
                 raise
+            log.info("retrying a lineage ingest after a conflict with another writer (%s): %s", attempt, _reason(error))
             time.sleep(0.01 * attempt * attempt)
     raise AssertionError("unreachable")
 
