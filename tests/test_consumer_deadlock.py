@@ -12,10 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 
 import pytest
-import sqlalchemy as sa
 from support.consumer_helpers import dataset, run_event
 
 from airflow_lineage_provider.consumer.service import store_events
@@ -24,21 +22,7 @@ from airflow_lineage_provider.consumer.store.ingest import node_key
 from airflow_lineage_provider.consumer.validation import parse_event
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def pg_store_url() -> str:
-    from conftest import PG_URL, require_postgres
-
-    require_postgres()
-    schema = f"alp_deadlock_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    yield f"{PG_URL}?options=-csearch_path%3D{schema}"
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    admin.dispose()
+pytest_plugins = ("support.consumer_fixtures",)
 
 
 def test_an_ingest_chosen_as_deadlock_victim_is_retried_and_stored(

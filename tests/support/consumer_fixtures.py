@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh lineage store URL on SQLite or on PostgreSQL (a private schema, dropped afterwards)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'lineage.db'}"
-        return
+@contextmanager
+def postgres_schema_url() -> Iterator[str]:
+    """A lineage store URL on PostgreSQL in a private schema, dropped afterwards (fails in CI when down)."""
     from conftest import PG_URL, require_postgres
 
     require_postgres()
@@ -28,10 +26,29 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     admin = sa.create_engine(PG_URL)
     with admin.begin() as conn:
         conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    yield f"{PG_URL}?options=-csearch_path%3D{schema}"
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-    admin.dispose()
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh lineage store URL on SQLite or on PostgreSQL (a private schema, dropped afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'lineage.db'}"
+        return
+    with postgres_schema_url() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_store_url() -> Iterator[str]:
+    """A fresh lineage store URL on PostgreSQL only."""
+    with postgres_schema_url() as url:
+        yield url
 
 
 @pytest.fixture
