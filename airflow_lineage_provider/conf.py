@@ -42,6 +42,19 @@ def producer() -> str:
     return _get("producer") or DEFAULT_PRODUCER
 
 
+def schema_lookup_timeout() -> float | None:
+    """``[lineage_provider] schema_lookup_timeout``: seconds all schema lookups of a run may take (None: no limit).
+
+    A value that is not a number falls back to the default of 5 s (the lookup is an enrichment, never a
+    reason to fail a task).
+    """
+    try:
+        value = float(_get("schema_lookup_timeout") or 5)
+    except ValueError:
+        value = 5.0
+    return value if value > 0 else None
+
+
 def strict() -> bool:
     """``[lineage_provider] strict``: raise on API misuse instead of logging and skipping."""
     return _get("strict").strip().lower() in ("true", "1", "t", "yes", "on")

@@ -46,6 +46,14 @@ PRODUCER_OPTIONS: dict[str, Any] = {
         "True",
         "boolean",
     ),
+    "schema_lookup_timeout": _option(
+        "Seconds a run's schema lookups (the ``schema`` facets read from connectors when a block or task "
+        "ends) may take in all. Past it, the datasets not looked up yet are sent without a schema and a "
+        "warning names them: a database that does not answer never holds up the task. 0: no limit.\n",
+        "5",
+        "2.5",
+        "float",
+    ),
 }
 #: Outbox transport, shipping, export DAG and retention (``airflow_lineage_provider.outbox``).
 OUTBOX_OPTIONS: dict[str, Any] = {

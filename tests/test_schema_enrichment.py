@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import threading
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -149,6 +151,48 @@ def test_unreachable_database_keeps_datasets_and_the_block_runs(events, caplog):
     assert complete["inputs"][0]["name"] == "test.public.orders"
     assert "schema" not in complete["inputs"][0]["facets"]
     assert "schema lookup of 'db/orders'" in caplog.text
+
+
+@pytest.fixture
+def silent_database():
+    """A "PostgreSQL server" on 127.0.0.1 that accepts connections and never answers (a hung database)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)  # the kernel completes the handshake; nobody ever reads or replies
+    # Should the deadline ever break, the waiting client is cut off after 15 s: a failed assertion, not a hang.
+    cut_off = threading.Timer(15, listener.close)
+    cut_off.start()
+    yield f"postgresql+psycopg2://postgres@127.0.0.1:{listener.getsockname()[1]}/test"
+    cut_off.cancel()
+    listener.close()
+
+
+def test_a_database_that_never_answers_delays_the_block_by_the_lookup_timeout_only(
+    events, sqlite_engine, silent_database, monkeypatch, caplog
+):
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__SCHEMA_LOOKUP_TIMEOUT", "1")
+    connectors = {"hung": sa.create_engine(silent_database), "main": sqlite_engine}
+    started = time.monotonic()
+    with lineage_run("orders.load", inputs=["hung/orders", "main/orders"], connector=connectors):
+        body_done = time.monotonic()
+    exit_took = time.monotonic() - body_done
+    assert exit_took < 4, f"the block's exit waited {exit_took:.1f} s for a database that never answers"
+    _, complete = events.of_job("orders.load")
+    schemas = _schemas(complete)
+    assert schemas["test.public.orders"] is None
+    assert [f["name"] for f in schemas["main.orders"]] == ["id", "customer_id", "amount"]
+    assert "schema lookup of 'hung/orders'" in caplog.text
+    assert "did not answer within 1 s ([lineage_provider] schema_lookup_timeout)" in caplog.text
+    assert body_done - started < 4
+
+
+def test_an_unreadable_lookup_timeout_falls_back_to_the_default(monkeypatch):
+    from airflow_lineage_provider import conf
+
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__SCHEMA_LOOKUP_TIMEOUT", "soon")
+    assert conf.schema_lookup_timeout() == 5.0
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__SCHEMA_LOOKUP_TIMEOUT", "0")
+    assert conf.schema_lookup_timeout() is None
 
 
 def test_unresolvable_connection_id_keeps_default_naming(events, caplog):

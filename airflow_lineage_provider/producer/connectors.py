@@ -17,6 +17,8 @@ as it was without affecting the others.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -66,6 +68,16 @@ class SqlAlchemySource:
 
     def dataset_name(self, table: str) -> str:
         return self.naming.name(table)
+
+    @property
+    def remote(self) -> bool:
+        """Whether lookups go over the network (anything but an in-memory SQLite database, whose
+        connections are per thread and cannot hang)."""
+        url = self.engine.url
+        in_memory = url.get_backend_name() == "sqlite" and (
+            url.database in (None, "", ":memory:") or "mode=memory" in str(url)
+        )
+        return not in_memory
 
     def columns(self, table: str) -> list[schema_dataset.SchemaDatasetFacetFields]:
         import sqlalchemy as sa
@@ -238,20 +250,61 @@ def name_datasets(refs: list[DatasetRef], connectors: Connectors) -> None:
 
 
 def add_schemas(refs: list[DatasetRef], connectors: Connectors) -> None:
-    """Add a ``schema`` facet from the database to each served dataset that has none, in place."""
+    """Add a ``schema`` facet from the database to each served dataset that has none, in place.
+
+    Lookups through database connections run on a helper thread, all of them within ``[lineage_provider]
+    schema_lookup_timeout`` seconds: a database that hangs (a host that drops packets, a server that never
+    answers) costs the task that long at most, and the datasets not looked up by then are sent without a
+    schema. Objects with ``get_table_schema`` and in-memory SQLite are asked on the calling thread, which
+    they may be tied to.
+    """
     if not connectors:
         return
+    wanted = []
     for ref in refs:
-        if ref.raw is None or "schema" in ref.facets or not (served := connectors.source_for(ref.raw)):
-            continue
-        source, table = served
-        try:
-            fields = source.columns(table)
-        except Exception as error:
+        if ref.raw is not None and "schema" not in ref.facets and (served := connectors.source_for(ref.raw)):
+            wanted.append((ref, *served))
+    if not wanted:
+        return
+    looked_up: dict[int, list[schema_dataset.SchemaDatasetFacetFields]] = {}
+
+    def look_up(indexes: list[int]) -> None:
+        for index in indexes:
+            ref, source, table = wanted[index]
+            try:
+                looked_up[index] = source.columns(table)
+            except Exception as error:
+                looked_up[index] = []
+                warn_once(
+                    f"Lineage: schema lookup of {ref.raw!r} ({source.namespace}) failed: {error}. "
+                    "The dataset is sent without a schema."
+                )
+
+    # One helper thread per database, so that one that hangs holds up only its own datasets.
+    per_database: dict[int, list[int]] = {}
+    local: list[int] = []
+    for index, (_ref, source, _table) in enumerate(wanted):
+        if getattr(source, "remote", False):
+            per_database.setdefault(id(source), []).append(index)
+        else:
+            local.append(index)
+    workers = [
+        threading.Thread(target=look_up, args=(indexes,), name="lineage-schema-lookup", daemon=True)
+        for indexes in per_database.values()
+    ]
+    timeout = conf.schema_lookup_timeout()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for worker in workers:
+        worker.start()
+    look_up(local)  # user objects and in-memory SQLite: on this thread (they may be tied to it)
+    for worker in workers:
+        worker.join(None if deadline is None else max(deadline - time.monotonic(), 0))
+    answered = dict(looked_up)  # what came in time; a late answer changes nothing
+    for index, (ref, source, _table) in enumerate(wanted):
+        if index not in answered:
             warn_once(
-                f"Lineage: schema lookup of {ref.raw!r} ({source.namespace}) failed: {error}. "
-                "The dataset is sent without a schema."
+                f"Lineage: schema lookup of {ref.raw!r} ({source.namespace}) did not answer within {timeout:g} s "
+                "([lineage_provider] schema_lookup_timeout). The dataset is sent without a schema."
             )
-            continue
-        if fields:
-            ref.facets["schema"] = schema_dataset.SchemaDatasetFacet(fields=fields, producer=conf.producer())
+        elif answered[index]:
+            ref.facets["schema"] = schema_dataset.SchemaDatasetFacet(fields=answered[index], producer=conf.producer())
