@@ -57,14 +57,13 @@ class GraphCards:
                     cards.move_to_end(node_id)
                 else:
                     missing.append(node_id)
-        if not missing:
-            self._last_hits = 1.0
         return found, missing
 
     def store(self, read: Sequence[tuple[int, int, GraphCard]], hits: int) -> None:
         """Keep the ``(node id, version, card)`` a walk read, after ``hits`` cards it found here.
 
-        The least recently used cards beyond capacity go.
+        Called once per walk (with nothing read when every card was found): the share of hits is what
+        :meth:`mostly_hits` tells the next walk. The least recently used cards beyond capacity go.
         """
         if not self.capacity:
             return

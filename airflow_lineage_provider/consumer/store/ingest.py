@@ -19,6 +19,7 @@ from sqlalchemy import Connection
 from airflow_lineage_provider.consumer.store import facets as facet_readers
 from airflow_lineage_provider.consumer.store import lifecycle
 from airflow_lineage_provider.consumer.store.statements import Statement, Statements, statements
+from airflow_lineage_provider.consumer.store.tables import as_utc
 from airflow_lineage_provider.consumer.validation import DatasetRef, LineageEvent
 
 NodeKey = str
@@ -35,9 +36,7 @@ def field_key(dataset_id: int, name: str) -> str:
 
 
 def _utc_text(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return (value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)).isoformat()
+    return None if value is None else as_utc(value).isoformat()
 
 
 def _execute(conn: Connection, statement: Statement, rows: list[dict[str, Any]]) -> Any:

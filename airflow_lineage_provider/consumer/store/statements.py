@@ -79,18 +79,17 @@ def _newest(table: Table, statement: Any, value: str, time: str) -> dict[str, An
     }
 
 
-def _arrays_of(statement: Any) -> tuple[tuple[str, ...], frozenset[str]]:
-    """The columns an unnest insert takes as arrays, and which of them are times (none on SQLite)."""
+def _done(statement: Any, *order: str, returning: bool = False) -> Statement:
+    """The statement ready to run, keyed (and locked) in ``order``; ``returning``: it answers its first key.
+
+    SQLite always gets ``RETURNING``: it makes SQLAlchemy send the rows as multi-row ``VALUES``.
+    """
+    key = statement.table.c[order[0]]
     if statement.select is None:
-        return (), frozenset()
+        return Statement(statement.returning(key), order)
     columns = tuple(statement.select.selected_columns.keys())
-    return columns, frozenset(name for name in columns if isinstance(statement.table.c[name].type, tables.UtcDateTime))
-
-
-def _done(statement: Any, *order: str) -> Statement:
-    if statement.select is None:  # SQLite: RETURNING makes SQLAlchemy batch rows into multi-row VALUES
-        return Statement(statement.returning(statement.table.c[order[0]]), order)
-    return Statement(statement, order, *_arrays_of(statement))
+    times = frozenset(name for name in columns if isinstance(statement.table.c[name].type, tables.UtcDateTime))
+    return Statement(statement.returning(key) if returning else statement, order, columns, times)
 
 
 @dataclass(frozen=True)
@@ -183,7 +182,7 @@ def statements(dialect: str) -> Statements:
     )
     keys = bindparam("keys", expanding=True)
     return Statements(
-        events=Statement(events.returning(t.events.c.event_key), ("event_key",), *_arrays_of(events)),
+        events=_done(events, "event_key", returning=True),
         nodes=_done(nodes, "node_key"),
         node_ids=select(t.nodes.c.node_key, t.nodes.c.id).where(t.nodes.c.node_key.in_(keys)),
         datasets=_done(datasets, "node_id"),

@@ -144,18 +144,15 @@ def subgraph(
     rows = result.cursor.fetchall()
     result.close()
     picked_rows = sorted((row for row in rows if row[0] == "n"), key=lambda row: (row[2], row[1]))
-    if along:
-        versions = {row[1]: row[3] for row in picked_rows}
-        known, _missing = cards.lookup(versions)  # what the cache would have served
-        read = [(row[1], row[3], _card(row[4:])) for row in picked_rows]
-        found = {node_id: card for node_id, _version, card in read}
-        cards.store([entry for entry in read if entry[0] not in known], hits=len(known))
+    found, missing = cards.lookup({row[1]: row[3] for row in picked_rows})
+    hits = len(found)
+    if along:  # the data came with the walk: cards for what the cache did not hold
+        wanted = set(missing)
+        read = [(row[1], row[3], _card(row[4:])) for row in picked_rows if row[1] in wanted]
     else:
-        found, missing = cards.lookup({row[1]: row[3] for row in picked_rows})
-        if missing:
-            read = _read_cards(conn, missing)
-            found.update((node_id, card) for node_id, _version, card in read)
-            cards.store(read, hits=len(found) - len(read))
+        read = _read_cards(conn, missing) if missing else []
+    found.update((node_id, card) for node_id, _version, card in read)
+    cards.store(read, hits=hits)
     nodes = {}
     for row in picked_rows:
         card = found[row[1]]

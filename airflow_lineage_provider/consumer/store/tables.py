@@ -37,6 +37,11 @@ from sqlalchemy.types import TypeDecorator
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
 
+def as_utc(value: datetime) -> datetime:
+    """``value`` as an aware UTC ``datetime`` (a naive one is read as UTC)."""
+    return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
 class UtcDateTime(TypeDecorator[datetime]):
     """A timestamp stored in UTC and read back as an aware ``datetime`` on every database."""
 
@@ -46,7 +51,7 @@ class UtcDateTime(TypeDecorator[datetime]):
     def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is None:
             return None
-        value = value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        value = as_utc(value)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
