@@ -46,9 +46,14 @@ class TableSchemaSource(Protocol):
 
 
 class SchemaSource(Protocol):
-    """A resolved connector: names tables and looks up their columns."""
+    """A resolved connector: names tables and looks up their columns.
+
+    ``remote`` sources (database connections) are looked up on helper threads under a deadline; the
+    others on the calling thread (see :func:`add_schemas`).
+    """
 
     namespace: str
+    remote: bool
 
     def dataset_name(self, table: str) -> str: ...
 
@@ -108,9 +113,10 @@ def _type_name(type_: Any, dialect: Any) -> str:
 
 @dataclass
 class CallableSource:
-    """A user object with ``get_table_schema(table)``."""
+    """A user object with ``get_table_schema(table)``, asked on the calling thread it may be tied to."""
 
     target: Any
+    remote = False
 
     @property
     def namespace(self) -> str:
@@ -252,11 +258,11 @@ def name_datasets(refs: list[DatasetRef], connectors: Connectors) -> None:
 def add_schemas(refs: list[DatasetRef], connectors: Connectors) -> None:
     """Add a ``schema`` facet from the database to each served dataset that has none, in place.
 
-    Lookups through database connections run on a helper thread, all of them within ``[lineage_provider]
-    schema_lookup_timeout`` seconds: a database that hangs (a host that drops packets, a server that never
-    answers) costs the task that long at most, and the datasets not looked up by then are sent without a
-    schema. Objects with ``get_table_schema`` and in-memory SQLite are asked on the calling thread, which
-    they may be tied to.
+    Lookups through database connections run on one helper thread per database, all of them within
+    ``[lineage_provider] schema_lookup_timeout`` seconds: a database that hangs (a host that drops
+    packets, a server that never answers) costs the task that long at most, and the datasets not looked
+    up by then are sent without a schema. Objects with ``get_table_schema`` and in-memory SQLite are
+    asked on the calling thread, which they may be tied to.
     """
     if not connectors:
         return
@@ -284,7 +290,7 @@ def add_schemas(refs: list[DatasetRef], connectors: Connectors) -> None:
     per_database: dict[int, list[int]] = {}
     local: list[int] = []
     for index, (_ref, source, _table) in enumerate(wanted):
-        if getattr(source, "remote", False):
+        if source.remote:
             per_database.setdefault(id(source), []).append(index)
         else:
             local.append(index)
