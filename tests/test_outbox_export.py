@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from support.olschema import assert_valid_event
-from support.outbox_helpers import pg_url, run_event, run_pairs, sqlite_url
+from support.outbox_helpers import fill, pg_url, run_event, run_pairs, sqlite_url
 
-from airflow_lineage_provider.outbox import OutboxConfig, OutboxTransport, store
+from airflow_lineage_provider.outbox import store
 from airflow_lineage_provider.outbox.database import dispose_engines
 from airflow_lineage_provider.outbox.export import Exporter, partition_of
 from airflow_lineage_provider.outbox.shipper import prepare_destination
@@ -24,12 +24,6 @@ from airflow_lineage_provider.outbox.writer import OutboxWriter
 def _fresh_engines() -> Any:
     yield
     dispose_engines()
-
-
-def fill(url: str, events: list[Any]) -> None:
-    outbox = OutboxTransport(OutboxConfig.from_dict({"url": url}))
-    for event in events:
-        outbox.emit(event)
 
 
 def exported(root: Path) -> list[dict[str, Any]]:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from support.consumer_server import ConsumerServer
-from support.outbox_helpers import pg_url, run_pairs, sqlite_url
+from support.outbox_helpers import fill, pg_url, run_pairs, sqlite_url
 
-from airflow_lineage_provider.outbox import OutboxConfig, OutboxTransport, store
+from airflow_lineage_provider.outbox import store
 from airflow_lineage_provider.outbox.consumer_client import ConsumerConfig
 from airflow_lineage_provider.outbox.database import dispose_engines
 from airflow_lineage_provider.outbox.export import Exporter
@@ -25,12 +25,6 @@ LATER = store.utcnow() + timedelta(days=10)
 def _fresh_engines() -> Any:
     yield
     dispose_engines()
-
-
-def fill(url: str, events: list[Any]) -> None:
-    outbox = OutboxTransport(OutboxConfig.from_dict({"url": url}))
-    for event in events:
-        outbox.emit(event)
 
 
 def total(url: str) -> dict[str, Any]:

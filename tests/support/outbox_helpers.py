@@ -13,6 +13,15 @@ from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, R
 from openlineage.client.facet_v2 import job_type_job
 
 
+def fill(url: str, events: list[Any]) -> None:
+    """Append ``events`` to the outbox at ``url`` through ``OutboxTransport``, as tasks do."""
+    from airflow_lineage_provider.outbox import OutboxConfig, OutboxTransport
+
+    outbox = OutboxTransport(OutboxConfig.from_dict({"url": url}))
+    for event in events:
+        outbox.emit(event)
+
+
 def run_event(
     event_type: str = "START",
     run_id: str | None = None,
