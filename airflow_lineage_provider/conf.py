@@ -150,8 +150,19 @@ def consumer_store_url() -> str:
 
 
 def consumer_api_key() -> str | None:
-    """``[lineage_provider] consumer_api_key``: key required on consumer writes (None: writes are open)."""
+    """``[lineage_provider] consumer_api_key``: the consumer's write key for producers (None: none)."""
     return _get("consumer_api_key").strip() or None
+
+
+def consumer_keys_file() -> str | None:
+    """``[lineage_provider] consumer_keys_file``: JSON file of consumer keys with scopes (None: none)."""
+    return _get("consumer_keys_file").strip() or None
+
+
+def consumer_anonymous_access() -> str | None:
+    """``[lineage_provider] consumer_anonymous_access``: ``read``, ``write`` or ``admin``; None for ``none``."""
+    value = _get("consumer_anonymous_access").strip().lower()
+    return None if value in ("", "none") else value
 
 
 def consumer_max_body_bytes() -> int:

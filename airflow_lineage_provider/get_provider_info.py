@@ -139,13 +139,27 @@ CONSUMER_OPTIONS: dict[str, Any] = {
     ),
     "consumer_api_key": {
         **_option(
-            "API key the consumer requires on writes (``X-API-Key`` or ``Authorization: Bearer``). Empty: "
-            "writes are open (reads always are).\n",
+            "A consumer API key with scope ``write`` (ingest and reads), named ``api-key`` in the audit log, "
+            "sent as ``X-API-Key`` or ``Authorization: Bearer`` by producers that have no Airflow token. Airflow "
+            "users need no key: they authenticate with Airflow's own login (docs/security.md).\n",
             "",
             "s3cret",
         ),
         "sensitive": True,
     },
+    "consumer_keys_file": _option(
+        "JSON file of consumer API keys with scopes and optional namespace limits: "
+        '``{"keys": [{"name": ..., "scope": "read|write|admin", "secret": ..., '
+        '"namespaces": [patterns]}]}`` (docs/security.md). Empty: no file.\n',
+        "",
+        "/etc/airflow/lineage-keys.json",
+    ),
+    "consumer_anonymous_access": _option(
+        "Access a request without any credential gets: ``none`` (the default: every route needs an Airflow "
+        "login, token or key), or ``read``, ``write``, ``admin`` to opt in to anonymous access.\n",
+        "none",
+        "read",
+    ),
     "consumer_max_body_bytes": _option(
         "Largest ingest request body the consumer accepts, in bytes (larger ones get 413).\n",
         "16777216",

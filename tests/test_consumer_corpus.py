@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from support.olschema import SHARED, SPEC
 
 from airflow_lineage_provider.consumer import create_app
+from airflow_lineage_provider.consumer.access import Access
 
 CORPUS = SHARED / "corpus"
 
@@ -32,7 +33,8 @@ CASES = manifest()
 def corpus_client(request: pytest.FixtureRequest, tmp_path: Path):
     require_shared()
     options = {"strict": True, "spec_dir": str(SPEC / "openlineage")} if request.param else {}
-    with TestClient(create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", **options)) as client:
+    app = create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", anonymous=Access.ADMIN, **options)
+    with TestClient(app) as client:
         client.strict = request.param
         yield client
 
@@ -61,7 +63,7 @@ def test_every_corpus_file_is_answered_without_a_5xx_and_valid_events_are_accept
 
 def test_lenient_mode_accepts_the_real_producer_quirks_in_the_corpus(tmp_path: Path) -> None:
     require_shared()
-    with TestClient(create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}")) as client:
+    with TestClient(create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", anonymous=Access.ADMIN)) as client:
         for relative in (
             "marquez/open_lineage/event_without_schema_url.json",
             "marquez/open_lineage/event_required_no_timezone.json",
@@ -87,7 +89,7 @@ def test_the_whole_corpus_as_one_batch_twice_is_stored_once(tmp_path: Path) -> N
                 events.append(json.loads((CORPUS / relative).read_text()))
             except ValueError:
                 continue
-    with TestClient(create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}")) as client:
+    with TestClient(create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", anonymous=Access.ADMIN)) as client:
         first = client.post("/api/v1/lineage/batch", json=events)
         assert first.status_code == 207
         stored = first.json()["successful"] - first.json()["duplicates"]

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from support.consumer_helpers import dataset, run_event
 
 from airflow_lineage_provider.consumer import create_app
+from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCard, GraphCards
 
 pytest_plugins = ("support.consumer_fixtures",)
@@ -62,7 +63,8 @@ def test_a_new_schema_shows_in_the_next_graph(client: TestClient) -> None:
 
 
 def test_a_write_through_another_app_on_the_same_store_is_seen(store_url: str) -> None:
-    reader, writer = create_app(store_url=store_url), create_app(store_url=store_url)
+    reader = create_app(store_url=store_url, anonymous=Access.ADMIN)
+    writer = create_app(store_url=store_url, anonymous=Access.ADMIN)
     try:
         with TestClient(reader) as read, TestClient(writer) as write:
             run_id = str(uuid.uuid4())
@@ -78,7 +80,10 @@ def test_a_write_through_another_app_on_the_same_store_is_seen(store_url: str) -
 
 
 def test_answers_are_the_same_with_the_cache_off(store_url: str) -> None:
-    cached, uncached = create_app(store_url=store_url), create_app(store_url=store_url, graph_cache_nodes=0)
+    cached, uncached = (
+        create_app(store_url=store_url, anonymous=Access.ADMIN),
+        create_app(store_url=store_url, graph_cache_nodes=0, anonymous=Access.ADMIN),
+    )
     try:
         with TestClient(cached) as one, TestClient(uncached) as other:
             for index, job in enumerate(("extract", "clean_orders", "report")):

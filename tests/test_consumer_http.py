@@ -21,6 +21,7 @@ from openlineage.client.transport.http import HttpConfig, HttpTransport
 from support.consumer_helpers import LiveServer, at, dataset, free_port, graph_ids, run_event
 
 from airflow_lineage_provider.consumer import create_app
+from airflow_lineage_provider.consumer.access import Access
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -53,7 +54,7 @@ def test_concurrent_clients_store_every_event_exactly_once(store_url: str) -> No
                     ]
         return codes
 
-    app = create_app(store_url=store_url)
+    app = create_app(store_url=store_url, anonymous=Access.ADMIN)
     with LiveServer(app) as server, ThreadPoolExecutor(CLIENTS) as pool:
         codes = [code for result in pool.map(client_work, range(CLIENTS)) for code in result]
         assert set(codes) <= {200, 201}, codes
@@ -69,13 +70,13 @@ def test_concurrent_clients_store_every_event_exactly_once(store_url: str) -> No
 
 
 def test_openlineage_python_http_transport_ships_to_the_consumer(tmp_path: Path) -> None:
-    app = create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", api_key="s3cret")
+    app = create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", api_key="s3cret-key")
     with LiveServer(app) as server:
         config = HttpConfig.from_dict(
             {
                 "url": server.url,
                 "endpoint": "api/v1/lineage",
-                "auth": {"type": "api_key", "apiKey": "s3cret"},
+                "auth": {"type": "api_key", "apiKey": "s3cret-key"},
                 "compression": "gzip",
             }
         )
@@ -91,10 +92,14 @@ def test_openlineage_python_http_transport_ships_to_the_consumer(tmp_path: Path)
                     producer="tests",
                 )
             )
-        stored = requests.get(f"{server.url}/api/v1/runs/{run.runId}", timeout=10).json()
+        key = {"X-API-Key": "s3cret-key"}
+        stored = requests.get(f"{server.url}/api/v1/runs/{run.runId}", headers=key, timeout=10).json()
         assert stored["state"] == "COMPLETED"
         refused = requests.post(f"{server.url}/api/v1/lineage", json=run_event("START", "x"), timeout=10)
         assert refused.status_code == 401
+
+
+KEY = {"X-API-Key": "k3y-for-serve"}
 
 
 def test_the_serve_command_serves_and_stops(tmp_path: Path) -> None:
@@ -108,7 +113,7 @@ def test_the_serve_command_serves_and_stops(tmp_path: Path) -> None:
         "--port",
         str(port),
         "--api-key",
-        "k",
+        "k3y-for-serve",
     ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -125,11 +130,9 @@ def test_the_serve_command_serves_and_stops(tmp_path: Path) -> None:
             )
             time.sleep(0.2)
         event = run_event("COMPLETE", "served", inputs=[dataset("a")], outputs=[dataset("b")])
-        assert (
-            requests.post(f"{url}/api/v1/lineage", json=event, headers={"X-API-Key": "k"}, timeout=10).status_code
-            == 201
-        )
-        graph = requests.get(f"{url}/api/v1/lineage", params={"nodeId": "dataset:warehouse:b", "depth": 1}, timeout=10)
+        assert requests.post(f"{url}/api/v1/lineage", json=event, headers=KEY, timeout=10).status_code == 201
+        params = {"nodeId": "dataset:warehouse:b", "depth": 1}
+        graph = requests.get(f"{url}/api/v1/lineage", params=params, headers=KEY, timeout=10)
         assert graph_ids(graph.json()) == {"dataset:warehouse:a", "job:pipelines:served", "dataset:warehouse:b"}
         docs = requests.get(f"{url}/docs", timeout=10)
         assert docs.status_code == 200 and "swagger" in docs.text.lower()
@@ -140,6 +143,9 @@ def test_the_serve_command_serves_and_stops(tmp_path: Path) -> None:
         process.wait(timeout=30)
     output = process.stdout.read() if process.stdout else ""
     assert f"page at {url}/ui" in output
+    assert "Access: keys: api-key (write); requests without a key: refused (401)" in output
+    assert "k3y-for-serve" not in output  # the secret is never printed
+    assert "lineage audit: ingest by key 'api-key': 1 received, 1 stored" in output
 
 
 def test_the_serve_command_fails_in_one_line_on_a_bad_store(tmp_path: Path) -> None:
@@ -172,12 +178,12 @@ def test_the_serve_command_refuses_a_negative_graph_cache_in_one_line(tmp_path: 
 def test_the_export_dags_client_settles_each_event_of_a_partial_batch(tmp_path: Path) -> None:
     from airflow_lineage_provider.outbox.consumer_client import DEAD, DELIVERED, ConsumerClient, ConsumerConfig
 
-    app = create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", api_key="k")
+    app = create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", api_key="k3y-for-dag")
     good = [run_event("START", f"job_{i}") for i in range(3)]
     bad = {**run_event("START", "bad"), "run": {"runId": "nope"}}
     payloads = [json.dumps(e) for e in (good[0], bad, good[1], good[2])]
     with LiveServer(app) as server:
-        client = ConsumerClient(ConsumerConfig(url=server.url, api_key="k"))
+        client = ConsumerClient(ConsumerConfig(url=server.url, api_key="k3y-for-dag"))
         try:
             outcomes = client.deliver(payloads)
             again = client.deliver(payloads[:1])  # a re-sent event is a harmless duplicate

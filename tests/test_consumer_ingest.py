@@ -13,6 +13,7 @@ from support.consumer_helpers import dataset, run_event
 from support.olschema import SPEC
 
 from airflow_lineage_provider.consumer import create_app
+from airflow_lineage_provider.consumer.access import Access
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -160,7 +161,7 @@ def test_a_missing_event_type_is_read_as_other(client: TestClient) -> None:
 
 
 def test_writes_need_the_api_key_when_one_is_configured(sqlite_url: str) -> None:
-    with TestClient(create_app(store_url=sqlite_url, api_key="s3cret")) as client:
+    with TestClient(create_app(store_url=sqlite_url, api_key="s3cret-key")) as client:
         event = run_event("START", "load")
         assert client.post("/api/v1/lineage", json=event).status_code == 401
         wrong = client.post("/api/v1/lineage", json=event, headers={"X-API-Key": "guess"})
@@ -168,14 +169,17 @@ def test_writes_need_the_api_key_when_one_is_configured(sqlite_url: str) -> None
         assert wrong.headers["www-authenticate"] == "Bearer"
         assert client.post("/api/v1/lineage/batch", json=[event]).status_code == 401
         assert client.post("/api/v1/retention?days=1").status_code == 401
-        assert client.post("/api/v1/lineage", json=event, headers={"X-API-Key": "s3cret"}).status_code == 201
-        bearer = client.post("/api/v1/lineage", json=event, headers={"Authorization": "Bearer s3cret"})
+        assert client.post("/api/v1/lineage", json=event, headers={"X-API-Key": "s3cret-key"}).status_code == 201
+        bearer = client.post("/api/v1/lineage", json=event, headers={"Authorization": "Bearer s3cret-key"})
         assert bearer.status_code == 201
-        assert client.get("/api/v1/events").status_code == 200  # reads stay open
+        assert client.get("/api/v1/events").status_code == 401  # reads need a credential too
+        assert client.get("/api/v1/events", headers={"X-API-Key": "s3cret-key"}).status_code == 200
+        # the write key may not prune: that is admin scope
+        assert client.post("/api/v1/retention?days=1", headers={"X-API-Key": "s3cret-key"}).status_code == 403
 
 
 def test_bodies_over_the_limit_answer_413(sqlite_url: str) -> None:
-    with TestClient(create_app(store_url=sqlite_url, max_body_bytes=4096)) as client:
+    with TestClient(create_app(store_url=sqlite_url, max_body_bytes=4096, anonymous=Access.ADMIN)) as client:
         events = [run_event("START", f"job_{i}") for i in range(40)]
         response = client.post("/api/v1/lineage/batch", json=events)
         assert response.status_code == 413
@@ -210,12 +214,13 @@ def test_strict_mode_needs_the_spec_folder(sqlite_url: str, tmp_path: Path) -> N
     with pytest.raises(ValueError, match="spec_dir"):
         create_app(store_url=sqlite_url, strict=True)
     with pytest.raises(ValueError, match=r"OpenLineage\.json"):
-        create_app(store_url=sqlite_url, strict=True, spec_dir=str(tmp_path))
+        create_app(store_url=sqlite_url, strict=True, spec_dir=str(tmp_path), anonymous=Access.ADMIN)
 
 
 def test_strict_mode_rejects_what_the_spec_schema_rejects(sqlite_url: str) -> None:
     require_shared()
-    with TestClient(create_app(store_url=sqlite_url, strict=True, spec_dir=str(SPEC / "openlineage"))) as client:
+    app = create_app(store_url=sqlite_url, strict=True, spec_dir=str(SPEC / "openlineage"), anonymous=Access.ADMIN)
+    with TestClient(app) as client:
         assert client.post("/api/v1/lineage", json=run_event("START", "load")).status_code == 201
         no_schema_url = run_event("START", "load")
         del no_schema_url["schemaURL"]
@@ -231,7 +236,7 @@ def test_strict_mode_rejects_what_the_spec_schema_rejects(sqlite_url: str) -> No
 
 def test_an_unreachable_store_answers_503_not_a_traceback() -> None:
     closed_port = "postgresql+psycopg2://postgres@127.0.0.1:9/nowhere?connect_timeout=2"
-    with TestClient(create_app(store_url=closed_port)) as client:
+    with TestClient(create_app(store_url=closed_port, anonymous=Access.ADMIN)) as client:
         response = client.post("/api/v1/lineage", json=run_event("START", "load"))
         assert response.status_code == 503
         assert response.headers["retry-after"] == "30"
@@ -240,7 +245,7 @@ def test_an_unreachable_store_answers_503_not_a_traceback() -> None:
 
 
 def test_a_value_the_database_refuses_fails_only_that_event(sqlite_url: str) -> None:
-    app = create_app(store_url=sqlite_url)
+    app = create_app(store_url=sqlite_url, anonymous=Access.ADMIN)
     with app.state.store.write() as conn:  # a real refusal: a trigger the database enforces
         conn.exec_driver_sql(
             "CREATE TRIGGER refuse BEFORE INSERT ON lineage_nodes WHEN NEW.name = 'refused' "

@@ -19,11 +19,14 @@ from airflow.api_fastapi.app import create_app
 
 event = json.loads(sys.argv[1])
 client = TestClient(create_app())
+key = {"Authorization": "Bearer k3y-plugged"}
 results = {
     "anonymous": client.post("/lineage/api/v1/lineage", json=event).status_code,
-    "with_key": client.post("/lineage/api/v1/lineage", json=event, headers={"Authorization": "Bearer k3y"}).status_code,
+    "with_key": client.post("/lineage/api/v1/lineage", json=event, headers=key).status_code,
+    "anonymous_read": client.get("/lineage/api/v1/namespaces").status_code,
 }
-graph = client.get("/lineage/api/v1/lineage", params={"nodeId": "dataset:warehouse:out", "depth": 1})
+params = {"nodeId": "dataset:warehouse:out", "depth": 1}
+graph = client.get("/lineage/api/v1/lineage", params=params, headers=key)
 results["graph_status"] = graph.status_code
 try:
     results["graph"] = sorted(n["id"] for n in graph.json()["graph"])
@@ -53,10 +56,11 @@ def test_the_plugin_mounts_the_consumer_under_lineage(tmp_path: Path) -> None:
         home,
         {
             "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_STORE_URL": f"sqlite:///{store}",
-            "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_API_KEY": "k3y",
+            "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_API_KEY": "k3y-plugged",
         },
     )
     assert results["anonymous"] == 401
+    assert results["anonymous_read"] == 401
     assert results["with_key"] == 201
     assert results["graph_status"] == 200
     assert results["graph"] == ["dataset:warehouse:in", "dataset:warehouse:out", "job:pipelines:plugged"]

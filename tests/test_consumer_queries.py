@@ -9,6 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 from support.consumer_helpers import dataset, graph_ids, run_event
 
+from airflow_lineage_provider.consumer.access import Access
+
 pytest_plugins = ("support.consumer_fixtures",)
 
 
@@ -127,7 +129,7 @@ def test_scheduled_retention_runs_after_ingest(tmp_path) -> None:
 
     from airflow_lineage_provider.consumer import create_app
 
-    app = create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", retention_days=30)
+    app = create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", retention_days=30, anonymous=Access.ADMIN)
     with TestClient(app) as client:
         old = {**run_event("START", "copy"), "eventTime": "2020-01-01T00:00:00Z"}
         client.post("/api/v1/lineage", json=old)

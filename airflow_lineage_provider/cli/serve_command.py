@@ -2,15 +2,23 @@
 
 Example::
 
-    airflow-lineage serve --store sqlite:////var/lib/lineage/lineage.db --port 6580 --api-key s3cret
+    airflow-lineage serve --store sqlite:////var/lib/lineage/lineage.db --keys-file /etc/lineage/keys.json
+
+Credentials (docs/security.md): ``--keys-file`` (JSON, keys with scopes and namespace limits), repeated
+``--key NAME:SCOPE:SECRET``, and ``--api-key`` (a write key). With none on a loopback address the consumer
+is open to this machine only, and says so; on any other address it refuses to start unless
+``--allow-anonymous`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import logging
 import os
 
 from airflow_lineage_provider.cli import CommandError
+from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing, load_keys_file
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6580
@@ -33,10 +41,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT})")
     parser.add_argument(
+        "--keys-file",
+        default=os.environ.get("LINEAGE_CONSUMER_KEYS_FILE"),
+        metavar="FILE",
+        help='JSON file {"keys": [{"name", "scope": "read|write|admin", "secret", "namespaces"?}]} '
+        "(default: $LINEAGE_CONSUMER_KEYS_FILE)",
+    )
+    parser.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="NAME:SCOPE:SECRET",
+        help="a key with scope read, write or admin (repeatable; a keys file keeps secrets out of `ps`)",
+    )
+    parser.add_argument(
         "--api-key",
         default=os.environ.get("LINEAGE_CONSUMER_API_KEY"),
         metavar="KEY",
-        help="require this key on writes (default: $LINEAGE_CONSUMER_API_KEY; none: writes are open)",
+        help="a key with scope write, named api-key (default: $LINEAGE_CONSUMER_API_KEY)",
+    )
+    parser.add_argument(
+        "--allow-anonymous",
+        nargs="?",
+        const="admin",
+        choices=["read", "write", "admin"],
+        metavar="SCOPE",
+        help="let requests without a key read (read), also ingest (write) or do everything (admin, the value "
+        "when none is given); needed to start with no keys on a non-loopback address",
     )
     parser.add_argument(
         "--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (default 16 MiB)"
@@ -67,9 +98,13 @@ def serve(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
         raise CommandError(f"--port must be between 1 and 65535, got {args.port}")
     try:
+        keys = [*(load_keys_file(args.keys_file) if args.keys_file else ()), *map(ApiKey.parse, args.key)]
+        anonymous = anonymous_access(args.host, bool(keys or args.api_key), args.allow_anonymous)
         app = create_app(
             store_url=args.store,
             api_key=args.api_key,
+            keys=tuple(keys),
+            anonymous=anonymous,
             max_body_bytes=args.max_body_bytes,
             strict=args.strict,
             spec_dir=args.spec_dir,
@@ -84,5 +119,52 @@ def serve(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot open the lineage store {args.store!r}: {reason}") from None
     base = f"http://{args.host}:{args.port}"
     print(f"Lineage consumer on {base}: ingest at {base}/api/v1/lineage, page at {base}/ui, API docs at {base}/docs")
+    print(access_summary(app.state.settings.all_keys(), anonymous, args.host))
+    # The package's own lines (audit trail, retention, retries) next to uvicorn's.
+    package_log = logging.getLogger("airflow_lineage_provider")
+    package_log.setLevel(args.log_level.upper())
+    if not package_log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+        package_log.addHandler(handler)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is only reachable from this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def anonymous_access(host: str, has_keys: bool, allow_anonymous: str | None) -> Access | None:
+    """The access a request without a key gets: what ``--allow-anonymous`` says; with no keys, ``admin`` on
+    a loopback address (this machine only) and a refusal to start on any other."""
+    if allow_anonymous:
+        return Access.parse(allow_anonymous)
+    if has_keys:
+        return None
+    if is_loopback(host):
+        return Access.ADMIN
+    raise CommandError(
+        f"refusing to serve lineage on {host} with no credentials: anyone who reaches it could read, write and "
+        "prune it. Add keys (--keys-file FILE, or --key NAME:SCOPE:SECRET with scope read, write or admin, "
+        "or --api-key KEY), or pass --allow-anonymous to open it on purpose (docs/security.md)"
+    )
+
+
+def access_summary(keys: KeyRing, anonymous: Access | None, host: str) -> str:
+    """One line saying who may do what, printed at start-up (names and scopes only, never a secret)."""
+    listed = ", ".join(f"{key.name} ({key.scope.label})" for key in keys.keys)
+    parts = [f"keys: {listed}" if listed else "no keys"]
+    if anonymous is None:
+        parts.append("requests without a key: refused (401)")
+    elif not listed and is_loopback(host):
+        parts.append(f"anonymous {anonymous.label} access from this machine only; add --key to require one")
+    else:
+        parts.append(f"anonymous access: {anonymous.label} (--allow-anonymous)")
+    return "Access: " + "; ".join(parts)

@@ -7,10 +7,13 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
+from airflow_lineage_provider.consumer.api_docs import api_docs_router
+from airflow_lineage_provider.consumer.auth import LoginRequired
+from airflow_lineage_provider.consumer.guards import GuardFactory, KeyGuard
 from airflow_lineage_provider.consumer.nodeids import NodeIdError
 from airflow_lineage_provider.consumer.routers import (
     column_lineage,
@@ -52,6 +55,7 @@ def create_app(
     *,
     engine: Engine | None = None,
     extra_routers: Sequence[APIRouter] = (),
+    guard: GuardFactory = KeyGuard,
     **settings: Any,
 ) -> FastAPI:
     """Build the lineage consumer app for the store at ``store_url``.
@@ -59,15 +63,28 @@ def create_app(
     Nothing connects until the first request, so building the app is cheap (the Airflow plugin builds it
     in every process that loads plugins). ``settings`` are the other fields of
     :class:`~airflow_lineage_provider.consumer.settings.ConsumerSettings` (``max_body_bytes``, ``strict``,
-    ``spec_dir``, ``retention_days``, ...). ``engine`` replaces the engine built from ``store_url``;
-    ``extra_routers`` are included after the built-in ones (for pages served by the same app).
+    ``spec_dir``, ``retention_days``, ``keys``, ``anonymous``, ...). ``engine`` replaces the engine built
+    from ``store_url``; ``extra_routers`` are included after the built-in ones (for pages served by the
+    same app), each behind the auth dependency it declares.
+
+    Every route needs a credential (docs/security.md): ``keys`` (:class:`~.access.ApiKey` with scopes
+    read, write, admin) and ``api_key`` (a write key) are checked by ``guard``, built from them and
+    ``anonymous``: a :class:`~.guards.KeyGuard` by default, the auth manager's guard inside Airflow. A
+    key-only app with neither keys nor ``anonymous`` would refuse everything: that is a ValueError.
 
     Example::
 
-        app = create_app("sqlite:////var/lib/lineage/lineage.db", api_key="s3cret")
+        keys = (ApiKey("producers", Access.WRITE, "..."), ApiKey("admin", Access.ADMIN, "..."))
+        app = create_app("sqlite:////var/lib/lineage/lineage.db", keys=keys)
         uvicorn.run(app, host="127.0.0.1", port=6580)
     """
     config = ConsumerSettings(store_url=store_url, api_key=api_key, **settings)
+    keyring = config.all_keys()
+    if guard is KeyGuard and not keyring and config.anonymous is None:
+        raise ValueError(
+            "the consumer has no credentials configured: pass keys=[ApiKey(name, scope, secret), ...] "
+            "(or api_key=...), or anonymous=Access.READ/WRITE/ADMIN to opt in to anonymous access"
+        )
     spec_validator = None
     if config.strict:
         from airflow_lineage_provider.consumer.strict import SpecValidator
@@ -77,14 +94,19 @@ def create_app(
         title="airflow-lineage-provider consumer",
         version=__version__,
         description="OpenLineage ingest and lineage graph queries (Marquez-compatible graph shape).",
+        docs_url=None,
+        openapi_url=None,
+        redoc_url=None,
     )
     app.state.settings = config
+    app.state.guard = guard(keyring, config.anonymous)
     app.state.store = LineageStore(store_url, engine=engine, graph_cache_nodes=config.graph_cache_nodes)
     app.state.spec_validator = spec_validator
     app.state.retention = RetentionSchedule(config)
     for router in (*ROUTERS, *extra_routers):
         app.include_router(router)
     app.include_router(lineage_ui_router())  # the lineage page at /ui (docs/ui.md)
+    app.include_router(api_docs_router(app))  # /openapi.json and /docs, behind the same dependency
     _add_error_handlers(app)
     return app
 
@@ -94,6 +116,10 @@ def _problem(code: int, detail: Any, headers: dict[str, str] | None = None) -> J
 
 
 def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(LoginRequired)
+    async def login_required(_request: Request, error: LoginRequired) -> RedirectResponse:
+        return RedirectResponse(error.url, status_code=status.HTTP_303_SEE_OTHER)
+
     @app.exception_handler(EventError)
     async def bad_event(_request: Request, error: EventError) -> JSONResponse:
         return _problem(status.HTTP_400_BAD_REQUEST, str(error))

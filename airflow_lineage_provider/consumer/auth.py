@@ -1,33 +1,84 @@
-"""API-key check for writes: ``X-API-Key: <key>`` or ``Authorization: Bearer <key>``.
+"""The one auth dependency every route of the consumer declares: :func:`requires`.
 
-The Bearer form is what openlineage-python's HTTP transport sends with ``auth: {type: api_key}``.
+A route states the access level it needs; the app's guard (``app.state.guard``, see :mod:`.guards`)
+resolves the request's credential to a :class:`~.access.Principal` or refuses it. Refused writes are
+written to the audit log. The lineage page asks at :attr:`Access.PAGE`: a browser without a session is
+sent to the guard's login page instead of getting a JSON error.
+
+Example::
+
+    router = APIRouter(dependencies=[Depends(requires(Access.READ))])
+
+    @router.get("/api/v1/things")
+    async def things(principal: Reader) -> dict: ...  # the principal, for namespace-limited keys
 """
 
 from __future__ import annotations
 
-import hmac
+from collections.abc import Awaitable, Callable
+from functools import cache
+from typing import Annotated
 
-from fastapi import HTTPException, Request, status
+from fastapi import Depends, HTTPException, Request, Security
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from airflow_lineage_provider.consumer import audit
+from airflow_lineage_provider.consumer.access import Access, Principal
+from airflow_lineage_provider.consumer.guards import Guard
+
+# Declared so the OpenAPI document (and /docs' "Authorize" button) shows both ways to send a credential;
+# the guard reads the headers itself.
+_api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="A consumer API key.")
+_bearer = HTTPBearer(auto_error=False, description="A consumer API key, or inside Airflow an Airflow JWT.")
 
 
-def presented_key(request: Request) -> str | None:
-    """The key a request carries, if any."""
-    key = request.headers.get("x-api-key")
-    if key:
-        return key
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
+class LoginRequired(Exception):
+    """The lineage page was asked for without a session: the app answers with a redirect to ``url``."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.url = url
 
 
-def require_api_key(request: Request) -> None:
-    """FastAPI dependency: 401 unless the configured key is presented (no key configured: allow)."""
-    expected: str | None = request.app.state.settings.api_key
-    if not expected:
-        return
-    given = presented_key(request)
-    if given is None or not hmac.compare_digest(given.encode(), expected.encode()):
-        raise HTTPException(
-            status.HTTP_401_UNAUTHORIZED,
-            detail="this consumer needs an API key for writes: send X-API-Key: <key> or Authorization: Bearer <key>",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+def guard_of(request: Request) -> Guard:
+    """The app's guard."""
+    return request.app.state.guard
+
+
+async def authorize(request: Request, access: Access) -> Principal:
+    """The principal of ``request`` for ``access`` (what :func:`requires` runs), kept in ``request.state``."""
+    guard = guard_of(request)
+    try:
+        principal = await guard.authorize(request, access)
+    except HTTPException as refusal:
+        if access >= Access.WRITE:
+            audit.refused(request, access, refusal.status_code)
+        if access is Access.PAGE and refusal.status_code == 401:
+            url = guard.login_url(request)
+            if url:
+                raise LoginRequired(url) from None
+        raise
+    request.state.principal = principal
+    return principal
+
+
+@cache
+def requires(access: Access) -> Callable[..., Awaitable[Principal]]:
+    """The FastAPI dependency for ``access`` (one function per level, so FastAPI resolves it once)."""
+
+    async def dependency(
+        request: Request,
+        _key: Annotated[str | None, Security(_api_key_header)] = None,
+        _token: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)] = None,
+    ) -> Principal:
+        return await authorize(request, access)
+
+    dependency.__name__ = f"requires_{access.name.lower()}"
+    dependency.__qualname__ = dependency.__name__
+    return dependency
+
+
+Reader = Annotated[Principal, Depends(requires(Access.READ))]
+Writer = Annotated[Principal, Depends(requires(Access.WRITE))]
+Admin = Annotated[Principal, Depends(requires(Access.ADMIN))]
+PageViewer = Annotated[Principal, Depends(requires(Access.PAGE))]

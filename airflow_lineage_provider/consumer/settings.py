@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing
+
 
 @dataclass(frozen=True)
 class ConsumerSettings:
@@ -14,8 +16,16 @@ class ConsumerSettings:
     ``postgresql+psycopg2://user:password@host:5432/db``. Tables are created or migrated on first use."""
 
     api_key: str | None = None
-    """When set, every write (ingest, retention) needs it as ``X-API-Key: <key>`` or
-    ``Authorization: Bearer <key>``; reads stay open. None (the default) accepts writes from anyone."""
+    """A key with scope ``write`` (named ``api-key`` in the audit log): ingest and reads, sent as
+    ``X-API-Key: <key>`` or ``Authorization: Bearer <key>``. Kept from before scoped keys; prefer ``keys``."""
+
+    keys: tuple[ApiKey, ...] = ()
+    """Named keys with scopes ``read``, ``write`` or ``admin``, optionally limited to namespace patterns
+    (:mod:`airflow_lineage_provider.consumer.access`)."""
+
+    anonymous: Access | None = None
+    """The access a request without a credential gets: None (the default) for none, or ``Access.READ``,
+    ``WRITE`` or ``ADMIN`` where an operator opts in to anonymous access."""
 
     max_body_bytes: int = 16 * 1024 * 1024
     """Largest request body accepted (after gzip decompression), in bytes; larger ones get 413. 16 MiB."""
@@ -43,6 +53,11 @@ class ConsumerSettings:
     """Nodes whose graph data (names, latest schema, latest run, as encoded JSON) is kept in memory for
     graph answers, keyed by a version every event naming the node bumps, so nothing stale is ever
     served; about 1 KB each. 0 reads every node's data from the store on every query."""
+
+    def all_keys(self) -> KeyRing:
+        """``keys`` plus ``api_key`` as the write key ``api-key``; ValueError on a bad or repeated key."""
+        legacy = (ApiKey("api-key", Access.WRITE, self.api_key),) if self.api_key else ()
+        return KeyRing((*legacy, *self.keys))
 
     def __post_init__(self) -> None:
         if not self.store_url:

@@ -5,7 +5,10 @@ The ingest endpoint is then ``http://<api-server>/lineage/api/v1/lineage`` and t
 ``[lineage_provider] consumer_*`` options. Building the app does not touch the store, so loading the
 plugin in schedulers and workers costs nothing; the store is opened on the first request.
 
-Airflow's own authentication does not cover mounted apps: set ``consumer_api_key`` to protect writes.
+Airflow does not authenticate requests to mounted apps, so the app does it itself with an
+:class:`~airflow_lineage_provider.plugins.airflow_guard.AirflowGuard`: Airflow's JWT (header or the UI's
+session cookie) authorized by the configured auth manager, and the consumer's own API keys for producers.
+No route answers anonymously unless ``consumer_anonymous_access`` says so (docs/security.md).
 """
 
 from __future__ import annotations
@@ -38,10 +41,17 @@ def consumer_apps() -> list[dict[str, Any]]:
         return []
     try:
         from airflow_lineage_provider.consumer import create_app
+        from airflow_lineage_provider.consumer.access import Access, load_keys_file
+        from airflow_lineage_provider.plugins.airflow_guard import AirflowGuard
 
+        keys_file = conf.consumer_keys_file()
+        anonymous = conf.consumer_anonymous_access()
         app = create_app(
             store_url=conf.consumer_store_url(),
             api_key=conf.consumer_api_key(),
+            keys=tuple(load_keys_file(keys_file)) if keys_file else (),
+            anonymous=Access.parse(anonymous) if anonymous else None,
+            guard=AirflowGuard,
             max_body_bytes=conf.consumer_max_body_bytes(),
             strict=conf.consumer_strict(),
             spec_dir=conf.consumer_spec_dir(),

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from airflow_lineage_provider.consumer.access import Access
+
 
 @contextmanager
 def postgres_schema_url() -> Iterator[str]:
@@ -56,7 +58,7 @@ def app(store_url: str) -> Iterator[Any]:
     """A consumer app on ``store_url`` without an API key."""
     from airflow_lineage_provider.consumer import create_app
 
-    application = create_app(store_url=store_url)
+    application = create_app(store_url=store_url, anonymous=Access.ADMIN)
     yield application
     application.state.store.dispose()
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from airflow_lineage_provider.consumer.access import Access
 from support.browser import wait_for
 
 
@@ -15,7 +16,7 @@ def ui_app(store_url: str) -> Any:
     """A consumer app on ``store_url``: ``create_app`` serves the lineage page at ``/ui``."""
     from airflow_lineage_provider.consumer import create_app
 
-    return create_app(store_url=store_url)
+    return create_app(store_url=store_url, anonymous=Access.ADMIN)
 
 
 class LineagePage:

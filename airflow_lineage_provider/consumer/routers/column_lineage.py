@@ -5,16 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from fastapi import APIRouter, HTTPException, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer import nodeids
+from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Settings, Store
 from airflow_lineage_provider.consumer.models import ColumnLineageGraph, Problem
 from airflow_lineage_provider.consumer.routers.lineage import Depth, Direction, MaxNodes, NodeId, picked_nodes
 from airflow_lineage_provider.consumer.store import LineageStore, columns, graph, nodes
 
-router = APIRouter(tags=["lineage"])
+router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
 
 
 def _roots(conn: Any, node_id: str) -> list[int]:

@@ -5,14 +5,16 @@ The namespace is a query parameter, not a path segment, because namespaces usual
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.concurrency import run_in_threadpool
 
+from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import Datasets
 from airflow_lineage_provider.consumer.store import queries
 
-router = APIRouter(tags=["datasets"])
+router = APIRouter(tags=["datasets"], dependencies=[Depends(requires(Access.READ))])
 
 
 @router.get(

@@ -8,13 +8,15 @@ from fastapi import APIRouter, Depends, HTTPException, Request, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from airflow_lineage_provider.consumer.auth import require_api_key
+from airflow_lineage_provider.consumer import audit
+from airflow_lineage_provider.consumer.access import Access, Principal
+from airflow_lineage_provider.consumer.auth import Writer, requires
 from airflow_lineage_provider.consumer.deps import read_body
 from airflow_lineage_provider.consumer.models import IngestSummary, Problem, StoredEvent
 from airflow_lineage_provider.consumer.service import store_events
 from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_body, parse_event
 
-router = APIRouter(tags=["ingest"], dependencies=[Depends(require_api_key)])
+router = APIRouter(tags=["ingest"], dependencies=[Depends(requires(Access.WRITE))])
 
 _EVENT = {"type": "object", "description": "An OpenLineage RunEvent, DatasetEvent or JobEvent."}
 _ONE_OR_MANY = {
@@ -28,7 +30,8 @@ _MANY = {
 }
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": Problem, "description": "Not JSON, a wrong body shape, or an event that cannot be lineage."},
-    401: {"model": Problem, "description": "An API key is configured and was not presented."},
+    401: {"model": Problem, "description": "No credential, or one this consumer does not know."},
+    403: {"model": Problem, "description": "The credential may not write (a read key, a viewer, a cookie alone)."},
     413: {"model": Problem, "description": "The body is larger than the configured limit."},
     503: {"model": Problem, "description": "The lineage store is unavailable; retry later."},
 }
@@ -38,8 +41,15 @@ _BATCH = {
 }
 
 
-def _validate(request: Request, value: Any) -> LineageEvent:
+def _validate(request: Request, value: Any, principal: Principal) -> LineageEvent:
     event = parse_event(value)
+    if principal.namespaces is not None:
+        outside = [ns for ns in audit.namespaces_of([event]) if not principal.namespaces.allows(ns)]
+        if outside:
+            raise EventError(
+                f"{principal.who} may write only namespaces matching {list(principal.namespaces.patterns)}; "
+                f"this event names {outside}"
+            )
     validator = request.app.state.spec_validator
     if validator is not None:
         errors = validator.errors(value)
@@ -56,16 +66,36 @@ def _validate(request: Request, value: Any) -> LineageEvent:
     openapi_extra=_ONE_OR_MANY,
     summary="Ingest one event (201), or an array of events (as /batch)",
 )
-async def post_lineage(request: Request) -> Any:
+async def post_lineage(request: Request, principal: Writer) -> Any:
     values, is_array = parse_body(await read_body(request))
     if is_array:
-        return await _store_batch(request, values)
-    event = _validate(request, values[0])
+        return await _store_batch(request, values, principal)
+    try:
+        event = _validate(request, values[0], principal)
+    except EventError:
+        _audit(principal, 1, 0, 0, 1, [], status.HTTP_400_BAD_REQUEST)
+        raise
     result, errors = await run_in_threadpool(store_events, request.app.state.store, [event])
     if errors:
+        _audit(principal, 1, 0, 0, 1, audit.namespaces_of([event]), status.HTTP_400_BAD_REQUEST)
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=errors[0])
+    _audit(principal, 1, result.stored, result.duplicates, 0, audit.namespaces_of([event]), status.HTTP_201_CREATED)
     request.app.state.retention.maybe_run(request.app.state.store)
     return JSONResponse({"status": "stored" if result.stored else "duplicate"}, status_code=status.HTTP_201_CREATED)
+
+
+def _audit(
+    principal: Principal, received: int, stored: int, duplicates: int, refused: int, namespaces: list[str], code: int
+) -> None:
+    audit.ingest(
+        principal,
+        received=received,
+        stored=stored,
+        duplicates=duplicates,
+        refused=refused,
+        namespaces=namespaces,
+        status=code,
+    )
 
 
 @router.post(
@@ -75,25 +105,25 @@ async def post_lineage(request: Request) -> Any:
     openapi_extra=_MANY,
     summary="Ingest an array of events: 200 if all stored, 207 with per-event errors if some were not",
 )
-async def post_batch(request: Request) -> Any:
+async def post_batch(request: Request, principal: Writer) -> Any:
     values, is_array = parse_body(await read_body(request))
     if not is_array:
         raise EventError("the batch endpoint takes a JSON array of events; post a single event to /api/v1/lineage")
-    return await _store_batch(request, values)
+    return await _store_batch(request, values, principal)
 
 
-async def _store_batch(request: Request, values: list[Any]) -> JSONResponse:
+async def _store_batch(request: Request, values: list[Any], principal: Principal) -> JSONResponse:
     errors: dict[int, str] = {}
     valid: list[tuple[int, LineageEvent]] = []
     for index, value in enumerate(values):
         try:
-            valid.append((index, _validate(request, value)))
+            valid.append((index, _validate(request, value, principal)))
         except EventError as error:
             errors[index] = str(error)
-    duplicates = 0
+    duplicates = stored = 0
     if valid:
         result, refused = await run_in_threadpool(store_events, request.app.state.store, [e for _, e in valid])
-        duplicates = result.duplicates
+        duplicates, stored = result.duplicates, result.stored
         errors.update((valid[i][0], message) for i, message in refused.items())
         request.app.state.retention.maybe_run(request.app.state.store)
     summary = {
@@ -109,4 +139,6 @@ async def _store_batch(request: Request, values: list[Any]) -> JSONResponse:
             for i in range(len(values))
         ]
     code = status.HTTP_200_OK if not errors else status.HTTP_207_MULTI_STATUS if len(errors) < len(values) else 400
+    namespaces = audit.namespaces_of(event for index, event in valid if index not in errors)
+    _audit(principal, len(values), stored, duplicates, len(errors), namespaces, code)
     return JSONResponse(summary, status_code=code)

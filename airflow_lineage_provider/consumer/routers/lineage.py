@@ -5,17 +5,19 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from fastapi import APIRouter, HTTPException, Query, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Select, func, select, union_all
 
 from airflow_lineage_provider.consumer import nodeids
+from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Settings, Store
 from airflow_lineage_provider.consumer.gc_pause import paused_gc
 from airflow_lineage_provider.consumer.models import LineageGraph, Problem
 from airflow_lineage_provider.consumer.store import LineageStore, graph, nodes, subgraph
 
-router = APIRouter(tags=["lineage"])
+router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
 
 NodeId = Annotated[
     str,

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.concurrency import run_in_threadpool
 
+from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
 from airflow_lineage_provider.consumer.models import Namespaces
 from airflow_lineage_provider.consumer.store import queries
 
-router = APIRouter(tags=["namespaces"])
+router = APIRouter(tags=["namespaces"], dependencies=[Depends(requires(Access.READ))])
 
 
 @router.get("/api/v1/namespaces", response_model=Namespaces, summary="Namespaces of jobs and datasets")

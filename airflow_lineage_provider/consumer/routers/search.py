@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
 
+from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import SearchResults
 from airflow_lineage_provider.consumer.store import queries
 
-router = APIRouter(tags=["search"])
+router = APIRouter(tags=["search"], dependencies=[Depends(requires(Access.READ))])
 
 
 @router.get("/api/v1/search", response_model=SearchResults, summary="Jobs and datasets by name fragment")

@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from fastapi import APIRouter, HTTPException, Request, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 from fastapi.responses import HTMLResponse
+
+from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.auth import guard_of, requires
 
 #: Where the page lives inside the consumer app.
 UI_PATH = "/ui"
@@ -65,23 +68,35 @@ def _page_template() -> str:
     return resources.files(__package__).joinpath("assets", "index.html").read_text(encoding="utf-8")
 
 
-def page_html(base: str) -> str:
-    """The page for an app mounted at ``base`` (``""`` standalone, ``"/lineage"`` in Airflow)."""
-    return _page_template().replace("{{BASE}}", html.escape(base.rstrip("/"), quote=True))
+def page_html(base: str, auth_mode: str = "key", login_url: str = "") -> str:
+    """The page for an app mounted at ``base`` (``""`` standalone, ``"/lineage"`` in Airflow).
+
+    ``auth_mode`` tells the page how its API calls authenticate: ``key`` (it asks for a key when the
+    server answers 401) or ``airflow`` (the session cookie; on 401 it links to ``login_url``).
+    """
+    values = {"{{BASE}}": base.rstrip("/"), "{{AUTH}}": auth_mode, "{{LOGIN}}": login_url}
+    page = _page_template()
+    for placeholder, value in values.items():
+        page = page.replace(placeholder, html.escape(value, quote=True))
+    return page
 
 
 def lineage_ui_router() -> APIRouter:
     """A router serving the lineage page at ``/ui`` and its assets at ``/ui/assets/<file>``.
 
+    Every route asks for :attr:`~..access.Access.PAGE` access: anyone standalone (the page asks for a key
+    itself), a logged-in user inside Airflow (a browser without a session is sent to Airflow's login).
     Include it in a consumer app (``create_app(..., extra_routers=[lineage_ui_router()])``); inside
     Airflow the page is then at ``/lineage/ui``. Open ``/ui?nodeId=<node id>`` to start from a node, e.g.
     ``/ui?nodeId=dataset%3Awarehouse%3Aorders`` (the id URL-encoded, as any query parameter).
     """
-    router = APIRouter(prefix=UI_PATH, include_in_schema=False)
+    router = APIRouter(prefix=UI_PATH, include_in_schema=False, dependencies=[Depends(requires(Access.PAGE))])
 
     @router.get("", response_class=HTMLResponse)
     async def lineage_page(request: Request) -> HTMLResponse:
-        return HTMLResponse(page_html(request.scope.get("root_path", "")), headers=_HEADERS)
+        guard = guard_of(request)
+        login = guard.login_url(request) or ""
+        return HTMLResponse(page_html(request.scope.get("root_path", ""), guard.mode, login), headers=_HEADERS)
 
     @router.get("/assets/{name}")
     async def lineage_page_asset(name: str, request: Request) -> Response:

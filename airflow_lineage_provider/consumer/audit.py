@@ -1,0 +1,87 @@
+"""The audit trail: one INFO line per write, prune and reset, and per refused attempt at one.
+
+Lines go to the ``airflow_lineage_provider.consumer.audit`` logger and name who acted (a key's name, an
+Airflow user's name, or ``anonymous`` — never a secret), what (events, namespaces, days) and the outcome::
+
+    lineage audit: ingest by key 'producers': 3 received, 2 stored, 1 duplicate, 0 refused; namespaces airflow -> 200
+    lineage audit: prune by user 'admin': older than 30 days; removed 1200 events, 80 runs -> 200
+    lineage audit: refused write (ingest events) anonymous at POST /api/v1/lineage -> 401
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from fastapi import Request
+
+from airflow_lineage_provider.consumer.access import Access, Principal
+from airflow_lineage_provider.consumer.guards import ACTIONS, header_credential
+from airflow_lineage_provider.consumer.validation import LineageEvent
+
+log = logging.getLogger(__name__)
+
+#: Namespaces named in one line at most; the rest are counted.
+_MAX_NAMESPACES = 10
+
+
+def namespaces_of(events: Iterable[LineageEvent]) -> list[str]:
+    """The namespaces of the jobs and datasets the events name, sorted."""
+    found: set[str] = set()
+    for event in events:
+        for ref in (event.job, event.dataset, *event.inputs, *event.outputs):
+            if ref is not None:
+                found.add(ref.namespace)
+    return sorted(found)
+
+
+def _listed(namespaces: list[str]) -> str:
+    if not namespaces:
+        return "none"
+    shown = ", ".join(repr(ns)[1:-1] for ns in namespaces[:_MAX_NAMESPACES])
+    extra = len(namespaces) - _MAX_NAMESPACES
+    return f"{shown} (+{extra} more)" if extra > 0 else shown
+
+
+def ingest(
+    principal: Principal,
+    *,
+    received: int,
+    stored: int,
+    duplicates: int,
+    refused: int,
+    namespaces: list[str],
+    status: int,
+) -> None:
+    """Log one ingest request."""
+    log.info(
+        "lineage audit: ingest by %s: %d received, %d stored, %d duplicate, %d refused; namespaces %s -> %d",
+        principal.who,
+        received,
+        stored,
+        duplicates,
+        refused,
+        _listed(namespaces),
+        status,
+    )
+
+
+def prune(principal: Principal, *, days: float, events: int | None, runs: int | None, status: int) -> None:
+    """Log one prune request (``events``/``runs`` None when it failed)."""
+    removed = f"removed {events} events, {runs} runs" if events is not None else "nothing removed"
+    log.info("lineage audit: prune by %s: older than %g days; %s -> %d", principal.who, days, removed, status)
+
+
+def refused(request: Request, access: Access, status: int) -> None:
+    """Log a write or destructive call refused for want of a credential (401) or of permission (403)."""
+    credential = header_credential(request)
+    how = "with a header credential" if credential else "with a session cookie only" if request.cookies else "anonymous"
+    log.info(
+        "lineage audit: refused %s (%s) %s at %s %s -> %d",
+        access.label,
+        ACTIONS[access],
+        how,
+        request.method,
+        request.url.path,
+        status,
+    )
