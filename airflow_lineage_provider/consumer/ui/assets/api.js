@@ -2,6 +2,48 @@
 // (URL-encoded by URLSearchParams), so namespaces such as "postgres://db:5432" need no escaping rules.
 
 const BASE = document.querySelector('meta[name="lineage-base"]')?.content ?? "";
+// How the API calls authenticate (docs/security.md): "key" — standalone, the page asks for a key when
+// the server answers 401 and keeps it in this tab's session storage, sent as a header, never in a URL;
+// "airflow" — inside Airflow, the session cookie; on 401 the page goes to Airflow's login.
+const AUTH = document.querySelector('meta[name="lineage-auth"]')?.content || "key";
+const LOGIN = document.querySelector('meta[name="lineage-login"]')?.content || "";
+const KEY_ITEM = "lineage-api-key";
+let pendingKey = null;
+
+function authHeaders() {
+  const key = AUTH === "key" ? sessionStorage.getItem(KEY_ITEM) : null;
+  return key ? { "X-API-Key": key } : {};
+}
+
+/** Ask for a key once, however many requests were refused meanwhile; resolves when one is entered. */
+function askForKey(reason) {
+  if (pendingKey) return pendingKey;
+  const dialog = document.getElementById("key-dialog");
+  const form = document.getElementById("key-form");
+  const input = document.getElementById("key-input");
+  document.getElementById("key-reason").textContent = reason;
+  input.value = "";
+  pendingKey = new Promise((resolve) => {
+    const submitted = (event) => {
+      event.preventDefault();
+      if (!input.value.trim()) return;
+      sessionStorage.setItem(KEY_ITEM, input.value.trim());
+      form.removeEventListener("submit", submitted);
+      dialog.close();
+      pendingKey = null;
+      resolve();
+    };
+    form.addEventListener("submit", submitted);
+  });
+  dialog.showModal();
+  input.focus();
+  return pendingKey;
+}
+
+/** Forget the key of this tab (the "Key" button), so the next request asks again. */
+export function forgetKey() {
+  sessionStorage.removeItem(KEY_ITEM);
+}
 
 /** An error answer of the API, with the status and the server's own explanation. */
 export class ApiError extends Error {
@@ -16,7 +58,16 @@ async function getJson(path, params = {}, signal = undefined) {
   for (const [key, value] of Object.entries(params)) {
     if (value !== undefined && value !== null && value !== "") url.searchParams.set(key, String(value));
   }
-  const response = await fetch(url, { headers: { Accept: "application/json" }, signal });
+  let response = await fetch(url, { headers: { Accept: "application/json", ...authHeaders() }, signal });
+  while (response.status === 401 && AUTH === "key") {
+    const refused = sessionStorage.getItem(KEY_ITEM) !== null;
+    sessionStorage.removeItem(KEY_ITEM);
+    await askForKey(refused ? "That key was refused: enter another one." : "This lineage server needs a key to read.");
+    response = await fetch(url, { headers: { Accept: "application/json", ...authHeaders() }, signal });
+  }
+  if (response.status === 401 && AUTH === "airflow" && LOGIN) {
+    window.location.assign(LOGIN); // the Airflow session has ended: log in again, then come back here
+  }
   if (!response.ok) {
     let detail = `${response.status} ${response.statusText}`;
     try {
