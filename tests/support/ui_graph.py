@@ -198,9 +198,11 @@ def sales_events() -> list[dict[str, Any]]:
     ]
 
 
-def post_events(base_url: str, events: list[dict[str, Any]], chunk: int = 500) -> None:
+def post_events(
+    base_url: str, events: list[dict[str, Any]], chunk: int = 500, headers: dict[str, str] | None = None
+) -> None:
     """Send events to the consumer's batch ingest endpoint, checking every one is stored."""
-    with httpx.Client(timeout=120) as client:
+    with httpx.Client(timeout=120, headers=headers) as client:
         for start in range(0, len(events), chunk):
             batch = events[start : start + chunk]
             answer = client.post(f"{base_url}/api/v1/lineage/batch", json=batch)
