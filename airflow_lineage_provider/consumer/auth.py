@@ -2,8 +2,8 @@
 
 A route states the access level it needs; the app's guard (``app.state.guard``, see :mod:`.guards`)
 resolves the request's credential to a :class:`~.access.Principal` or refuses it. Refused writes are
-written to the audit log. The lineage page asks at :attr:`Access.PAGE`: a browser without a session is
-sent to the guard's login page instead of getting a JSON error.
+written to the audit log. The lineage page asks at :attr:`Access.PAGE`: a browser opening it without a
+session is sent to the guard's login page instead of getting a JSON error.
 
 Example::
 
@@ -53,7 +53,9 @@ async def authorize(request: Request, access: Access) -> Principal:
     except HTTPException as refusal:
         if access >= Access.WRITE:
             audit.refused(request, access, refusal.status_code)
-        if access is Access.PAGE and refusal.status_code == 401:
+        # A person opening a page (a browser navigation asks for HTML) goes to the login page; the page's
+        # scripts and a client fetching /openapi.json get the 401, not a login form in place of what they asked.
+        if access is Access.PAGE and refusal.status_code == 401 and "text/html" in request.headers.get("accept", ""):
             url = guard.login_url(request)
             if url:
                 raise LoginRequired(url) from None

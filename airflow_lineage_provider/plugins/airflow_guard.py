@@ -126,6 +126,7 @@ class AirflowGuard:
         return Principal(name, "user")
 
     def login_url(self, request: Request) -> str | None:
+        """Airflow's login page, coming back to ``request``'s URL."""
         try:
             return _auth_manager().get_url_login(next_url=str(request.url))
         except (HTTPException, RuntimeError, AttributeError) as error:  # no auth manager in this process
