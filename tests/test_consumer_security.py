@@ -216,6 +216,11 @@ def test_a_namespace_limited_write_key_may_write_only_its_namespaces(tmp_path: P
             }
         ]
         assert client.post("/api/v1/lineage", json=outside, headers=headers).status_code == 400
+        # a namespace named deeper in the event (a column-lineage input field) counts too
+        columns = {"total": [("finance", "ledger", "amount")]}
+        sneaky = run_event("COMPLETE", "load", outputs=[dataset("b", fields=["total"], columns=columns)])
+        refused = client.post("/api/v1/lineage", json=sneaky, headers=headers)
+        assert refused.status_code == 400 and "this event names ['finance']" in refused.json()["detail"]
     app.state.store.dispose()
 
 

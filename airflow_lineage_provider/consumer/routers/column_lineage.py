@@ -1,4 +1,9 @@
-"""``GET /api/v1/column-lineage``: field-level lineage from ``columnLineage`` facets, in Marquez's shape."""
+"""``GET /api/v1/column-lineage``: field-level lineage from ``columnLineage`` facets, in Marquez's shape.
+
+For a key limited to namespace patterns, a field is visible when its dataset's namespace is: the walk
+never steps into a hidden field (nor beyond it), no edge or input field names one, and a hidden root
+answers 404 exactly like a missing one.
+"""
 
 from __future__ import annotations
 
@@ -9,27 +14,28 @@ from fastapi import APIRouter, Depends, HTTPException, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer import nodeids
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.access import Access, NamespaceScope
+from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Settings, Store
 from airflow_lineage_provider.consumer.models import ColumnLineageGraph, Problem
 from airflow_lineage_provider.consumer.routers.lineage import Depth, Direction, MaxNodes, NodeId, picked_nodes
 from airflow_lineage_provider.consumer.store import LineageStore, columns, graph, nodes
+from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
 
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
 
 
-def _roots(conn: Any, node_id: str) -> list[int]:
+def _roots(conn: Any, node_id: str, visible: Visible = None) -> list[int]:
     kind, rest = nodeids.parse(node_id)
     if kind == "job":
         raise nodeids.NodeIdError(
             "column lineage starts from a datasetField:<ns>:<name>:<field> or dataset:<ns>:<name>"
         )
     if kind == "dataset":
-        dataset = nodes.find_node(conn, "dataset", rest)
+        dataset = nodes.find_node(conn, "dataset", rest, visible)
         roots = columns.dataset_field_ids(conn, dataset[0]) if dataset else []
     else:
-        field = nodes.find_field(conn, rest)
+        field = nodes.find_field(conn, rest, visible)
         roots = [field[0]] if field else []
     if not roots:
         raise HTTPException(
@@ -38,11 +44,23 @@ def _roots(conn: Any, node_id: str) -> list[int]:
     return roots
 
 
-def column_graph(store: LineageStore, node_id: str, depth: int, direction: str, max_nodes: int) -> bytes:
-    """The column-lineage graph around a field (or all fields of a dataset) as JSON bytes."""
+def column_graph(
+    store: LineageStore,
+    node_id: str,
+    depth: int,
+    direction: str,
+    max_nodes: int,
+    namespaces: NamespaceScope | None = None,
+) -> bytes:
+    """The column-lineage graph around a field (or all fields of a dataset) as JSON bytes, within ``namespaces``."""
     with store.read() as conn:
-        roots = _roots(conn, node_id)
-        bounds = graph.WalkBounds(hops=depth, max_nodes=max(max_nodes, len(roots)))
+        visible = visible_namespaces(conn, namespaces)
+        roots = _roots(conn, node_id, visible)
+        bounds = graph.WalkBounds(
+            hops=depth,
+            max_nodes=max(max_nodes, len(roots)),
+            namespaces=None if visible is None else tuple(visible),
+        )
         picked = {
             node: hops
             for node, hops in conn.execute(
@@ -93,12 +111,19 @@ def column_graph(store: LineageStore, node_id: str, depth: int, direction: str, 
 async def get_column_lineage(
     store: Store,
     settings: Settings,
+    principal: Reader,
     node_id: NodeId,
     depth: Depth = 20,
     direction: Direction = "both",
     max_nodes: MaxNodes = None,
 ) -> Response:
     body = await run_in_threadpool(
-        column_graph, store, node_id, depth, direction, max_nodes or settings.default_max_nodes
+        column_graph,
+        store,
+        node_id,
+        depth,
+        direction,
+        max_nodes or settings.default_max_nodes,
+        principal.namespaces,
     )
     return Response(body, media_type="application/json")

@@ -9,10 +9,11 @@ from fastapi import APIRouter, Depends
 from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import Datasets
 from airflow_lineage_provider.consumer.store import queries
+from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
 router = APIRouter(tags=["datasets"], dependencies=[Depends(requires(Access.READ))])
 
@@ -21,11 +22,17 @@ router = APIRouter(tags=["datasets"], dependencies=[Depends(requires(Access.READ
     "/api/v1/datasets", response_model=Datasets, summary="Datasets with their latest schema, facets and symlinks"
 )
 async def get_datasets(
-    store: Store, namespace: Namespace = None, name_contains: Contains = None, limit: Limit = 100, offset: Offset = 0
+    store: Store,
+    principal: Reader,
+    namespace: Namespace = None,
+    name_contains: Contains = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> dict:
     def run() -> dict:
         with store.read() as conn:
-            items, total = queries.list_nodes(conn, "dataset", namespace, limit, offset, name_contains)
+            visible = visible_namespaces(conn, principal.namespaces)
+            items, total = queries.list_nodes(conn, "dataset", namespace, limit, offset, name_contains, visible)
         return {"datasets": items, "totalCount": total}
 
     return await run_in_threadpool(run)

@@ -1,4 +1,8 @@
-"""``GET /api/v1/events``: the raw events exactly as received, newest event time first."""
+"""``GET /api/v1/events``: the raw events exactly as received, newest event time first.
+
+A namespace-limited key gets only the events that name no hidden namespace anywhere, with the total
+counted the same way (see :mod:`..store.queries`).
+"""
 
 from __future__ import annotations
 
@@ -9,11 +13,12 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
 from airflow_lineage_provider.consumer.models import Events
 from airflow_lineage_provider.consumer.routers.runs import UUID_PATTERN
 from airflow_lineage_provider.consumer.store import queries
+from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
 router = APIRouter(tags=["events"], dependencies=[Depends(requires(Access.READ))])
 
@@ -21,6 +26,7 @@ router = APIRouter(tags=["events"], dependencies=[Depends(requires(Access.READ))
 @router.get("/api/v1/events", response_model=Events, summary="Raw events as received, newest first")
 async def get_events(
     store: Store,
+    principal: Reader,
     run_id: Annotated[str | None, Query(alias="runId", pattern=UUID_PATTERN)] = None,
     after: Annotated[datetime | None, Query(description="Only events at or after this time.")] = None,
     before: Annotated[datetime | None, Query(description="Only events before this time.")] = None,
@@ -29,7 +35,8 @@ async def get_events(
 ) -> dict:
     def run() -> dict:
         with store.read() as conn:
-            items, total = queries.list_events(conn, limit, offset, run_id, after, before)
+            visible = visible_namespaces(conn, principal.namespaces)
+            items, total = queries.list_events(conn, limit, offset, run_id, after, before, visible)
         return {"events": items, "totalCount": total}
 
     return await run_in_threadpool(run)

@@ -41,10 +41,26 @@ _BATCH = {
 }
 
 
+def _named_namespaces(value: Any) -> set[str]:
+    """Every ``"namespace": "<string>"`` member anywhere in an event (job, datasets, column-lineage input
+    fields, symlinks, parent facet): all that an event could put into the store. Iterative, for any depth."""
+    found: set[str] = set()
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("namespace"), str):
+                found.add(item["namespace"])
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return found
+
+
 def _validate(request: Request, value: Any, principal: Principal) -> LineageEvent:
     event = parse_event(value)
     if principal.namespaces is not None:
-        outside = [ns for ns in audit.namespaces_of([event]) if not principal.namespaces.allows(ns)]
+        outside = sorted(ns for ns in _named_namespaces(value) if not principal.namespaces.allows(ns))
         if outside:
             raise EventError(
                 f"{principal.who} may write only namespaces matching {list(principal.namespaces.patterns)}; "

@@ -1,4 +1,11 @@
-"""``GET /api/v1/lineage``: the job/dataset graph around a node, in Marquez's shape."""
+"""``GET /api/v1/lineage``: the job/dataset graph around a node, in Marquez's shape.
+
+For a key limited to namespace patterns the walk stops at the boundary: it never steps into a node in a
+hidden namespace (the walk's ``namespaces`` bound, applied in the recursive step, see :mod:`..store.graph`),
+so nothing beyond one is reached through it and no edge into one is drawn; a hidden root answers 404
+exactly like a missing node. The graph cards hold one node's own data each, so a card read for another
+key is only ever served for a node this walk reached.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +17,13 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Select, func, select, union_all
 
 from airflow_lineage_provider.consumer import nodeids
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.access import Access, NamespaceScope
+from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Settings, Store
 from airflow_lineage_provider.consumer.gc_pause import paused_gc
 from airflow_lineage_provider.consumer.models import LineageGraph, Problem
 from airflow_lineage_provider.consumer.store import LineageStore, graph, nodes, subgraph
+from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
 
@@ -60,16 +68,26 @@ def _not_found(node_id: str) -> HTTPException:
     return HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no node {node_id!r} in this lineage store")
 
 
-def lineage_graph(store: LineageStore, node_id: str, depth: int, direction: str, max_nodes: int) -> bytes:
-    """The graph around ``node_id`` as JSON bytes (``{"graph": [...]}``)."""
+def lineage_graph(
+    store: LineageStore,
+    node_id: str,
+    depth: int,
+    direction: str,
+    max_nodes: int,
+    namespaces: NamespaceScope | None = None,
+) -> bytes:
+    """The graph around ``node_id`` as JSON bytes (``{"graph": [...]}``), within ``namespaces`` if given."""
     kind, rest = nodeids.parse(node_id)
     if kind == "datasetField":
         raise nodeids.NodeIdError("datasetField: ids belong to /api/v1/column-lineage")
     with store.read() as conn, paused_gc():
-        root = nodes.find_node(conn, kind, rest)
+        visible = visible_namespaces(conn, namespaces)
+        root = nodes.find_node(conn, kind, rest, visible)
         if root is None:
             raise _not_found(node_id)
-        bounds = graph.WalkBounds(hops=hops_for(kind, depth), max_nodes=max_nodes)
+        bounds = graph.WalkBounds(
+            hops=hops_for(kind, depth), max_nodes=max_nodes, namespaces=None if visible is None else tuple(visible)
+        )
         picked = picked_nodes([root[0]], direction, bounds, graph.NODE_EDGES, conn.dialect.name)
         found, edges = subgraph.subgraph(conn, picked, store.graph_cards)
         for origin, destination in edges:
@@ -93,12 +111,19 @@ def lineage_graph(store: LineageStore, node_id: str, depth: int, direction: str,
 async def get_lineage(
     store: Store,
     settings: Settings,
+    principal: Reader,
     node_id: NodeId,
     depth: Depth = 20,
     direction: Direction = "both",
     max_nodes: MaxNodes = None,
 ) -> Response:
     body = await run_in_threadpool(
-        lineage_graph, store, node_id, depth, direction, max_nodes or settings.default_max_nodes
+        lineage_graph,
+        store,
+        node_id,
+        depth,
+        direction,
+        max_nodes or settings.default_max_nodes,
+        principal.namespaces,
     )
     return Response(body, media_type="application/json")

@@ -1,4 +1,8 @@
-"""``GET /api/v1/runs``: the runs of a job, and one run with the datasets it read and wrote."""
+"""``GET /api/v1/runs``: the runs of a job, and one run with the datasets it read and wrote.
+
+A namespace-limited key gets 404 for a hidden job's runs, exactly as for a missing job, and a run's
+inputs and outputs in visible namespaces only.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,11 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
 from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
 from airflow_lineage_provider.consumer.models import Problem, Runs
 from airflow_lineage_provider.consumer.store import nodes, queries
+from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
 router = APIRouter(tags=["runs"], dependencies=[Depends(requires(Access.READ))])
 
@@ -22,6 +27,7 @@ RunId = Annotated[str, Path(pattern=UUID_PATTERN, description="The run's UUID.")
 @router.get("/api/v1/runs", response_model=Runs, responses={404: {"model": Problem}}, summary="Runs of a job")
 async def get_runs(
     store: Store,
+    principal: Reader,
     job_namespace: Annotated[str, Query(alias="jobNamespace", max_length=5000)],
     job_name: Annotated[str, Query(alias="jobName", max_length=5000)],
     limit: Limit = 100,
@@ -29,20 +35,21 @@ async def get_runs(
 ) -> dict:
     def run() -> dict:
         with store.read() as conn:
-            job = nodes.find_node(conn, "job", f"{job_namespace}:{job_name}")
+            visible = visible_namespaces(conn, principal.namespaces)
+            job = nodes.find_node(conn, "job", f"{job_namespace}:{job_name}", visible)
             if job is None or (job[1], job[2]) != (job_namespace, job_name):
                 raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no job {job_namespace!r} / {job_name!r}")
-            items, total = queries.list_runs(conn, job[0], limit, offset)
+            items, total = queries.list_runs(conn, job[0], limit, offset, visible)
         return {"runs": items, "totalCount": total}
 
     return await run_in_threadpool(run)
 
 
 @router.get("/api/v1/runs/{run_id}", responses={404: {"model": Problem}}, summary="One run with inputs and outputs")
-async def get_run(store: Store, run_id: RunId) -> dict:
+async def get_run(store: Store, principal: Reader, run_id: RunId) -> dict:
     def run() -> dict:
         with store.read() as conn:
-            found = queries.get_run(conn, run_id)
+            found = queries.get_run(conn, run_id, visible_namespaces(conn, principal.namespaces))
         if found is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no run {run_id}")
         return found

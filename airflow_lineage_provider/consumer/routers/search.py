@@ -8,10 +8,11 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Limit, Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import SearchResults
 from airflow_lineage_provider.consumer.store import queries
+from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
 router = APIRouter(tags=["search"], dependencies=[Depends(requires(Access.READ))])
 
@@ -19,6 +20,7 @@ router = APIRouter(tags=["search"], dependencies=[Depends(requires(Access.READ))
 @router.get("/api/v1/search", response_model=SearchResults, summary="Jobs and datasets by name fragment")
 async def get_search(
     store: Store,
+    principal: Reader,
     q: Annotated[str, Query(min_length=1, max_length=1000, description="Text the name contains (any case).")],
     filter: Annotated[Literal["job", "dataset"] | None, Query(description="Only jobs or only datasets.")] = None,
     namespace: Namespace = None,
@@ -27,7 +29,8 @@ async def get_search(
 ) -> dict:
     def run() -> dict:
         with store.read() as conn:
-            items, total = queries.search(conn, q, filter, namespace, limit, offset)
+            visible = visible_namespaces(conn, principal.namespaces)
+            items, total = queries.search(conn, q, filter, namespace, limit, offset, visible)
         return {"results": items, "totalCount": total}
 
     return await run_in_threadpool(run)

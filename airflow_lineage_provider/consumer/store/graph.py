@@ -15,7 +15,12 @@ Bounds, each applied inside the recursion:
   the recursive select, PostgreSQL evaluates the CTE lazily under an outer ``LIMIT`` and also caps each
   hop at ``max_nodes`` rows (a ``LIMIT`` on the recursive term, which SQLite does not accept). The answer
   holds at most ``max_nodes`` distinct nodes, nearest first, each at its shortest distance;
-* ``since`` — optionally, only edges seen at or after that time (DQX's ``lookback_days``).
+* ``since`` — optionally, only edges seen at or after that time (DQX's ``lookback_days``);
+* ``namespaces`` — optionally, only nodes in these namespaces (a key limited to namespace patterns, see
+  :mod:`.visibility`): the recursive step joins the node it steps into (for column lineage, the field's
+  dataset) and keeps it only when its namespace is listed. A hidden node is never a row, so nothing beyond
+  it is reached through it, and the subgraph, drawn among the rows, has no edge into it. The roots are
+  the caller's to check. None (every namespace) builds the statement without that join.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any, Literal
 from sqlalchemy import CTE, Connection, Select, Table, cast, func, literal, null, select
 
 from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store.visibility import namespace_in
 
 Direction = Literal["upstream", "downstream"]
 
@@ -65,6 +71,8 @@ class WalkBounds:
     hops: int
     max_nodes: int
     since: datetime | None = None
+    namespaces: tuple[str, ...] | None = None
+    """Only nodes in these namespaces are stepped into (None: every namespace)."""
 
     def budget(self, roots: int) -> int:
         """Rows of the recursion read at most: ``max_nodes`` per hop, for at most 8 hops' worth."""
@@ -87,11 +95,24 @@ def walk_cte(
     step = step.where(walk.c.depth < bounds.hops)
     if bounds.since is not None:
         step = step.where(edge.c[spec.seen] >= bounds.since)
+    if bounds.namespaces is not None:
+        step = _within(step, spec, edge, bounds.namespaces, dialect, name)
     if dialect == "sqlite":
         bounded = walk.union(step)
         bounded.element = bounded.element.limit(bounds.budget(len(roots)))
         return bounded
     return walk.union(step.limit(bounds.max_nodes))
+
+
+def _within(step: Select[Any], spec: EdgeSpec, edge: Any, namespaces: tuple[str, ...], dialect: str, name: str) -> Any:
+    """``step`` keeping only the nodes (fields: of datasets) in ``namespaces`` it steps into."""
+    node = tables.nodes.alias(f"{name}_node")
+    if spec.table is tables.column_edges:
+        field = tables.fields.alias(f"{name}_field")
+        step = step.join(field, field.c.id == edge.c[spec.next]).join(node, node.c.id == field.c.dataset_id)
+    else:
+        step = step.join(node, node.c.id == edge.c[spec.next])
+    return step.where(namespace_in(node.c.namespace, namespaces, dialect))
 
 
 def _rows(walk: CTE, bounds: WalkBounds, roots: list[int], *columns: str) -> Any:

@@ -1,4 +1,9 @@
-"""Jobs and datasets: lookup by Marquez node id, and their full details in Marquez's shape."""
+"""Jobs and datasets: lookup by Marquez node id, and their full details in Marquez's shape.
+
+``visible`` (see :mod:`.visibility`) limits what a namespace-limited key gets: a hidden node is not
+found, and details leave out inputs, outputs and symlinks in hidden namespaces, and facet objects that
+name one. None shows everything, with the same statements as before.
+"""
 
 from __future__ import annotations
 
@@ -10,31 +15,35 @@ from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.ingest import field_key, node_key
 from airflow_lineage_provider.consumer.store.text import iso, loads
+from airflow_lineage_provider.consumer.store.visibility import Visible, scrub
 
 #: Ids per ``IN (...)`` list (SQLite accepts 32,766 parameters per statement).
 CHUNK = 5000
 
 
-def find_node(conn: Connection, kind: str, rest: str) -> tuple[int, str, str] | None:
+def find_node(conn: Connection, kind: str, rest: str, visible: Visible = None) -> tuple[int, str, str] | None:
     """``(id, namespace, name)`` of the job or dataset whose id is ``<kind>:<rest>``, or None.
 
-    When several splits of ``rest`` name existing nodes, the one with the longest namespace wins.
+    When several splits of ``rest`` name existing nodes, the one with the longest namespace wins; with
+    ``visible``, only nodes in those namespaces are candidates (a hidden node is None, as a missing one).
     """
     candidates = [node_key(kind, ns, name) for ns, name in nodeids.splits(rest, 2)]
     if not candidates:
         return None
     n = tables.nodes.c
     found = conn.execute(select(n.id, n.namespace, n.name).where(n.node_key.in_(candidates))).all()
+    if visible is not None:
+        found = [row for row in found if row[1] in visible]
     if not found:
         return None
     node_id, namespace, name = max(found, key=lambda row: len(row[1]))
     return node_id, namespace, name
 
 
-def find_field(conn: Connection, rest: str) -> tuple[int, str, str, str] | None:
-    """``(field_id, namespace, dataset, field)`` for ``datasetField:<rest>``, or None."""
+def find_field(conn: Connection, rest: str, visible: Visible = None) -> tuple[int, str, str, str] | None:
+    """``(field_id, namespace, dataset, field)`` for ``datasetField:<rest>``, or None (also when hidden)."""
     for namespace, name, field in nodeids.splits(rest, 3):
-        dataset = find_node(conn, "dataset", f"{namespace}:{name}")
+        dataset = find_node(conn, "dataset", f"{namespace}:{name}", visible)
         if dataset is None or (dataset[1], dataset[2]) != (namespace, name):
             continue
         field_id = conn.execute(
@@ -97,7 +106,7 @@ def _details_query() -> Any:
     )
 
 
-def _node_data(row: Any) -> dict[str, Any]:
+def _node_data(row: Any, visible: Visible = None) -> dict[str, Any]:
     data = {
         "id": {"namespace": row.namespace, "name": row.name},
         "name": row.name,
@@ -115,30 +124,38 @@ def _node_data(row: Any) -> dict[str, Any]:
             lastModifiedAt=iso(row.schema_time),
             tags=[],
             description=None,
-            facets=loads(row.dataset_facets, {}),
+            facets=_facets(row.dataset_facets, visible),
             symlinks=[],
         )
     else:
         latest = run_data(row, row.run_created_at, row.run_updated_at)
         data.update(type="BATCH", simpleName=row.name, latestRun=latest, inputs=[], outputs=[])
-        data["facets"] = loads(row.job_facets, {})
+        data["facets"] = _facets(row.job_facets, visible)
     return data
 
 
-def node_details(conn: Connection, ids: list[int]) -> dict[int, dict[str, Any]]:
+def _facets(text: str | None, visible: Visible) -> dict[str, Any]:
+    facets = loads(text, {})
+    return facets if visible is None else scrub(facets, visible)
+
+
+def node_details(conn: Connection, ids: list[int], visible: Visible = None) -> dict[int, dict[str, Any]]:
     """``id → data`` for each node in Marquez's shape, with facets; jobs with all their inputs and outputs,
-    datasets with their symlinks."""
+    datasets with their symlinks (with ``visible``: only those in visible namespaces, see the module)."""
     found: dict[int, dict[str, Any]] = {}
     query = _details_query()
+    visible = None if visible is None else frozenset(visible)
     for start in range(0, len(ids), CHUNK):
         for row in conn.execute(query.where(tables.nodes.c.id.in_(ids[start : start + CHUNK]))):
-            found[row.id] = _node_data(row)
-    _attach_io(conn, [node for node, data in found.items() if data["type"] == "BATCH"], found)
-    _attach_symlinks(conn, [node for node, data in found.items() if data["type"] == "DB_TABLE"], found)
+            found[row.id] = _node_data(row, visible)
+    _attach_io(conn, [node for node, data in found.items() if data["type"] == "BATCH"], found, visible)
+    _attach_symlinks(conn, [node for node, data in found.items() if data["type"] == "DB_TABLE"], found, visible)
     return found
 
 
-def _attach_symlinks(conn: Connection, datasets: list[int], found: dict[int, dict[str, Any]]) -> None:
+def _attach_symlinks(
+    conn: Connection, datasets: list[int], found: dict[int, dict[str, Any]], visible: Visible = None
+) -> None:
     s = tables.symlinks.c
     for start in range(0, len(datasets), CHUNK):
         query = (
@@ -147,10 +164,12 @@ def _attach_symlinks(conn: Connection, datasets: list[int], found: dict[int, dic
             .order_by(s.namespace, s.name)
         )
         for node, namespace, name, kind in conn.execute(query):
+            if visible is not None and namespace not in visible:
+                continue
             found[node]["symlinks"].append({"namespace": namespace, "name": name, "type": kind})
 
 
-def _attach_io(conn: Connection, jobs: list[int], found: dict[int, dict[str, Any]]) -> None:
+def _attach_io(conn: Connection, jobs: list[int], found: dict[int, dict[str, Any]], visible: Visible = None) -> None:
     e, n = tables.edges.c, tables.nodes.c
     links: list[tuple[int, int, str]] = []
     for start in range(0, len(jobs), CHUNK):
@@ -166,4 +185,6 @@ def _attach_io(conn: Connection, jobs: list[int], found: dict[int, dict[str, Any
         names.update((node, (ns, name)) for node, ns, name in conn.execute(query))
     for job, ds, key in sorted(links, key=lambda link: names[link[1]]):
         namespace, name = names[ds]
+        if visible is not None and namespace not in visible:
+            continue
         found[job][key].append({"namespace": namespace, "name": name})

@@ -2,6 +2,23 @@
 
 Every function takes a :class:`~sqlalchemy.Connection` and returns JSON-ready values (camelCase keys,
 ISO 8601 UTC times) with the total count for paging, so the routers only check parameters.
+
+``visible`` — the namespaces a key limited to namespace patterns may see (see :mod:`.visibility`; None:
+every namespace, with the statements unchanged) — filters in SQL wherever it changes what is counted, so
+pages and totals agree: listings and search keep nodes in visible namespaces; a run of a hidden job is
+None (the router's 404, as for a missing run) and a visible run leaves out hidden inputs and outputs;
+facets lose the objects that name a hidden namespace.
+
+Raw events with a limited key: an event is listed only when it names no hidden namespace anywhere — its
+job, inputs, outputs, a DatasetEvent's dataset, the parent facet's job and root job, column-lineage
+input fields, symlinks, any facet member ``"namespace"`` (:func:`.visibility.names_hidden_namespace`).
+That is one condition on each row of ``lineage_events``, read from the stored payload by the database
+(``json_tree`` / ``jsonb_path_query``), in the same ``WHERE`` for the page and its total, so paging and
+totals stay exact. The table's ``job_namespace`` column alone would not do: it is NULL for DatasetEvents,
+and a run's ``lineage_run_io`` rows miss JobEvents (no run), column-lineage sources, symlinks and parent
+facets, and are per run, not per event. The cheap ``job_namespace`` test goes first, so events of hidden
+jobs are dropped without parsing; the others cost one JSON parse each — for the total, every event in the
+window (``runId``/``after``/``before`` narrow it). Unlimited keys read as before.
 """
 
 from __future__ import annotations
@@ -10,12 +27,13 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, select
+from sqlalchemy import Connection, and_, func, not_, or_, select
 
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.nodes import node_details, run_data
 from airflow_lineage_provider.consumer.store.text import iso, loads
+from airflow_lineage_provider.consumer.store.visibility import Visible, names_hidden_namespace, namespace_in, scrub
 
 
 def _page(conn: Connection, query: Any, limit: int, offset: int) -> tuple[list[Any], int]:
@@ -23,7 +41,9 @@ def _page(conn: Connection, query: Any, limit: int, offset: int) -> tuple[list[A
     return list(conn.execute(query.limit(limit).offset(offset))), total
 
 
-def list_namespaces(conn: Connection, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
+def list_namespaces(
+    conn: Connection, limit: int, offset: int, visible: Visible = None
+) -> tuple[list[dict[str, Any]], int]:
     """Namespaces of jobs and datasets with when each was first and last seen."""
     n = tables.nodes.c
     query = (
@@ -31,12 +51,20 @@ def list_namespaces(conn: Connection, limit: int, offset: int) -> tuple[list[dic
         .group_by(n.namespace)
         .order_by(n.namespace)
     )
+    if visible is not None:
+        query = query.where(namespace_in(n.namespace, visible, conn.dialect.name))
     rows, total = _page(conn, query, limit, offset)
     return [{"name": r.namespace, "createdAt": iso(r.created), "updatedAt": iso(r.updated)} for r in rows], total
 
 
 def list_nodes(
-    conn: Connection, kind: str, namespace: str | None, limit: int, offset: int, name_contains: str | None = None
+    conn: Connection,
+    kind: str,
+    namespace: str | None,
+    limit: int,
+    offset: int,
+    name_contains: str | None = None,
+    visible: Visible = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Jobs or datasets (with schema, facets and latest run), by namespace and name, paged."""
     n = tables.nodes.c
@@ -45,14 +73,22 @@ def list_nodes(
         ids_query = ids_query.where(n.namespace == namespace)
     if name_contains:
         ids_query = ids_query.where(n.name.contains(name_contains, autoescape=True))
+    if visible is not None:
+        ids_query = ids_query.where(namespace_in(n.namespace, visible, conn.dialect.name))
     rows, total = _page(conn, ids_query, limit, offset)
     ids = [row.id for row in rows]
-    details = node_details(conn, ids)
+    details = node_details(conn, ids, visible)
     return [details[node] for node in ids], total
 
 
 def search(
-    conn: Connection, text: str, kind: str | None, namespace: str | None, limit: int, offset: int
+    conn: Connection,
+    text: str,
+    kind: str | None,
+    namespace: str | None,
+    limit: int,
+    offset: int,
+    visible: Visible = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Jobs and datasets whose name contains ``text`` (case-insensitive), most recently updated first."""
     n = tables.nodes.c
@@ -63,6 +99,8 @@ def search(
         query = query.where(n.kind == kind)
     if namespace is not None:
         query = query.where(n.namespace == namespace)
+    if visible is not None:
+        query = query.where(namespace_in(n.namespace, visible, conn.dialect.name))
     rows, total = _page(conn, query.order_by(n.updated_at.desc(), n.name), limit, offset)
     results = [
         {
@@ -77,10 +115,13 @@ def search(
     return results, total
 
 
-def _run_dict(row: Any) -> dict[str, Any]:
+def _run_dict(row: Any, visible: Visible = None) -> dict[str, Any]:
     data = run_data(row, row.created_at, row.updated_at)
     assert data is not None
-    data.update(jobNamespace=row.namespace, jobName=row.name, facets=loads(row.facets, {}))
+    facets = loads(row.facets, {})
+    data.update(
+        jobNamespace=row.namespace, jobName=row.name, facets=facets if visible is None else scrub(facets, visible)
+    )
     return data
 
 
@@ -102,20 +143,23 @@ def _runs_query() -> Any:
     ).join_from(tables.runs, tables.nodes, n.id == r.job_id)
 
 
-def list_runs(conn: Connection, job_id: int, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """Runs of one job, newest first."""
+def list_runs(
+    conn: Connection, job_id: int, limit: int, offset: int, visible: Visible = None
+) -> tuple[list[dict[str, Any]], int]:
+    """Runs of one job, newest first (the caller checks that the job is visible)."""
     r = tables.runs.c
     query = _runs_query().where(r.job_id == job_id).order_by(r.created_at.desc(), r.run_uuid)
     rows, total = _page(conn, query, limit, offset)
-    return [_run_dict(row) for row in rows], total
+    visible = None if visible is None else frozenset(visible)
+    return [_run_dict(row, visible) for row in rows], total
 
 
-def get_run(conn: Connection, run_uuid: str) -> dict[str, Any] | None:
-    """One run with the datasets it read and wrote, or None."""
+def get_run(conn: Connection, run_uuid: str, visible: Visible = None) -> dict[str, Any] | None:
+    """One run with the datasets it read and wrote, or None (also when its job is hidden)."""
     row = conn.execute(_runs_query().where(tables.runs.c.run_uuid == run_uuid.lower())).first()
-    if row is None:
+    if row is None or (visible is not None and row.namespace not in visible):
         return None
-    data = _run_dict(row)
+    data = _run_dict(row, None if visible is None else frozenset(visible))
     io, n = tables.run_io.c, tables.nodes.c
     query = (
         select(io.direction, n.namespace, n.name)
@@ -123,6 +167,8 @@ def get_run(conn: Connection, run_uuid: str) -> dict[str, Any] | None:
         .where(io.run_uuid == row.run_uuid)
         .order_by(n.namespace, n.name)
     )
+    if visible is not None:
+        query = query.where(namespace_in(n.namespace, visible, conn.dialect.name))
     data["inputs"], data["outputs"] = [], []
     for direction, namespace, name in conn.execute(query):
         data[f"{direction}s"].append({"namespace": namespace, "name": name})
@@ -136,8 +182,12 @@ def list_events(
     run_uuid: str | None = None,
     after: datetime | None = None,
     before: datetime | None = None,
+    visible: Visible = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Raw events as received (newest event time first), optionally of one run or a time window."""
+    """Raw events as received (newest event time first), optionally of one run or a time window.
+
+    With ``visible``, only events that name no hidden namespace (see the module docstring).
+    """
     e = tables.events.c
     query = select(e.payload).order_by(e.event_time.desc(), e.id.desc())
     conditions = []
@@ -147,6 +197,10 @@ def list_events(
         conditions.append(e.event_time >= after)
     if before is not None:
         conditions.append(e.event_time < before)
+    if visible is not None:
+        dialect = conn.dialect.name
+        conditions.append(or_(e.job_namespace.is_(None), namespace_in(e.job_namespace, visible, dialect)))
+        conditions.append(not_(names_hidden_namespace(e.payload, visible, dialect)))
     if conditions:
         query = query.where(and_(*conditions))
     rows, total = _page(conn, query, limit, offset)
