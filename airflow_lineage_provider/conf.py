@@ -165,6 +165,15 @@ def consumer_anonymous_access() -> str | None:
     return None if value in ("", "none") else value
 
 
+def consumer_auth_cache_seconds() -> float:
+    """``[lineage_provider] consumer_auth_cache_seconds``: how long a token's decision is kept (default 5 s)."""
+    value = _get("consumer_auth_cache_seconds").strip()
+    seconds = float(value) if value else 5.0
+    if seconds < 0:
+        raise ValueError(f"consumer_auth_cache_seconds must be 0 (no cache) or more, got {value!r}")
+    return seconds
+
+
 def consumer_max_body_bytes() -> int:
     """``[lineage_provider] consumer_max_body_bytes``: largest ingest body in bytes (default 16 MiB)."""
     return int(_get("consumer_max_body_bytes") or 16 * 1024 * 1024)

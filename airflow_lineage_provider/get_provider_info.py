@@ -160,6 +160,14 @@ CONSUMER_OPTIONS: dict[str, Any] = {
         "none",
         "read",
     ),
+    "consumer_auth_cache_seconds": _option(
+        "Seconds the consumer remembers that an Airflow token may (or may not) do something, so each request "
+        "does not pay Airflow's ~1 ms token check; a logout or permission change takes effect within this "
+        "time, never past the token's expiry. 0: check every request.\n",
+        "5",
+        "0",
+        "float",
+    ),
     "consumer_max_body_bytes": _option(
         "Largest ingest request body the consumer accepts, in bytes (larger ones get 413).\n",
         "16777216",

@@ -53,6 +53,8 @@ JWT_SECRET = "test-security-airflow-jwt-secret-5d0c8a7e-" + "0123456789abcdef" *
 WRITE_KEY = "producers-write-9c2f71a4e8"  # [lineage_provider] consumer_api_key: a write key
 READ_KEY = "reader-read-3e8b05d1c6"
 ADMIN_KEY = "pruner-admin-6a1d94f0b2"
+#: ``[lineage_provider] consumer_auth_cache_seconds``: short, so the revocation test waits little.
+AUTH_CACHE_SECONDS = 2.0
 KEYS_FILE = {
     "keys": [
         {"name": "reader", "scope": "read", "secret": READ_KEY},
@@ -141,6 +143,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
             "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_STORE_URL": f"sqlite:///{root / 'lineage.db'}",
             "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_API_KEY": WRITE_KEY,
             "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_KEYS_FILE": str(keys),
+            "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_AUTH_CACHE_SECONDS": str(AUTH_CACHE_SECONDS),
         },
     )
     log_path = root / "api-server.log"
@@ -370,3 +373,20 @@ def test_only_a_browser_opening_a_page_is_sent_to_airflows_login(airflow: Airflo
     assert httpx.get(
         f"{airflow.url}/lineage/ui/assets/app.js", headers=airflow.headers("viewer"), timeout=10
     ).is_success
+
+
+def test_a_revoked_token_is_refused_once_its_remembered_decision_expires(airflow: Airflow) -> None:
+    token = _token(airflow.url, "viewer")
+    namespaces = f"{airflow.url}/lineage/api/v1/namespaces"
+    checked = time.monotonic()
+    assert httpx.get(namespaces, headers=_bearer(token), timeout=10).status_code == 200
+    logout = httpx.get(f"{airflow.url}/api/v2/auth/logout", headers=_bearer(token), timeout=10)
+    assert logout.status_code in (302, 303, 307), logout.text[:300]
+    assert httpx.get(f"{airflow.url}/api/v2/dags", headers=_bearer(token), timeout=10).status_code in (401, 403)
+    remembered = httpx.get(namespaces, headers=_bearer(token), timeout=10).status_code
+    if time.monotonic() - checked < AUTH_CACHE_SECONDS * 0.8:
+        assert remembered == 200  # the decision is remembered: no metadata-database query this time
+    time.sleep(max(0.0, checked + AUTH_CACHE_SECONDS + 0.3 - time.monotonic()))
+    refused = httpx.get(namespaces, headers=_bearer(token), timeout=10)
+    assert refused.status_code == 401
+    assert "neither an Airflow token nor a consumer key" in refused.json()["detail"]

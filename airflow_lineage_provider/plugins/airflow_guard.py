@@ -10,11 +10,20 @@ A request is resolved in this order:
 
 The user is then authorized by the configured auth manager (SimpleAuthManager, FAB, Keycloak, ...) as on
 Airflow's own asset endpoints — :data:`PERMISSIONS` is the table; docs/security.md explains it.
+
+Validating a JWT costs ~1 ms in Airflow (a metadata-database query per request for revoked tokens), a
+quarter of a graph walk. So each decision — this token, this permission: allowed or not — is remembered
+for ``cache_seconds`` (``[lineage_provider] consumer_auth_cache_seconds``, default 5; never past the
+token's own expiry): a logout or a permission change takes effect within that time. Keys are hashes of
+the tokens, never the tokens.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from fastapi import HTTPException, Request
@@ -63,6 +72,17 @@ def _trusted_user(request: Request) -> BaseUser | None:
     return user if trusted else None
 
 
+def _seconds_left(token: str) -> float:
+    """Seconds until the token's ``exp`` claim (read unverified: Airflow has just verified it), or infinity."""
+    import jwt
+
+    try:
+        expiry = jwt.decode(token, options={"verify_signature": False}).get("exp")
+    except jwt.InvalidTokenError:
+        return 0.0
+    return max(0.0, float(expiry) - time.time()) if isinstance(expiry, (int, float)) else float("inf")
+
+
 class AirflowGuard:
     """Authenticates with Airflow's JWT and authorizes with the configured auth manager (module docstring).
 
@@ -72,9 +92,15 @@ class AirflowGuard:
 
     mode = "airflow"
 
-    def __init__(self, keys: KeyRing, anonymous: Access | None = None) -> None:
+    #: Decisions remembered at most (least recently used dropped first).
+    CACHE_ENTRIES = 4096
+
+    def __init__(self, keys: KeyRing, anonymous: Access | None = None, cache_seconds: float = 5.0) -> None:
         self.keys = keys
         self.anonymous = anonymous
+        self.cache_seconds = cache_seconds
+        # (sha256 of the token, method) -> (monotonic expiry, user name, allowed)
+        self._decisions: OrderedDict[tuple[bytes, str], tuple[float, str, bool]] = OrderedDict()
 
     async def authorize(self, request: Request, access: Access) -> Principal:
         credential = header_credential(request)
@@ -85,22 +111,42 @@ class AirflowGuard:
                 return principal
             if kind == "x-api-key":
                 raise _unauthorized(f"the X-API-Key presented is not one of this consumer's keys: {HOW_TO}")
-            user = await self._user_from_token(value)
-        else:
-            user = _trusted_user(request)
-            token = request.cookies.get(COOKIE)
-            if user is None and token:
-                user = await self._user_from_token(token)
-            if user is None:
-                if self.anonymous is not None and access <= self.anonymous:
-                    return ANONYMOUS
-                raise _unauthorized(f"to {ACTIONS[access]}: {HOW_TO}")
-            if access >= Access.WRITE:
-                raise forbidden(
-                    f"to {ACTIONS[access]} send the credential in a header (Authorization: Bearer <JWT> or "
-                    f"{KEY_HEADERS}): a session cookie alone is refused for writes, against cross-site requests"
-                )
+            return await self._token_decision(value, access)
+        token = request.cookies.get(COOKIE)
+        user = None if token else _trusted_user(request)
+        if token is None and user is None:
+            if self.anonymous is not None and access <= self.anonymous:
+                return ANONYMOUS
+            raise _unauthorized(f"to {ACTIONS[access]}: {HOW_TO}")
+        if access >= Access.WRITE:
+            if token:
+                await self._user_from_token(token)  # an invalid or expired cookie is a 401, as for reads
+            raise forbidden(
+                f"to {ACTIONS[access]} send the credential in a header (Authorization: Bearer <JWT> or "
+                f"{KEY_HEADERS}): a session cookie alone is refused for writes, against cross-site requests"
+            )
+        if token:
+            return await self._token_decision(token, access)
+        assert user is not None
         return await self._authorized(user, access)
+
+    async def _token_decision(self, token: str, access: Access) -> Principal:
+        """The principal of a JWT for ``access``, from the decision cache or from Airflow (then cached)."""
+        method = PERMISSIONS[access]
+        key = (hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest(), method)
+        now = time.monotonic()
+        cached = self._decisions.get(key)
+        if cached is not None and cached[0] > now:
+            self._decisions.move_to_end(key)
+            return self._decided(cached[1], cached[2], access)
+        user = await self._user_from_token(token)
+        name, allowed = user.get_name(), await self._is_authorized(user, method)
+        if self.cache_seconds > 0:
+            self._decisions[key] = (now + min(self.cache_seconds, _seconds_left(token)), name, allowed)
+            self._decisions.move_to_end(key)
+            while len(self._decisions) > self.CACHE_ENTRIES:
+                self._decisions.popitem(last=False)
+        return self._decided(name, allowed, access)
 
     async def _user_from_token(self, token: str) -> BaseUser:
         from jwt import ExpiredSignatureError, InvalidTokenError
@@ -114,16 +160,26 @@ class AirflowGuard:
 
     async def _authorized(self, user: BaseUser, access: Access) -> Principal:
         method = PERMISSIONS[access]
-        manager = _auth_manager()
+        return self._decided(user.get_name(), await self._is_authorized(user, method), access)
+
+    @staticmethod
+    async def _is_authorized(user: BaseUser, method: ResourceMethod) -> bool:
         # Auth managers may look permissions up in a database (FAB does): off the event loop.
-        allowed = await run_in_threadpool(manager.is_authorized_asset, method=method, user=user)
-        name = user.get_name()
+        return bool(await run_in_threadpool(_auth_manager().is_authorized_asset, method=method, user=user))
+
+    @staticmethod
+    def _decided(name: str, allowed: bool, access: Access) -> Principal:
+        method = PERMISSIONS[access]
         if not allowed:
             raise forbidden(
                 f"Airflow user {name!r} may not {ACTIONS[access]}: that needs the {_PERMISSION_NAMES[method]} "
                 "permission on Assets in Airflow (docs/security.md has the table)"
             )
         return Principal(name, "user")
+
+    def forget_decisions(self) -> None:
+        """Drop every remembered decision (the next request of each token asks Airflow again)."""
+        self._decisions.clear()
 
     def login_url(self, request: Request) -> str | None:
         """Airflow's login page, coming back to ``request``'s URL."""

@@ -14,6 +14,7 @@ No route answers anonymously unless ``consumer_anonymous_access`` says so (docs/
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
@@ -51,7 +52,7 @@ def consumer_apps() -> list[dict[str, Any]]:
             api_key=conf.consumer_api_key(),
             keys=tuple(load_keys_file(keys_file)) if keys_file else (),
             anonymous=Access.parse(anonymous) if anonymous else None,
-            guard=AirflowGuard,
+            guard=partial(AirflowGuard, cache_seconds=conf.consumer_auth_cache_seconds()),
             max_body_bytes=conf.consumer_max_body_bytes(),
             strict=conf.consumer_strict(),
             spec_dir=conf.consumer_spec_dir(),
