@@ -11,9 +11,6 @@ the audit trail test 5 reads.
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,7 +24,7 @@ import httpx
 import jwt
 import pytest
 from selenium.webdriver.common.by import By
-from support.airflow_run import airflow_env, migrate
+from support.airflow_run import airflow_env, api_server, migrate
 from support.browser import wait_for
 from support.ui_graph import CUSTOMERS, DAILY, ENRICH, ENRICHED, ORDERS, REVENUE, sales_events
 from support.ui_page import LineagePage
@@ -36,12 +33,6 @@ pytest_plugins = ("support.ui_fixtures",)
 pytestmark = pytest.mark.airflow
 
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "lineage-ui-airflow-login.png"
-
-SERVE = """
-import sys, uvicorn
-from airflow.api_fastapi.app import create_app
-uvicorn.run(create_app(), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
-"""
 
 SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 #: SimpleAuthManager's ``[core] simple_auth_manager_users``: ``username:role`` (roles viewer, user, op, admin).
@@ -67,12 +58,6 @@ NAMESPACES = "/lineage/api/v1/namespaces"
 LINEAGE = "/lineage/api/v1/lineage"
 RETENTION = "/lineage/api/v1/retention"
 PRODUCER = "https://github.com/acme/airflow-lineage-provider/tests/security"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -129,7 +114,6 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
     passwords.write_text(json.dumps(PASSWORDS), encoding="utf-8")
     keys = root / "keys.json"
     keys.write_text(json.dumps(KEYS_FILE), encoding="utf-8")
-    port = _free_port()
     env = airflow_env(
         home,
         home / "dags",
@@ -147,30 +131,13 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
         },
     )
     log_path = root / "api-server.log"
-    log = log_path.open("w")
-    server = subprocess.Popen([sys.executable, "-c", SERVE, str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/api/v2/monitor/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the Airflow API server did not start:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.2)
+    with api_server(env, log_path) as url:
         running = Airflow(url, log_path, {user: _token(url, user) for user in PASSWORDS})
         answer = httpx.post(
             f"{url}{LINEAGE}/batch", json=sales_events(), headers=running.headers("admin key"), timeout=60
         )
         assert answer.status_code == 200 and answer.json()["failed"] == 0, answer.text[:2000]
         yield running
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
 
 
 # What SimpleAuthManager grants on Assets (is_authorized_asset: GET from VIEWER, any other method from OP;

@@ -5,10 +5,6 @@ entry that embeds it."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
@@ -16,7 +12,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 from selenium.webdriver.common.by import By
-from support.airflow_run import airflow_env, migrate
+from support.airflow_run import airflow_env, api_server, migrate
 from support.browser import wait_for
 from support.ui_graph import CUSTOMERS, DAILY, ENRICH, ENRICHED, LOAD, ORDERS, RAW, REVENUE, post_events, sales_events
 from support.ui_page import LineagePage
@@ -26,18 +22,6 @@ pytestmark = pytest.mark.airflow
 
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "lineage-ui-airflow.png"
 
-SERVE = """
-import sys, uvicorn
-from airflow.api_fastapi.app import create_app
-uvicorn.run(create_app(), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def airflow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
@@ -45,7 +29,6 @@ def airflow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("ui-airflow")
     home = root / "airflow"
     migrate(home)
-    port = _free_port()
     env = airflow_env(
         home,
         home / "dags",
@@ -54,26 +37,9 @@ def airflow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",  # the UI without a login page
         },
     )
-    log = (root / "api-server.log").open("w")
-    server = subprocess.Popen([sys.executable, "-c", SERVE, str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/api/v2/monitor/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the Airflow API server did not start:\n{(root / 'api-server.log').read_text()[-3000:]}")
-            time.sleep(0.2)
+    with api_server(env, root / "api-server.log") as url:
         post_events(f"{url}/lineage", sales_events())
         yield url
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
 
 
 def _paths(page: LineagePage) -> list[str]:

@@ -9,9 +9,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from support.capture import file_transport_env, read_events
 
@@ -32,6 +37,43 @@ def airflow_env(home: Path, dags_folder: Path, extra: dict[str, str] | None = No
     )
     env.update(extra or {})
     return env
+
+
+_SERVE = """
+import sys, uvicorn
+from airflow.api_fastapi.app import create_app
+uvicorn.run(create_app(), host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+"""
+
+
+@contextmanager
+def api_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """Airflow's real API server app (plugins loaded from the installed provider) on uvicorn, 127.0.0.1, in a
+    subprocess with ``env``; yields its URL once healthy, output in ``log_path``; fails the test if it dies."""
+    import pytest
+
+    from support.feast_consumer import free_port
+
+    port = free_port()
+    with log_path.open("w") as log:
+        command = [sys.executable, "-c", _SERVE, str(port)]
+        server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    if httpx.get(f"{url}/api/v2/monitor/health", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"the Airflow API server did not start:\n{log_path.read_text()[-3000:]}")
+                time.sleep(0.2)
+            yield url
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
 
 
 def migrate(home: Path) -> None:
