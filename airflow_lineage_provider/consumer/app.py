@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from airflow_lineage_provider.consumer.api_docs import api_docs_router
 from airflow_lineage_provider.consumer.auth import LoginRequired
@@ -138,6 +139,16 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StoreUnavailable)
     async def store_down(_request: Request, error: StoreUnavailable) -> JSONResponse:
         return _problem(status.HTTP_503_SERVICE_UNAVAILABLE, str(error), {"Retry-After": "30"})
+
+    @app.exception_handler(PoolTimeout)
+    async def store_busy(_request: Request, _error: PoolTimeout) -> JSONResponse:
+        # Every pooled connection is in use: a transient overload, never the client's fault (a 4xx here
+        # would make OpenLineage's HTTP transport drop the event instead of retrying).
+        return _problem(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            "the lineage store is busy (every connection is in use): retry shortly",
+            {"Retry-After": "5"},
+        )
 
     @app.exception_handler(OperationalError)
     async def store_failed(_request: Request, error: OperationalError) -> JSONResponse:

@@ -13,6 +13,11 @@ from collections.abc import Iterator
 KINDS = ("dataset", "job", "datasetField")
 
 
+#: ``:`` separators a node id may hold after its kind. Real ids hold a few (``postgres://db:5432:s.t:col``
+#: has 3); the bound keeps the store look-ups of one id (every split of it is a candidate) small.
+MAX_SEPARATORS = 64
+
+
 class NodeIdError(ValueError):
     """A node id that does not start with a known kind."""
 
@@ -37,7 +42,12 @@ def parse(value: str) -> tuple[str, str]:
     if kind not in KINDS or not sep or not rest:
         raise NodeIdError(
             f"nodeId must look like dataset:<namespace>:<name>, job:<namespace>:<name> or "
-            f"datasetField:<namespace>:<name>:<field>, got {value!r}"
+            f"datasetField:<namespace>:<name>:<field>, got {value[:200]!r}"
+        )
+    if rest.count(":") > MAX_SEPARATORS:
+        raise NodeIdError(
+            f"nodeId has {rest.count(':')} ':' separators after {kind}:; at most {MAX_SEPARATORS} are accepted "
+            f"(namespace, name and field hold a few each): {value[:100]!r}..."
         )
     return kind, rest
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
@@ -30,7 +31,10 @@ class StoreUnavailable(RuntimeError):
 
 
 def _is_store_failure(error: SQLAlchemyError) -> bool:
-    return isinstance(error, OperationalError) or (isinstance(error, DBAPIError) and error.connection_invalidated)
+    """The store itself failed (unreachable, locked, every pooled connection busy), not the event."""
+    if isinstance(error, (OperationalError, PoolTimeout)):
+        return True
+    return isinstance(error, DBAPIError) and error.connection_invalidated
 
 
 #: PostgreSQL SQLSTATEs of transient conflicts between concurrent writers: retried, never reported.

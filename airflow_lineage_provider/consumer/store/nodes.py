@@ -41,16 +41,32 @@ def find_node(conn: Connection, kind: str, rest: str, visible: Visible = None) -
 
 
 def find_field(conn: Connection, rest: str, visible: Visible = None) -> tuple[int, str, str, str] | None:
-    """``(field_id, namespace, dataset, field)`` for ``datasetField:<rest>``, or None (also when hidden)."""
-    for namespace, name, field in nodeids.splits(rest, 3):
-        dataset = find_node(conn, "dataset", f"{namespace}:{name}", visible)
-        if dataset is None or (dataset[1], dataset[2]) != (namespace, name):
-            continue
-        field_id = conn.execute(
-            select(tables.fields.c.id).where(tables.fields.c.field_key == field_key(dataset[0], field))
-        ).scalar()
-        if field_id is not None:
-            return field_id, namespace, name, field
+    """``(field_id, namespace, dataset, field)`` for ``datasetField:<rest>``, or None (also when hidden).
+
+    Two statements whatever the id: every split's dataset looked up at once, then every candidate field
+    (:func:`nodeids.parse` bounds the splits). The first split, in :func:`nodeids.splits` order, that names
+    a stored field wins.
+    """
+    splits = list(nodeids.splits(rest, 3))
+    keys = {node_key("dataset", namespace, name): (namespace, name) for namespace, name, _ in splits}
+    if not keys:
+        return None
+    n = tables.nodes.c
+    rows = conn.execute(select(n.id, n.namespace, n.name).where(n.node_key.in_(list(keys)))).all()
+    datasets = {(namespace, name): node for node, namespace, name in rows if visible is None or namespace in visible}
+    candidates = [
+        (field_key(datasets[(namespace, name)], field), namespace, name, field)
+        for namespace, name, field in splits
+        if (namespace, name) in datasets
+    ]
+    if not candidates:
+        return None
+    f = tables.fields.c
+    query = select(f.field_key, f.id).where(f.field_key.in_([key for key, *_ in candidates]))
+    stored = {key: field_id for key, field_id in conn.execute(query)}
+    for key, namespace, name, field in candidates:
+        if key in stored:
+            return stored[key], namespace, name, field
     return None
 
 
