@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zlib
+from datetime import datetime, timezone
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Query, Request, status
@@ -23,10 +24,25 @@ def get_settings(request: Request) -> ConsumerSettings:
 
 Store = Annotated[LineageStore, Depends(get_store)]
 Settings = Annotated[ConsumerSettings, Depends(get_settings)]
+#: Text parameters may not hold NUL: no store can compare with it (PostgreSQL refuses the statement).
+NO_NUL = r"^[^\x00]*$"
 Limit = Annotated[int, Query(ge=1, le=1000, description="Page size.")]
-Namespace = Annotated[str | None, Query(max_length=5000, description="Only this namespace.")]
-Contains = Annotated[str | None, Query(max_length=1000, description="Only names containing this text.")]
+Namespace = Annotated[str | None, Query(max_length=5000, pattern=NO_NUL, description="Only this namespace.")]
+Contains = Annotated[str | None, Query(max_length=1000, pattern=NO_NUL, description="Only names containing this text.")]
 Offset = Annotated[int, Query(ge=0, le=10_000_000, description="Items to skip.")]
+
+
+def utc_bound(value: datetime | None, name: str) -> datetime | None:
+    """A time parameter in UTC; 400 naming it when UTC cannot represent it (``0001-01-01T00:00:00+14:00``)."""
+    if value is None:
+        return None
+    try:
+        return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    except OverflowError:
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST,
+            detail=f"{name}: {value.isoformat()} is outside the times UTC can represent (years 1 to 9999)",
+        ) from None
 
 
 def _too_large(limit: int) -> HTTPException:

@@ -23,7 +23,7 @@ EVENT_TYPES = ("START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER")
 #: Longest namespace, name or field name accepted (characters).
 MAX_NAME_LENGTH = 4096
 
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")  # fullmatch
 
 
 class EventError(ValueError):
@@ -157,10 +157,14 @@ def parse_event(value: Any) -> LineageEvent:
     producer = event.get("producer")
     if producer is not None and not isinstance(producer, str):
         raise EventError(f"producer must be a string (a URI), got {_type(producer)}")
+    if producer is not None and "\x00" in producer:
+        raise EventError("producer contains a NUL character, which no lineage store can keep")
     try:
         payload = canonical_json(event)
     except ValueError:
         raise EventError("the event contains NaN or Infinity, which JSON does not allow") from None
+    except RecursionError:
+        raise EventError("the event is nested too deeply to be stored: flatten its facets") from None
     if "\\ud" in payload:  # a surrogate escape: fine in pairs, not alone (no store or JSON encoder keeps one)
         try:
             json.dumps(event, ensure_ascii=False).encode()
@@ -184,7 +188,7 @@ def parse_event(value: Any) -> LineageEvent:
         return LineageEvent(**common, job=job, **io)
     run = _object(event["run"], "run", required=True)
     run_id = run.get("runId")
-    if not isinstance(run_id, str) or not _UUID.match(run_id):
+    if not isinstance(run_id, str) or not UUID_RE.fullmatch(run_id):
         raise EventError(f"run.runId must be a UUID such as 0190c3a2-7c3f-7e1a-9d5e-2b8f3c4d5e6f, got {run_id!r}")
     return LineageEvent(
         **common, run_id=run_id.lower(), job=job, run_facets=_object(run.get("facets"), "run.facets"), **io

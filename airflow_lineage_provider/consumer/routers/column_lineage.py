@@ -25,12 +25,17 @@ from airflow_lineage_provider.consumer.store.visibility import Visible, visible_
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
 
 
-def _roots(conn: Any, node_id: str, visible: Visible = None) -> list[int]:
+def _parsed(node_id: str) -> tuple[str, str]:
+    """``(kind, rest)`` of a column-lineage start (checked before the store is asked anything)."""
     kind, rest = nodeids.parse(node_id)
     if kind == "job":
         raise nodeids.NodeIdError(
             "column lineage starts from a datasetField:<ns>:<name>:<field> or dataset:<ns>:<name>"
         )
+    return kind, rest
+
+
+def _roots(conn: Any, node_id: str, kind: str, rest: str, visible: Visible = None) -> list[int]:
     if kind == "dataset":
         dataset = nodes.find_node(conn, "dataset", rest, visible)
         roots = columns.dataset_field_ids(conn, dataset[0]) if dataset else []
@@ -53,9 +58,10 @@ def column_graph(
     namespaces: NamespaceScope | None = None,
 ) -> bytes:
     """The column-lineage graph around a field (or all fields of a dataset) as JSON bytes, within ``namespaces``."""
+    kind, rest = _parsed(node_id)
     with store.read() as conn:
         visible = visible_namespaces(conn, namespaces)
-        roots = _roots(conn, node_id, visible)
+        roots = _roots(conn, node_id, kind, rest, visible)
         bounds = graph.WalkBounds(
             hops=depth,
             max_nodes=max(max_nodes, len(roots)),

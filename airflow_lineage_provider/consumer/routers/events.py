@@ -14,7 +14,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
+from airflow_lineage_provider.consumer.deps import Limit, Offset, Store, utc_bound
 from airflow_lineage_provider.consumer.models import Events
 from airflow_lineage_provider.consumer.routers.runs import UUID_PATTERN
 from airflow_lineage_provider.consumer.store import queries
@@ -33,10 +33,12 @@ async def get_events(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> dict:
+    since, until = utc_bound(after, "after"), utc_bound(before, "before")
+
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
-            items, total = queries.list_events(conn, limit, offset, run_id, after, before, visible)
+            items, total = queries.list_events(conn, limit, offset, run_id, since, until, visible)
         return {"events": items, "totalCount": total}
 
     return await run_in_threadpool(run)

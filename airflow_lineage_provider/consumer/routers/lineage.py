@@ -19,7 +19,7 @@ from sqlalchemy import Select, func, select, union_all
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.access import Access, NamespaceScope
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Settings, Store
+from airflow_lineage_provider.consumer.deps import NO_NUL, Settings, Store
 from airflow_lineage_provider.consumer.gc_pause import paused_gc
 from airflow_lineage_provider.consumer.models import LineageGraph, Problem
 from airflow_lineage_provider.consumer.store import LineageStore, graph, nodes, subgraph
@@ -33,6 +33,7 @@ NodeId = Annotated[
         alias="nodeId",
         description="dataset:<namespace>:<name> or job:<namespace>:<name>; namespaces and names may contain : and /.",
         max_length=20000,
+        pattern=NO_NUL,
     ),
 ]
 Depth = Annotated[

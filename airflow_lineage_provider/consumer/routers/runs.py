@@ -13,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
+from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store
 from airflow_lineage_provider.consumer.models import Problem, Runs
 from airflow_lineage_provider.consumer.store import nodes, queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -28,8 +28,8 @@ RunId = Annotated[str, Path(pattern=UUID_PATTERN, description="The run's UUID.")
 async def get_runs(
     store: Store,
     principal: Reader,
-    job_namespace: Annotated[str, Query(alias="jobNamespace", max_length=5000)],
-    job_name: Annotated[str, Query(alias="jobName", max_length=5000)],
+    job_namespace: Annotated[str, Query(alias="jobNamespace", max_length=5000, pattern=NO_NUL)],
+    job_name: Annotated[str, Query(alias="jobName", max_length=5000, pattern=NO_NUL)],
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> dict:

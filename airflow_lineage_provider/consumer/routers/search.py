@@ -9,7 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Limit, Namespace, Offset, Store
+from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import SearchResults
 from airflow_lineage_provider.consumer.store import queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -21,7 +21,9 @@ router = APIRouter(tags=["search"], dependencies=[Depends(requires(Access.READ))
 async def get_search(
     store: Store,
     principal: Reader,
-    q: Annotated[str, Query(min_length=1, max_length=1000, description="Text the name contains (any case).")],
+    q: Annotated[
+        str, Query(min_length=1, max_length=1000, pattern=NO_NUL, description="Text the name contains (any case).")
+    ],
     filter: Annotated[Literal["job", "dataset"] | None, Query(description="Only jobs or only datasets.")] = None,
     namespace: Namespace = None,
     limit: Limit = 100,

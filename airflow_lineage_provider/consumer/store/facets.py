@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from airflow_lineage_provider.consumer.validation import EventError, parse_time
+from airflow_lineage_provider.consumer.validation import UUID_RE, EventError, parse_time
 
 
 @dataclass(frozen=True)
@@ -103,11 +103,11 @@ def symlinks(facets: dict[str, Any]) -> list[tuple[str, str, str | None]]:
 
 
 def parent_run_id(run_facets: dict[str, Any]) -> str | None:
-    """The ``parent`` facet's run id (lower case), when it has one that looks like a UUID."""
+    """The ``parent`` facet's run id (lower case), when it is a UUID (anything else is ignored, not stored)."""
     facet = run_facets.get("parent")
     run = facet.get("run") if isinstance(facet, dict) else None
     run_id = run.get("runId") if isinstance(run, dict) else None
-    return run_id.lower() if isinstance(run_id, str) and len(run_id) == 36 else None
+    return run_id.lower() if isinstance(run_id, str) and UUID_RE.fullmatch(run_id) else None
 
 
 def nominal_times(run_facets: dict[str, Any]) -> tuple[datetime | None, datetime | None]:

@@ -97,7 +97,9 @@ def names_hidden_namespace(payload: Any, visible: Collection[str], dialect: str)
     """
     if dialect == "postgresql":
         path = cast(literal(_NAMESPACES_PATH), postgresql.JSONPATH)
-        named = func.jsonb_path_query(cast(payload, postgresql.JSONB), path).table_valued("named").render_derived()
+        # jsonb refuses \u0000, which the stored text may hold in a facet (names never do): read it as U+FFFD.
+        document = cast(func.replace(payload, "\\u0000", "\\ufffd"), postgresql.JSONB)
+        named = func.jsonb_path_query(document, path).table_valued("named").render_derived()
         text = named.c.named.op("#>>")(cast(literal([], postgresql.ARRAY(Text)), postgresql.ARRAY(Text)))
         return exists(select(1).select_from(named).where(not_(namespace_in(text, visible, dialect))))
     tree = func.json_tree(payload).table_valued("key", "value", "type")
