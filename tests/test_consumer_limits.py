@@ -146,3 +146,26 @@ def test_an_event_nested_past_pythons_recursion_limit_is_a_400(client: TestClien
     answer = client.post("/api/v1/lineage", content=raw, headers={"Content-Type": "application/json"})
     assert answer.status_code == 400, answer.text[:300]
     assert "nested too deeply" in answer.text or "not valid JSON" in answer.text
+
+
+def test_a_stored_event_nested_past_pydantics_limit_does_not_break_any_listing(client: TestClient) -> None:
+    deep: dict[str, Any] = {}
+    for _ in range(300):  # pydantic serializes at most 255 levels; the listings must not go through it
+        deep = {"x": deep}
+    event = run_event("COMPLETE", "deep", outputs=[{"namespace": "w", "name": "t", "facets": {"d": deep}}])
+    event["job"]["facets"] = {"d": deep}
+    event["run"]["facets"] = {"d": deep}
+    assert client.post("/api/v1/lineage", json=event).status_code == 201
+    run_id = event["run"]["runId"]
+    for path, params in (
+        ("/api/v1/events", {}),
+        ("/api/v1/jobs", {}),
+        ("/api/v1/datasets", {}),
+        ("/api/v1/runs", {"jobNamespace": "pipelines", "jobName": "deep"}),
+        (f"/api/v1/runs/{run_id}", {}),
+        ("/api/v1/search", {"q": "deep"}),
+        ("/api/v1/namespaces", {}),
+    ):
+        answer = client.get(path, params=params)
+        assert answer.status_code == 200, (path, answer.text[:200])
+    assert client.get("/api/v1/events").json()["events"][0]["job"]["facets"]["d"] == deep

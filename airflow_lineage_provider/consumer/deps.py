@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Query, Request, status
+import msgspec
+from fastapi import Depends, HTTPException, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
@@ -30,6 +33,18 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="Page size.")]
 Namespace = Annotated[str | None, Query(max_length=5000, pattern=NO_NUL, description="Only this namespace.")]
 Contains = Annotated[str | None, Query(max_length=1000, pattern=NO_NUL, description="Only names containing this text.")]
 Offset = Annotated[int, Query(ge=0, le=10_000_000, description="Items to skip.")]
+
+
+async def stored_answer(read: Callable[[], Any]) -> Response:
+    """Run ``read`` (a store read returning JSON-ready values) off the event loop and answer its JSON.
+
+    Encoded with msgspec rather than through the route's pydantic response model: the values are events and
+    facets validated at ingest, and re-validating them on the way out let one stored event that pydantic
+    cannot serialize (a facet nested past its 255 levels) break every listing that shows it. The response
+    model still documents the shape in the OpenAPI description.
+    """
+    body = await run_in_threadpool(lambda: msgspec.json.encode(read()))
+    return Response(body, media_type="application/json")
 
 
 def utc_bound(value: datetime | None, name: str) -> datetime | None:

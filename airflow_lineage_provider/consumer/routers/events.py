@@ -9,12 +9,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
-from fastapi.concurrency import run_in_threadpool
+from fastapi import APIRouter, Depends, Query, Response
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Limit, Offset, Store, utc_bound
+from airflow_lineage_provider.consumer.deps import Limit, Offset, Store, stored_answer, utc_bound
 from airflow_lineage_provider.consumer.models import Events
 from airflow_lineage_provider.consumer.routers.runs import UUID_PATTERN
 from airflow_lineage_provider.consumer.store import queries
@@ -32,7 +31,7 @@ async def get_events(
     before: Annotated[datetime | None, Query(description="Only events before this time.")] = None,
     limit: Limit = 100,
     offset: Offset = 0,
-) -> dict:
+) -> Response:
     since, until = utc_bound(after, "after"), utc_bound(before, "before")
 
     def run() -> dict:
@@ -41,4 +40,4 @@ async def get_events(
             items, total = queries.list_events(conn, limit, offset, run_id, since, until, visible)
         return {"events": items, "totalCount": total}
 
-    return await run_in_threadpool(run)
+    return await stored_answer(run)

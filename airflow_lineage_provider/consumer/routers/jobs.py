@@ -5,12 +5,11 @@ The namespace is a query parameter, not a path segment, because namespaces usual
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
-from fastapi.concurrency import run_in_threadpool
+from fastapi import APIRouter, Depends, Response
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store
+from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store, stored_answer
 from airflow_lineage_provider.consumer.models import Jobs
 from airflow_lineage_provider.consumer.store import queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -26,11 +25,11 @@ async def get_jobs(
     name_contains: Contains = None,
     limit: Limit = 100,
     offset: Offset = 0,
-) -> dict:
+) -> Response:
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
             items, total = queries.list_nodes(conn, "job", namespace, limit, offset, name_contains, visible)
         return {"jobs": items, "totalCount": total}
 
-    return await run_in_threadpool(run)
+    return await stored_answer(run)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
-from fastapi.concurrency import run_in_threadpool
+from fastapi import APIRouter, Depends, Response
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
+from airflow_lineage_provider.consumer.deps import Limit, Offset, Store, stored_answer
 from airflow_lineage_provider.consumer.models import Namespaces
 from airflow_lineage_provider.consumer.store import queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -16,11 +15,11 @@ router = APIRouter(tags=["namespaces"], dependencies=[Depends(requires(Access.RE
 
 
 @router.get("/api/v1/namespaces", response_model=Namespaces, summary="Namespaces of jobs and datasets")
-async def get_namespaces(store: Store, principal: Reader, limit: Limit = 100, offset: Offset = 0) -> dict:
+async def get_namespaces(store: Store, principal: Reader, limit: Limit = 100, offset: Offset = 0) -> Response:
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
             items, total = queries.list_namespaces(conn, limit, offset, visible)
         return {"namespaces": items, "totalCount": total}
 
-    return await run_in_threadpool(run)
+    return await stored_answer(run)

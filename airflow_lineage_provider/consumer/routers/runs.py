@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
-from fastapi.concurrency import run_in_threadpool
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response, status
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store
+from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store, stored_answer
 from airflow_lineage_provider.consumer.models import Problem, Runs
 from airflow_lineage_provider.consumer.store import nodes, queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -32,7 +31,7 @@ async def get_runs(
     job_name: Annotated[str, Query(alias="jobName", max_length=5000, pattern=NO_NUL)],
     limit: Limit = 100,
     offset: Offset = 0,
-) -> dict:
+) -> Response:
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
@@ -42,11 +41,11 @@ async def get_runs(
             items, total = queries.list_runs(conn, job[0], limit, offset, visible)
         return {"runs": items, "totalCount": total}
 
-    return await run_in_threadpool(run)
+    return await stored_answer(run)
 
 
 @router.get("/api/v1/runs/{run_id}", responses={404: {"model": Problem}}, summary="One run with inputs and outputs")
-async def get_run(store: Store, principal: Reader, run_id: RunId) -> dict:
+async def get_run(store: Store, principal: Reader, run_id: RunId) -> Response:
     def run() -> dict:
         with store.read() as conn:
             found = queries.get_run(conn, run_id, visible_namespaces(conn, principal.namespaces))
@@ -54,4 +53,4 @@ async def get_run(store: Store, principal: Reader, run_id: RunId) -> dict:
             raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no run {run_id}")
         return found
 
-    return await run_in_threadpool(run)
+    return await stored_answer(run)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query
-from fastapi.concurrency import run_in_threadpool
+from fastapi import APIRouter, Depends, Query, Response
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Namespace, Offset, Store
+from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Namespace, Offset, Store, stored_answer
 from airflow_lineage_provider.consumer.models import SearchResults
 from airflow_lineage_provider.consumer.store import queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -28,11 +27,11 @@ async def get_search(
     namespace: Namespace = None,
     limit: Limit = 100,
     offset: Offset = 0,
-) -> dict:
+) -> Response:
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
             items, total = queries.search(conn, q, filter, namespace, limit, offset, visible)
         return {"results": items, "totalCount": total}
 
-    return await run_in_threadpool(run)
+    return await stored_answer(run)
