@@ -61,17 +61,6 @@ def _auth_manager() -> BaseAuthManager:
     return get_auth_manager()
 
 
-def _trusted_user(request: Request) -> BaseUser | None:
-    """The user Airflow's own JWT-refresh middleware resolved from the cookie for this request, if any."""
-    try:
-        from airflow.api_fastapi.core_api.security import USER_INJECTED_BY_TRUSTED_MIDDLEWARE
-    except ImportError:  # Airflow versions before the marker: resolve the cookie ourselves
-        return None
-    user = getattr(request.state, "user", None)
-    trusted = getattr(request.state, "user_authenticated_via", None) is USER_INJECTED_BY_TRUSTED_MIDDLEWARE
-    return user if trusted else None
-
-
 def _seconds_left(token: str) -> float:
     """Seconds until the token's ``exp`` claim (read unverified: Airflow has just verified it), or infinity."""
     import jwt
@@ -112,23 +101,20 @@ class AirflowGuard:
             if kind == "x-api-key":
                 raise _unauthorized(f"the X-API-Key presented is not one of this consumer's keys: {HOW_TO}")
             return await self._token_decision(value, access)
+        # The cookie is read here rather than taken from Airflow's JWT-refresh middleware (which resolves the
+        # same cookie into request.state.user): the decision cache then serves cookie and header alike.
         token = request.cookies.get(COOKIE)
-        user = None if token else _trusted_user(request)
-        if token is None and user is None:
+        if not token:
             if self.anonymous is not None and access <= self.anonymous:
                 return ANONYMOUS
             raise _unauthorized(f"to {ACTIONS[access]}: {HOW_TO}")
         if access >= Access.WRITE:
-            if token:
-                await self._user_from_token(token)  # an invalid or expired cookie is a 401, as for reads
+            await self._user_from_token(token)  # an invalid or expired cookie is a 401, as for reads
             raise forbidden(
                 f"to {ACTIONS[access]} send the credential in a header (Authorization: Bearer <JWT> or "
                 f"{KEY_HEADERS}): a session cookie alone is refused for writes, against cross-site requests"
             )
-        if token:
-            return await self._token_decision(token, access)
-        assert user is not None
-        return await self._authorized(user, access)
+        return await self._token_decision(token, access)
 
     async def _token_decision(self, token: str, access: Access) -> Principal:
         """The principal of a JWT for ``access``, from the decision cache or from Airflow (then cached)."""
@@ -158,10 +144,6 @@ class AirflowGuard:
         except InvalidTokenError:
             raise _unauthorized(f"the credential is neither an Airflow token nor a consumer key: {HOW_TO}") from None
 
-    async def _authorized(self, user: BaseUser, access: Access) -> Principal:
-        method = PERMISSIONS[access]
-        return self._decided(user.get_name(), await self._is_authorized(user, method), access)
-
     @staticmethod
     async def _is_authorized(user: BaseUser, method: ResourceMethod) -> bool:
         # Auth managers may look permissions up in a database (FAB does): off the event loop.
@@ -176,10 +158,6 @@ class AirflowGuard:
                 "permission on Assets in Airflow (docs/security.md has the table)"
             )
         return Principal(name, "user")
-
-    def forget_decisions(self) -> None:
-        """Drop every remembered decision (the next request of each token asks Airflow again)."""
-        self._decisions.clear()
 
     def login_url(self, request: Request) -> str | None:
         """Airflow's login page, coming back to ``request``'s URL."""
