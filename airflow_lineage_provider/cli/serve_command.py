@@ -119,7 +119,7 @@ def serve(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot open the lineage store {args.store!r}: {reason}") from None
     base = f"http://{args.host}:{args.port}"
     print(f"Lineage consumer on {base}: ingest at {base}/api/v1/lineage, page at {base}/ui, API docs at {base}/docs")
-    print(access_summary(app.state.settings.all_keys(), anonymous, args.host))
+    print(access_summary(app.state.guard.keys, anonymous, args.host))  # the KeyGuard create_app built
     # The package's own lines (audit trail, retention, retries) next to uvicorn's.
     package_log = logging.getLogger("airflow_lineage_provider")
     package_log.setLevel(args.log_level.upper())

@@ -46,7 +46,7 @@ def guard_of(request: Request) -> Guard:
 
 
 async def authorize(request: Request, access: Access) -> Principal:
-    """The principal of ``request`` for ``access`` (what :func:`requires` runs), kept in ``request.state``."""
+    """The principal of ``request`` for ``access`` (what :func:`requires` runs)."""
     guard = guard_of(request)
     try:
         principal = await guard.authorize(request, access)
@@ -60,7 +60,6 @@ async def authorize(request: Request, access: Access) -> Principal:
             if url:
                 raise LoginRequired(url) from None
         raise
-    request.state.principal = principal
     return principal
 
 
