@@ -140,17 +140,18 @@ def _node_data(row: Any, visible: Visible = None) -> dict[str, Any]:
             lastModifiedAt=iso(row.schema_time),
             tags=[],
             description=None,
-            facets=_facets(row.dataset_facets, visible),
+            facets=visible_facets(row.dataset_facets, visible),
             symlinks=[],
         )
     else:
         latest = run_data(row, row.run_created_at, row.run_updated_at)
         data.update(type="BATCH", simpleName=row.name, latestRun=latest, inputs=[], outputs=[])
-        data["facets"] = _facets(row.job_facets, visible)
+        data["facets"] = visible_facets(row.job_facets, visible)
     return data
 
 
-def _facets(text: str | None, visible: Visible) -> dict[str, Any]:
+def visible_facets(text: str | None, visible: Visible) -> dict[str, Any]:
+    """Stored facets (JSON text) decoded, without the objects naming a hidden namespace when ``visible``."""
     facets = loads(text, {})
     return facets if visible is None else scrub(facets, visible)
 

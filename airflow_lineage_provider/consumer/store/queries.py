@@ -31,9 +31,9 @@ from sqlalchemy import Connection, and_, func, not_, or_, select
 
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.store import tables
-from airflow_lineage_provider.consumer.store.nodes import node_details, run_data
-from airflow_lineage_provider.consumer.store.text import iso, loads
-from airflow_lineage_provider.consumer.store.visibility import Visible, names_hidden_namespace, namespace_in, scrub
+from airflow_lineage_provider.consumer.store.nodes import node_details, run_data, visible_facets
+from airflow_lineage_provider.consumer.store.text import iso
+from airflow_lineage_provider.consumer.store.visibility import Visible, names_hidden_namespace, namespace_in
 
 
 def _page(conn: Connection, query: Any, limit: int, offset: int) -> tuple[list[Any], int]:
@@ -118,10 +118,7 @@ def search(
 def _run_dict(row: Any, visible: Visible = None) -> dict[str, Any]:
     data = run_data(row, row.created_at, row.updated_at)
     assert data is not None
-    facets = loads(row.facets, {})
-    data.update(
-        jobNamespace=row.namespace, jobName=row.name, facets=facets if visible is None else scrub(facets, visible)
-    )
+    data.update(jobNamespace=row.namespace, jobName=row.name, facets=visible_facets(row.facets, visible))
     return data
 
 
