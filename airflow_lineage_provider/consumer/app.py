@@ -32,7 +32,7 @@ from airflow_lineage_provider.consumer.service import RetentionSchedule, StoreUn
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.ui import lineage_ui_router
-from airflow_lineage_provider.consumer.validation import EventError
+from airflow_lineage_provider.consumer.validation import EventError, TooManyEvents
 from airflow_lineage_provider.version import __version__
 
 #: The routers every consumer app serves, in OpenAPI order.
@@ -120,6 +120,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(LoginRequired)
     async def login_required(_request: Request, error: LoginRequired) -> RedirectResponse:
         return RedirectResponse(error.url, status_code=status.HTTP_303_SEE_OTHER)
+
+    @app.exception_handler(TooManyEvents)
+    async def too_many(_request: Request, error: TooManyEvents) -> JSONResponse:
+        return _problem(status.HTTP_413_CONTENT_TOO_LARGE, str(error))
 
     @app.exception_handler(EventError)
     async def bad_event(_request: Request, error: EventError) -> JSONResponse:

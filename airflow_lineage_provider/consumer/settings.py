@@ -30,6 +30,25 @@ class ConsumerSettings:
     max_body_bytes: int = 16 * 1024 * 1024
     """Largest request body accepted (after gzip decompression), in bytes; larger ones get 413. 16 MiB."""
 
+    max_batch_events: int = 10_000
+    """Most events one request may carry; a larger batch gets 413 before its events are decoded."""
+
+    max_clock_skew_hours: float = 24.0
+    """How far past the consumer's clock an ``eventTime`` may be; later ones get 400 (a far-future event
+    would stay the latest forever and escape retention). 24 hours."""
+
+    max_concurrent_walks: int = 4
+    """Graph and column-lineage walks computed at once per process; more wait their turn."""
+
+    max_waiting_walks: int = 64
+    """Walks that may wait for a turn; past this a walk is answered 503 with ``Retry-After``."""
+
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names (``Host`` header, without the port) requests may be addressed to; others get 400, so a
+    web page that rebinds its DNS name to this address cannot read the API. ``*`` in the list, or an empty
+    list (the default for apps built in code, e.g. inside Airflow), accepts any. ``airflow-lineage serve``
+    fills it with the address it listens on, ``localhost`` and ``--allowed-host`` names."""
+
     strict: bool = False
     """Reject (400) any event the OpenLineage JSON schema rejects, on top of the lenient checks.
     Needs ``spec_dir``."""
@@ -66,6 +85,13 @@ class ConsumerSettings:
             raise ValueError(f"graph_cache_nodes must be 0 (no cache) or more, got {self.graph_cache_nodes}")
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
+        for name in ("max_batch_events", "max_concurrent_walks"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.max_waiting_walks < 0:
+            raise ValueError(f"max_waiting_walks must be 0 or more, got {self.max_waiting_walks}")
+        if self.max_clock_skew_hours < 0:
+            raise ValueError(f"max_clock_skew_hours must be 0 or more, got {self.max_clock_skew_hours}")
         if self.strict and not self.spec_dir:
             raise ValueError(
                 "strict mode validates events against the OpenLineage JSON schema: pass spec_dir, the folder "

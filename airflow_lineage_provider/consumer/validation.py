@@ -5,6 +5,11 @@ Accepted as producers send them: a missing ``schemaURL`` or ``producer``, a miss
 Rejected with a message naming the field: a missing or non-UUID ``run.runId``, a missing job namespace or
 name, an unknown ``eventType``, a missing or unreadable ``eventTime``, and wrong types where this consumer
 reads a value (``inputs`` not an array, a dataset without a name, ...).
+
+Limits that keep every request's cost linear in its size (docs/consumer.md, "Limits"): JSON nested deeper
+than :data:`MAX_DEPTH` levels, an ``eventTime`` later than the caller's ``not_after`` (the configured clock
+skew), and more than a batch's ``max_events`` events are refused. Error messages show at most
+:data:`SHOWN_CHARS` characters of a value they quote.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -22,6 +28,11 @@ EventKind = Literal["run", "dataset", "job"]
 EVENT_TYPES = ("START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER")
 #: Longest namespace, name or field name accepted (characters).
 MAX_NAME_LENGTH = 4096
+
+#: Deepest nesting of objects and arrays accepted in an event (the event object itself is level 1).
+MAX_DEPTH = 64
+#: Most characters of a client's value quoted back in an error message.
+SHOWN_CHARS = 80
 
 UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")  # fullmatch
 
@@ -57,6 +68,12 @@ class LineageEvent:
     dataset: DatasetRef | None = None
 
 
+def shown(value: Any) -> str:
+    """``repr(value)``, cut to :data:`SHOWN_CHARS` characters: error messages never echo a whole value."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[: SHOWN_CHARS - 20]}... ({len(text)} characters)"
+
+
 def event_key(payload: str) -> str:
     """The identity of an event: SHA-256 of its canonical JSON (the same event twice has one key)."""
     return hashlib.sha256(payload.encode()).hexdigest()
@@ -70,22 +87,24 @@ def canonical_json(event: dict[str, Any]) -> str:
 def parse_time(value: Any, where: str) -> datetime:
     """An ISO 8601 date-time as an aware UTC datetime; without a zone it is read as UTC."""
     if not isinstance(value, str) or not value.strip():
-        raise EventError(f"{where} must be an ISO 8601 date-time such as 2024-05-01T12:00:00Z, got {value!r}")
+        raise EventError(f"{where} must be an ISO 8601 date-time such as 2024-05-01T12:00:00Z, got {shown(value)}")
     try:
         parsed = datetime.fromisoformat(value.strip())
     except ValueError:
-        raise EventError(f"{where} must be an ISO 8601 date-time such as 2024-05-01T12:00:00Z, got {value!r}") from None
+        raise EventError(
+            f"{where} must be an ISO 8601 date-time such as 2024-05-01T12:00:00Z, got {shown(value)}"
+        ) from None
     if parsed.tzinfo is None:
         return parsed.replace(tzinfo=timezone.utc)
     try:
         return parsed.astimezone(timezone.utc)
     except OverflowError:
-        raise EventError(f"{where} is out of range: {value!r}") from None
+        raise EventError(f"{where} is out of range: {shown(value)}") from None
 
 
 def _name(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:
-        raise EventError(f"{where} must be a non-empty string, got {value!r}")
+        raise EventError(f"{where} must be a non-empty string, got {shown(value)}")
     if len(value) > MAX_NAME_LENGTH:
         raise EventError(f"{where} is {len(value)} characters long; at most {MAX_NAME_LENGTH} are accepted")
     if "\x00" in value:
@@ -140,8 +159,48 @@ def _kind(event: dict[str, Any]) -> EventKind:
     )
 
 
-def parse_event(value: Any) -> LineageEvent:
+def _too_deep(value: Any, limit: int) -> list[str] | None:
+    """The path to the first container nested deeper than ``limit`` levels in ``value``, or None."""
+    pending: list[tuple[Any, int, tuple[str, ...]]] = [(value, 1, ())]
+    while pending:
+        item, level, path = pending.pop()
+        if level > limit:
+            return list(path)
+        members = item.items() if type(item) is dict else enumerate(item)
+        for key, member in members:
+            if type(member) is dict or type(member) is list:
+                pending.append((member, level + 1, (*path, f"[{key}]" if type(key) is int else str(key))))
+    return None
+
+
+def check_depth(event: Any, payload: str, limit: int = MAX_DEPTH) -> None:
+    """Refuse an event nested deeper than ``limit`` levels, naming where.
+
+    ``payload`` is the event's JSON: with no more ``{`` and ``[`` than ``limit`` in it (most events) no
+    walk is needed.
+
+    Raises:
+        EventError: naming the path to the first too-deep object or array.
+    """
+    if payload.count("{") + payload.count("[") <= limit:
+        return
+    path = _too_deep(event, limit)
+    if path is None:
+        return
+    where = ".".join(path).replace(".[", "[")
+    if len(where) > 2 * SHOWN_CHARS:
+        where = f"{where[:SHOWN_CHARS]}...{where[-SHOWN_CHARS:]}"
+    raise EventError(
+        f"the event nests objects and arrays more than {limit} levels deep (at {where}); "
+        f"at most {limit} are accepted: flatten that facet"
+    )
+
+
+def parse_event(value: Any, *, not_after: datetime | None = None, max_depth: int = MAX_DEPTH) -> LineageEvent:
     """Validate one decoded JSON value as an OpenLineage event.
+
+    ``not_after`` is the latest ``eventTime`` accepted (now plus the allowed clock skew; None accepts any);
+    ``max_depth`` the deepest nesting of objects and arrays.
 
     Raises:
         EventError: naming the field that makes the event unusable and what is expected there.
@@ -150,10 +209,16 @@ def parse_event(value: Any) -> LineageEvent:
     kind = _kind(event)
     event_type = event.get("eventType")
     if event_type is not None and event_type not in EVENT_TYPES:
-        raise EventError(f"eventType must be one of {', '.join(EVENT_TYPES)}, got {event_type!r}")
+        raise EventError(f"eventType must be one of {', '.join(EVENT_TYPES)}, got {shown(event_type)}")
     if "eventTime" not in event:
         raise EventError("eventTime is required: the ISO 8601 date-time the event happened, e.g. 2024-05-01T12:00:00Z")
     event_time = parse_time(event["eventTime"], "eventTime")
+    if not_after is not None and event_time > not_after:
+        raise EventError(
+            f"eventTime {shown(event['eventTime'])} is later than this consumer accepts "
+            f"({not_after.isoformat(timespec='seconds')}, now plus the allowed clock skew): "
+            "check the producer's clock"
+        )
     producer = event.get("producer")
     if producer is not None and not isinstance(producer, str):
         raise EventError(f"producer must be a string (a URI), got {_type(producer)}")
@@ -165,6 +230,7 @@ def parse_event(value: Any) -> LineageEvent:
         raise EventError("the event contains NaN or Infinity, which JSON does not allow") from None
     except RecursionError:
         raise EventError("the event is nested too deeply to be stored: flatten its facets") from None
+    check_depth(event, payload, max_depth)
     if "\\ud" in payload:  # a surrogate escape: fine in pairs, not alone (no store or JSON encoder keeps one)
         try:
             json.dumps(event, ensure_ascii=False).encode()
@@ -189,24 +255,83 @@ def parse_event(value: Any) -> LineageEvent:
     run = _object(event["run"], "run", required=True)
     run_id = run.get("runId")
     if not isinstance(run_id, str) or not UUID_RE.fullmatch(run_id):
-        raise EventError(f"run.runId must be a UUID such as 0190c3a2-7c3f-7e1a-9d5e-2b8f3c4d5e6f, got {run_id!r}")
+        raise EventError(f"run.runId must be a UUID such as 0190c3a2-7c3f-7e1a-9d5e-2b8f3c4d5e6f, got {shown(run_id)}")
     return LineageEvent(
         **common, run_id=run_id.lower(), job=job, run_facets=_object(run.get("facets"), "run.facets"), **io
     )
 
 
-def parse_body(body: bytes) -> tuple[list[Any], bool]:
+def parse_body(body: bytes, max_events: int | None = None) -> tuple[list[Any], bool]:
     """Decode a request body into its events: ``(events, was_array)``.
+
+    An array is decoded one element at a time and refused as soon as it holds more than ``max_events``
+    (None: no bound), so a body of millions of tiny elements costs no more than ``max_events`` of them.
 
     Raises:
         EventError: the body is not JSON, or is neither an event object nor an array of them.
+        TooManyEvents: the array holds more than ``max_events`` events.
     """
     try:
-        decoded = json.loads(body)
+        text = body.decode("utf-8-sig") if isinstance(body, bytes) else body
+    except UnicodeDecodeError as error:
+        reason = f"{error.reason} at byte {error.start}"
+        raise EventError(f"the body is not valid JSON: it is not UTF-8 text ({reason})") from None
+    start = _skip_space(text, 0)
+    if text.startswith("[", start):
+        return list(_array_items(text, start, max_events)), True
+    try:
+        decoded = json.loads(text)
     except (ValueError, RecursionError) as error:
-        raise EventError(f"the body is not valid JSON: {error}") from None
-    if isinstance(decoded, list):
-        return decoded, True
+        raise EventError(f"the body is not valid JSON: {_json_error(error)}") from None
     if isinstance(decoded, dict):
         return [decoded], False
     raise EventError(f"the body must be an event (a JSON object) or an array of events, got {_type(decoded)}")
+
+
+class TooManyEvents(EventError):
+    """A batch holds more events than the consumer takes per request (answered with 413)."""
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+def _skip_space(text: str, at: int) -> int:
+    match = _SPACE.match(text, at)
+    return match.end() if match else at
+
+
+def _json_error(error: Exception) -> str:
+    if isinstance(error, RecursionError):
+        return f"it nests objects and arrays too deeply (at most {MAX_DEPTH} levels are accepted)"
+    return str(error)
+
+
+def _array_items(text: str, start: int, max_events: int | None) -> Iterator[Any]:
+    """The elements of the JSON array at ``text[start]``, decoded one at a time (C speed each)."""
+    at, count = _skip_space(text, start + 1), 0
+    if text.startswith("]", at):
+        at = _skip_space(text, at + 1)
+    else:
+        while True:
+            count += 1
+            if max_events is not None and count > max_events:
+                raise TooManyEvents(
+                    f"the batch holds more than {max_events} events; at most {max_events} are accepted per "
+                    "request: send smaller batches"
+                )
+            try:
+                item, at = _DECODER.raw_decode(text, at)
+            except (ValueError, RecursionError) as error:
+                raise EventError(f"the body is not valid JSON: {_json_error(error)}") from None
+            yield item
+            at = _skip_space(text, at)
+            if text.startswith(",", at):
+                at = _skip_space(text, at + 1)
+            elif text.startswith("]", at):
+                at = _skip_space(text, at + 1)
+                break
+            else:
+                raise EventError(f"the body is not valid JSON: expecting ',' or ']' at character {at}")
+    if at != len(text):
+        raise EventError(f"the body is not valid JSON: extra data after the array at character {at}")

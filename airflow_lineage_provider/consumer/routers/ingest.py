@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request, status
@@ -14,9 +16,13 @@ from airflow_lineage_provider.consumer.auth import Writer, requires
 from airflow_lineage_provider.consumer.deps import read_body
 from airflow_lineage_provider.consumer.models import IngestSummary, Problem, StoredEvent
 from airflow_lineage_provider.consumer.service import store_events
-from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_body, parse_event
+from airflow_lineage_provider.consumer.settings import ConsumerSettings
+from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_body, parse_event, shown
 
 router = APIRouter(tags=["ingest"], dependencies=[Depends(requires(Access.WRITE))])
+
+#: Most per-event error messages a batch answer lists (the statuses in ``results`` cover every event).
+MAX_LISTED_ERRORS = 100
 
 _EVENT = {"type": "object", "description": "An OpenLineage RunEvent, DatasetEvent or JobEvent."}
 _ONE_OR_MANY = {
@@ -32,7 +38,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": Problem, "description": "Not JSON, a wrong body shape, or an event that cannot be lineage."},
     401: {"model": Problem, "description": "No credential, or one this consumer does not know."},
     403: {"model": Problem, "description": "The credential may not write (a read key, a viewer, a cookie alone)."},
-    413: {"model": Problem, "description": "The body is larger than the configured limit."},
+    413: {"model": Problem, "description": "The body or the batch is larger than the configured limits."},
     503: {"model": Problem, "description": "The lineage store is unavailable; retry later."},
 }
 _BATCH = {
@@ -57,21 +63,50 @@ def _named_namespaces(value: Any) -> set[str]:
     return found
 
 
-def _validate(request: Request, value: Any, principal: Principal) -> LineageEvent:
-    event = parse_event(value)
+@dataclass
+class Checked:
+    """A request body decoded and checked off the event loop: the events to store and the refused ones."""
+
+    received: int
+    is_array: bool
+    valid: list[tuple[int, LineageEvent]] = field(default_factory=list)
+    errors: dict[int, str] = field(default_factory=dict)
+
+
+def _check(value: Any, principal: Principal, validator: Any, not_after: datetime) -> LineageEvent:
+    event = parse_event(value, not_after=not_after)
     if principal.namespaces is not None:
         outside = sorted(ns for ns in _named_namespaces(value) if not principal.namespaces.allows(ns))
         if outside:
             raise EventError(
                 f"{principal.who} may write only namespaces matching {list(principal.namespaces.patterns)}; "
-                f"this event names {outside}"
+                f"this event names {shown(outside)}"
             )
-    validator = request.app.state.spec_validator
     if validator is not None:
         errors = validator.errors(value)
         if errors:
-            raise EventError(f"the event does not match the OpenLineage schema (strict mode): {'; '.join(errors[:5])}")
+            found = "; ".join(message[:300] for message in errors[:5])
+            raise EventError(f"the event does not match the OpenLineage schema (strict mode): {found}")
     return event
+
+
+def check_body(body: bytes, settings: ConsumerSettings, principal: Principal, validator: Any) -> Checked:
+    """Decode ``body`` and check each event (CPU work: run in a worker thread, never on the event loop)."""
+    values, is_array = parse_body(body, settings.max_batch_events)
+    not_after = datetime.now(timezone.utc) + timedelta(hours=settings.max_clock_skew_hours)
+    checked = Checked(received=len(values), is_array=is_array)
+    for index, value in enumerate(values):
+        try:
+            checked.valid.append((index, _check(value, principal, validator, not_after)))
+        except EventError as error:
+            checked.errors[index] = str(error)
+    return checked
+
+
+async def _checked(request: Request, principal: Principal) -> Checked:
+    body = await read_body(request)
+    state = request.app.state
+    return await run_in_threadpool(check_body, body, state.settings, principal, state.spec_validator)
 
 
 @router.post(
@@ -83,14 +118,13 @@ def _validate(request: Request, value: Any, principal: Principal) -> LineageEven
     summary="Ingest one event (201), or an array of events (as /batch)",
 )
 async def post_lineage(request: Request, principal: Writer) -> Any:
-    values, is_array = parse_body(await read_body(request))
-    if is_array:
-        return await _store_batch(request, values, principal)
-    try:
-        event = _validate(request, values[0], principal)
-    except EventError:
+    checked = await _checked(request, principal)
+    if checked.is_array:
+        return await _store_batch(request, checked, principal)
+    if checked.errors:
         _audit(principal, 1, 0, 0, 1, [], status.HTTP_400_BAD_REQUEST)
-        raise
+        raise EventError(checked.errors[0])
+    event = checked.valid[0][1]
     result, errors = await run_in_threadpool(store_events, request.app.state.store, [event])
     if errors:
         _audit(principal, 1, 0, 0, 1, audit.namespaces_of([event]), status.HTTP_400_BAD_REQUEST)
@@ -122,39 +156,40 @@ def _audit(
     summary="Ingest an array of events: 200 if all stored, 207 with per-event errors if some were not",
 )
 async def post_batch(request: Request, principal: Writer) -> Any:
-    values, is_array = parse_body(await read_body(request))
-    if not is_array:
+    checked = await _checked(request, principal)
+    if not checked.is_array:
         raise EventError("the batch endpoint takes a JSON array of events; post a single event to /api/v1/lineage")
-    return await _store_batch(request, values, principal)
+    return await _store_batch(request, checked, principal)
 
 
-async def _store_batch(request: Request, values: list[Any], principal: Principal) -> JSONResponse:
-    errors: dict[int, str] = {}
-    valid: list[tuple[int, LineageEvent]] = []
-    for index, value in enumerate(values):
-        try:
-            valid.append((index, _validate(request, value, principal)))
-        except EventError as error:
-            errors[index] = str(error)
+async def _store_batch(request: Request, checked: Checked, principal: Principal) -> JSONResponse:
+    errors, valid, received = checked.errors, checked.valid, checked.received
     duplicates = stored = 0
     if valid:
         result, refused = await run_in_threadpool(store_events, request.app.state.store, [e for _, e in valid])
         duplicates, stored = result.duplicates, result.stored
         errors.update((valid[i][0], message) for i, message in refused.items())
         request.app.state.retention.maybe_run(request.app.state.store)
-    summary = {
-        "received": len(values),
-        "successful": len(values) - len(errors),
+    summary = batch_summary(received, errors, duplicates)
+    code = status.HTTP_200_OK if not errors else status.HTTP_207_MULTI_STATUS if len(errors) < received else 400
+    namespaces = audit.namespaces_of(event for index, event in valid if index not in errors)
+    _audit(principal, received, stored, duplicates, len(errors), namespaces, code)
+    return JSONResponse(summary, status_code=code)
+
+
+def batch_summary(received: int, errors: dict[int, str], duplicates: int) -> dict[str, Any]:
+    """The answer to a batch, bounded whatever the batch: each error's text once, for at most
+    :data:`MAX_LISTED_ERRORS` events (``errorsOmitted`` counts the rest), and a status per event."""
+    listed = sorted(errors)[:MAX_LISTED_ERRORS]
+    summary: dict[str, Any] = {
+        "received": received,
+        "successful": received - len(errors),
         "failed": len(errors),
         "duplicates": duplicates,
-        "errors": [{"index": i, "error": errors[i]} for i in sorted(errors)],
+        "errors": [{"index": i, "error": errors[i]} for i in listed],
     }
-    if errors:  # per-event results let a sender (e.g. the export DAG) settle each event of a partial batch
-        summary["results"] = [
-            {"index": i, "status": 400, "error": errors[i]} if i in errors else {"index": i, "status": 201}
-            for i in range(len(values))
-        ]
-    code = status.HTTP_200_OK if not errors else status.HTTP_207_MULTI_STATUS if len(errors) < len(values) else 400
-    namespaces = audit.namespaces_of(event for index, event in valid if index not in errors)
-    _audit(principal, len(values), stored, duplicates, len(errors), namespaces, code)
-    return JSONResponse(summary, status_code=code)
+    if len(errors) > len(listed):
+        summary["errorsOmitted"] = len(errors) - len(listed)
+    if errors:  # per-event statuses let a sender (e.g. the export DAG) settle each event of a partial batch
+        summary["results"] = [{"index": i, "status": 400 if i in errors else 201} for i in range(received)]
+    return summary
