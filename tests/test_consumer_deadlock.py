@@ -16,7 +16,7 @@ import time
 import pytest
 from support.consumer_helpers import dataset, run_event
 
-from airflow_lineage_provider.consumer.service import store_events
+from airflow_lineage_provider.consumer.service import prune_now, store_events
 from airflow_lineage_provider.consumer.store import LineageStore, create_store_engine
 from airflow_lineage_provider.consumer.store.ingest import node_key
 from airflow_lineage_provider.consumer.validation import parse_event
@@ -80,6 +80,64 @@ def test_an_ingest_chosen_as_deadlock_victim_is_retried_and_stored(
         assert "retrying a lineage ingest after a conflict with another writer (1): deadlock detected" in caplog.text
         with store.read() as conn:
             assert conn.exec_driver_sql("SELECT count(*) FROM lineage_runs").scalar_one() == 2
+    finally:
+        store.dispose()
+        other.dispose()
+
+
+def test_retention_chosen_as_deadlock_victim_is_retried_and_logged(
+    pg_store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = LineageStore(pg_store_url)
+    other = create_store_engine(pg_store_url)
+    try:
+        outputs = [dataset("orders")]
+        old, latest = run_event("COMPLETE", "load", outputs=outputs), run_event("COMPLETE", "load", time=60)
+        store_events(store, [parse_event(old), parse_event(latest)])
+        old_run = old["run"]["runId"]
+        prune_waits = threading.Event()
+        failures: list[BaseException] = []
+
+        def lock_in_the_opposite_order() -> None:
+            try:
+                with other.connect() as conn, conn.begin():
+                    conn.exec_driver_sql("SET LOCAL deadlock_timeout = '30s'")  # let retention be the victim
+                    io = "SELECT run_uuid FROM lineage_run_io WHERE run_uuid = %(run)s FOR UPDATE"
+                    conn.exec_driver_sql(io, {"run": old_run})
+                    prune_waits.wait(30)
+                    conn.exec_driver_sql("SELECT id FROM lineage_events FOR UPDATE")  # closes the cycle
+            except BaseException as error:  # reported by the test thread
+                failures.append(error)
+
+        locker = threading.Thread(target=lock_in_the_opposite_order)
+        locker.start()
+        time.sleep(0.3)
+
+        def report_when_retention_waits() -> None:
+            with other.connect() as conn:
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    waiting = conn.exec_driver_sql(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND query LIKE 'DELETE FROM lineage_run_io%%'"
+                    ).scalar_one()
+                    conn.rollback()
+                    if waiting:
+                        prune_waits.set()
+                        return
+                    time.sleep(0.05)
+
+        watcher = threading.Thread(target=report_when_retention_waits)
+        watcher.start()
+        caplog.set_level(logging.INFO, logger="airflow_lineage_provider.consumer.service")
+        result = prune_now(store, days=1)
+        watcher.join(30)
+        locker.join(30)
+
+        assert not failures, failures
+        assert prune_waits.is_set(), "retention never waited for the locked run row"
+        assert (result.events, result.runs) == (2, 1)
+        assert "retrying lineage retention after a conflict with another writer (1): deadlock detected" in caplog.text
     finally:
         store.dispose()
         other.dispose()

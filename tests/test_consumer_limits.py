@@ -238,3 +238,24 @@ def test_a_full_batch_of_bad_events_lists_each_error_once_and_boundedly(client: 
     assert [r["status"] for r in body["results"]] == [400] * 10_000
     assert set(body["results"][0]) == {"index", "status"}  # the text is in errors only, never twice
     assert len(answer.content) < 10_000 * 40 + 100 * 300
+
+
+def test_retention_prunes_an_event_stored_with_a_far_future_time(client: TestClient, app: Any) -> None:
+    from sqlalchemy import update
+
+    from airflow_lineage_provider.consumer.service import prune_now
+    from airflow_lineage_provider.consumer.store import tables
+
+    client.get("/api/v1/namespaces")  # the store is created
+    future = {**run_event("START", "from_the_future"), "eventTime": "9999-12-31T00:00:00Z"}
+    _store_directly(app, future)
+    today = {**run_event("START", "today"), "eventTime": datetime.now(timezone.utc).isoformat()}
+    assert client.post("/api/v1/lineage", json=today).status_code == 201
+    with app.state.store.write() as conn:  # the far-future event arrived two days ago
+        arrived = datetime.now(timezone.utc) - timedelta(days=2)
+        conn.execute(
+            update(tables.events).where(tables.events.c.job_name == "from_the_future"), {"received_at": arrived}
+        )
+    assert prune_now(app.state.store, days=1).events == 1
+    remaining = client.get("/api/v1/events").json()["events"]
+    assert [e["job"]["name"] for e in remaining] == ["today"]

@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
+from typing import TypeVar
 
+from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -24,6 +26,7 @@ from airflow_lineage_provider.consumer.store.retention import PruneResult, prune
 from airflow_lineage_provider.consumer.validation import LineageEvent
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class StoreUnavailable(RuntimeError):
@@ -46,17 +49,22 @@ def _retryable(error: SQLAlchemyError) -> bool:
     return getattr(getattr(error, "orig", None), "pgcode", None) in _RETRYABLE
 
 
-def _write(store: LineageStore, events: Sequence[LineageEvent]) -> IngestResult:
+def _retrying(what: str, work: Callable[[Connection], T], store: LineageStore) -> T:
+    """``work`` in one write transaction, retried after a deadlock or serialization conflict."""
     for attempt in range(1, ATTEMPTS + 1):
         try:
             with store.write() as conn:
-                return ingest_events(conn, events)
+                return work(conn)
         except OperationalError as error:
             if not _retryable(error) or attempt == ATTEMPTS:
                 raise
-            log.info("retrying a lineage ingest after a conflict with another writer (%s): %s", attempt, _reason(error))
+            log.info("retrying %s after a conflict with another writer (%s): %s", what, attempt, _reason(error))
             time.sleep(0.01 * attempt * attempt)
     raise AssertionError("unreachable")
+
+
+def _write(store: LineageStore, events: Sequence[LineageEvent]) -> IngestResult:
+    return _retrying("a lineage ingest", lambda conn: ingest_events(conn, events), store)
 
 
 def store_events(store: LineageStore, events: Sequence[LineageEvent]) -> tuple[IngestResult, dict[int, str]]:
@@ -115,7 +123,6 @@ def prune_now(store: LineageStore, days: float) -> PruneResult:
     """Prune events and runs older than ``days`` days now."""
     cutoff = datetime.now(timezone.utc) - timedelta(days=days)
     try:
-        with store.write() as conn:
-            return prune(conn, cutoff)
+        return _retrying("lineage retention", lambda conn: prune(conn, cutoff), store)
     except OperationalError as error:
         raise StoreUnavailable(f"the lineage store is unavailable: {_reason(error)}") from error

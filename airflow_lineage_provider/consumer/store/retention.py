@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, and_, delete, select
+from sqlalchemy import Connection, and_, delete, or_, select
 
 from airflow_lineage_provider.consumer.store import tables
 
@@ -24,8 +24,14 @@ class PruneResult:
 
 
 def prune(conn: Connection, older_than: datetime) -> PruneResult:
-    """Delete events whose ``eventTime`` and runs whose last event are before ``older_than``."""
-    events = conn.execute(delete(tables.events).where(tables.events.c.event_time < older_than)).rowcount
+    """Delete events that happened or arrived before ``older_than``, and runs whose last event is before it.
+
+    An event is kept at most the retention period after it arrived, whatever its ``eventTime`` says: one
+    stored with a far-future time (before the consumer refused them) is pruned like any other.
+    """
+    e = tables.events.c
+    events = conn.execute(delete(tables.events).where(or_(e.event_time < older_than, e.received_at < older_than)))
+    events = events.rowcount
     latest = select(tables.jobs.c.latest_run_uuid).where(tables.jobs.c.latest_run_uuid.is_not(None))
     stale = select(tables.runs.c.run_uuid).where(
         and_(tables.runs.c.updated_at < older_than, tables.runs.c.run_uuid.not_in(latest))
