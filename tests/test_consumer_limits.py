@@ -4,6 +4,7 @@ store (issue 12): node ids with very many ``:`` and an exhausted connection pool
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -259,3 +260,43 @@ def test_retention_prunes_an_event_stored_with_a_far_future_time(client: TestCli
     assert prune_now(app.state.store, days=1).events == 1
     remaining = client.get("/api/v1/events").json()["events"]
     assert [e["job"]["name"] for e in remaining] == ["today"]
+
+
+def test_every_member_of_a_concatenated_gzip_body_is_read(client: TestClient) -> None:
+    import gzip
+
+    first, second = run_event("START", "first_member"), run_event("START", "second_member")
+    # One array split across two gzip members, as `cat a.gz b.gz` makes (RFC 1952, 2.2), then zero padding.
+    text = json.dumps([first, second]).encode()
+    cut = text.index(b',{"eventTime"') if b',{"eventTime"' in text else len(text) // 2
+    body = gzip.compress(text[:cut]) + gzip.compress(text[cut:]) + b"\x00" * 8
+    answer = client.post("/api/v1/lineage/batch", content=body, headers={"Content-Encoding": "gzip"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["received"] == 2
+    assert client.get("/api/v1/jobs", params={"name_contains": "_member"}).json()["totalCount"] == 2
+    cut_short = gzip.compress(text)[:-12]
+    answer = client.post("/api/v1/lineage/batch", content=cut_short, headers={"Content-Encoding": "gzip"})
+    assert answer.status_code == 400 and "cut short" in answer.json()["detail"]
+
+
+def test_a_client_that_disconnects_mid_upload_leaves_one_log_line(
+    store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+    import socket
+
+    from support.consumer_helpers import LiveServer
+
+    caplog.set_level(logging.INFO)
+    with LiveServer(create_app(store_url=store_url, anonymous=Access.ADMIN)) as server:
+        with socket.create_connection(("127.0.0.1", server.port)) as raw:
+            raw.sendall(
+                b"POST /api/v1/lineage HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100000\r\n\r\n" + b"[" * 100
+            )
+        deadline = time.monotonic() + 10
+        while "disconnected while sending" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert "a client disconnected while sending POST /api/v1/lineage; nothing was stored" in caplog.text
+    assert "Traceback" not in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

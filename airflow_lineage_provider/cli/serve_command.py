@@ -19,9 +19,13 @@ import os
 
 from airflow_lineage_provider.cli import CommandError
 from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing, load_keys_file
+from airflow_lineage_provider.consumer.hosts import serve_hosts
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6580
+#: Seconds a connection may take to send a request head, and may go without reading an answer.
+HEAD_SECONDS = 10.0
+STALL_SECONDS = 30.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -72,6 +76,45 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (default 16 MiB)"
     )
+    parser.add_argument(
+        "--max-batch-events", type=int, default=10_000, metavar="N", help="most events per request (default 10000)"
+    )
+    parser.add_argument(
+        "--max-clock-skew-hours",
+        type=float,
+        default=24.0,
+        metavar="HOURS",
+        help="refuse events whose eventTime is more than this ahead of the consumer's clock (default 24)",
+    )
+    parser.add_argument(
+        "--max-concurrent-walks",
+        type=int,
+        default=4,
+        metavar="N",
+        help="graph walks computed at once; up to 64 more wait, then 503 (default 4)",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name clients use to reach the consumer (repeatable; '*' allows any). Always allowed: the "
+        "--host address, localhost and the loopback addresses (and this machine's names when --host is 0.0.0.0)",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=HEAD_SECONDS,
+        metavar="SECONDS",
+        help=f"close a connection that sends no complete request head for this long (default {HEAD_SECONDS:.0f})",
+    )
+    parser.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=STALL_SECONDS,
+        metavar="SECONDS",
+        help=f"close a connection whose client reads nothing of an answer for this long (default {STALL_SECONDS:.0f})",
+    )
     parser.add_argument("--strict", action="store_true", help="reject events the OpenLineage JSON schema rejects")
     parser.add_argument("--spec-dir", metavar="DIR", help="folder with OpenLineage.json and facets/ (for --strict)")
     parser.add_argument(
@@ -94,9 +137,13 @@ def serve(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
     from airflow_lineage_provider.consumer import create_app
+    from airflow_lineage_provider.consumer.http_protocol import guarded_protocol
 
     if not 0 < args.port < 65536:
         raise CommandError(f"--port must be between 1 and 65535, got {args.port}")
+    for option in ("header_timeout", "stall_timeout"):
+        if getattr(args, option) <= 0:
+            raise CommandError(f"--{option.replace('_', '-')} must be more than 0 seconds, got {getattr(args, option)}")
     try:
         keys = [*(load_keys_file(args.keys_file) if args.keys_file else ()), *map(ApiKey.parse, args.key)]
         anonymous = anonymous_access(args.host, bool(keys or args.api_key), args.allow_anonymous)
@@ -110,6 +157,10 @@ def serve(args: argparse.Namespace) -> int:
             spec_dir=args.spec_dir,
             retention_days=args.retention_days,
             graph_cache_nodes=args.graph_cache_nodes,
+            max_batch_events=args.max_batch_events,
+            max_clock_skew_hours=args.max_clock_skew_hours,
+            max_concurrent_walks=args.max_concurrent_walks,
+            allowed_hosts=serve_hosts(args.host, args.allowed_host),
         )
         app.state.store.engine  # noqa: B018 - connect and migrate before accepting traffic
     except (ValueError, ArgumentError) as error:
@@ -120,6 +171,8 @@ def serve(args: argparse.Namespace) -> int:
     base = f"http://{args.host}:{args.port}"
     print(f"Lineage consumer on {base}: ingest at {base}/api/v1/lineage, page at {base}/ui, API docs at {base}/docs")
     print(access_summary(app.state.guard.keys, anonymous, args.host))  # the KeyGuard create_app built
+    hosts = app.state.settings.allowed_hosts
+    print("Host names answered: " + ("any (--allowed-host '*')" if "*" in hosts else ", ".join(hosts)))
     # The package's own lines (audit trail, retention, retries) next to uvicorn's.
     package_log = logging.getLogger("airflow_lineage_provider")
     package_log.setLevel(args.log_level.upper())
@@ -127,7 +180,13 @@ def serve(args: argparse.Namespace) -> int:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
         package_log.addHandler(handler)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        http=guarded_protocol(args.header_timeout, args.stall_timeout),
+    )
     return 0
 
 

@@ -15,6 +15,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from airflow_lineage_provider.consumer.api_docs import api_docs_router
 from airflow_lineage_provider.consumer.auth import LoginRequired
 from airflow_lineage_provider.consumer.guards import GuardFactory, KeyGuard
+from airflow_lineage_provider.consumer.hosts import AllowedHosts
 from airflow_lineage_provider.consumer.nodeids import NodeIdError
 from airflow_lineage_provider.consumer.routers import (
     column_lineage,
@@ -33,6 +34,7 @@ from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.ui import lineage_ui_router
 from airflow_lineage_provider.consumer.validation import EventError, TooManyEvents
+from airflow_lineage_provider.consumer.walk_limits import RETRY_AFTER_SECONDS, WalkLimiter, WalksBusy
 from airflow_lineage_provider.version import __version__
 
 #: The routers every consumer app serves, in OpenAPI order.
@@ -104,6 +106,9 @@ def create_app(
     app.state.store = LineageStore(store_url, engine=engine, graph_cache_nodes=config.graph_cache_nodes)
     app.state.spec_validator = spec_validator
     app.state.retention = RetentionSchedule(config)
+    app.state.walks = WalkLimiter(config.max_concurrent_walks, config.max_waiting_walks, config.walk_answer_bytes)
+    if config.allowed_hosts:
+        app.add_middleware(AllowedHosts, hosts=config.allowed_hosts)
     for router in (*ROUTERS, *extra_routers):
         app.include_router(router)
     app.include_router(lineage_ui_router())  # the lineage page at /ui (docs/ui.md)
@@ -143,6 +148,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StoreUnavailable)
     async def store_down(_request: Request, error: StoreUnavailable) -> JSONResponse:
         return _problem(status.HTTP_503_SERVICE_UNAVAILABLE, str(error), {"Retry-After": "30"})
+
+    @app.exception_handler(WalksBusy)
+    async def walks_busy(_request: Request, error: WalksBusy) -> JSONResponse:
+        return _problem(status.HTTP_503_SERVICE_UNAVAILABLE, str(error), {"Retry-After": str(RETRY_AFTER_SECONDS)})
 
     @app.exception_handler(PoolTimeout)
     async def store_busy(_request: Request, _error: PoolTimeout) -> JSONResponse:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import zlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timezone
 from typing import Annotated, Any
 
 import msgspec
 from fastapi import Depends, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
+
+log = logging.getLogger(__name__)
 
 
 def get_store(request: Request) -> LineageStore:
@@ -67,6 +72,30 @@ def _too_large(limit: int) -> HTTPException:
     )
 
 
+#: Longest pause between two parts of a request body before the request is dropped (408), in seconds.
+BODY_IDLE_SECONDS = 30.0
+
+
+async def _chunks(request: Request) -> AsyncIterator[bytes]:
+    """The body's parts as they arrive; 408 after :data:`BODY_IDLE_SECONDS` without one, and one log line
+    (no traceback) when the client goes away mid-upload."""
+    parts = request.stream().__aiter__()
+    while True:
+        try:
+            chunk = await asyncio.wait_for(parts.__anext__(), BODY_IDLE_SECONDS)
+        except StopAsyncIteration:
+            return
+        except asyncio.TimeoutError:
+            raise HTTPException(
+                status.HTTP_408_REQUEST_TIMEOUT,
+                detail=f"no part of the body arrived for {BODY_IDLE_SECONDS:.0f} s: the request was dropped",
+            ) from None
+        except ClientDisconnect:
+            log.info("a client disconnected while sending %s %s; nothing was stored", request.method, request.url.path)
+            raise HTTPException(status.HTTP_400_BAD_REQUEST, detail="the client disconnected mid-upload") from None
+        yield chunk
+
+
 async def read_body(request: Request) -> bytes:
     """The request body, gunzipped when ``Content-Encoding: gzip``; 413 past ``max_body_bytes``."""
     limit: int = request.app.state.settings.max_body_bytes
@@ -74,7 +103,7 @@ async def read_body(request: Request) -> bytes:
     if declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     chunks, size = [], 0
-    async for chunk in request.stream():
+    async for chunk in _chunks(request):
         size += len(chunk)
         if size > limit:
             raise _too_large(limit)
@@ -87,11 +116,25 @@ async def read_body(request: Request) -> bytes:
         raise HTTPException(
             status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, detail=f"Content-Encoding {encoding!r} is not supported: use gzip"
         )
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        data = inflater.decompress(body, limit + 1)
-    except zlib.error as error:
-        raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=f"the gzip body cannot be read: {error}") from None
-    if len(data) > limit or inflater.unconsumed_tail:
-        raise _too_large(limit)
-    return data
+    return gunzip(body, limit)
+
+
+def gunzip(body: bytes, limit: int) -> bytes:
+    """Every gzip member of ``body`` (RFC 1952 allows several, as ``cat a.gz b.gz`` makes), inflated;
+    413 past ``limit`` bytes, 400 when it is not gzip or ends mid-member."""
+    parts: list[bytes] = []
+    size, rest = 0, body
+    while rest:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            part = inflater.decompress(rest, limit + 1 - size)
+        except zlib.error as error:
+            raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=f"the gzip body cannot be read: {error}") from None
+        size += len(part)
+        if size > limit or inflater.unconsumed_tail:
+            raise _too_large(limit)
+        if not inflater.eof:
+            raise HTTPException(status.HTTP_400_BAD_REQUEST, detail="the gzip body is cut short (truncated member)")
+        parts.append(part)
+        rest = inflater.unused_data.lstrip(b"\x00")  # gzip allows zero padding after a member
+    return b"".join(parts)

@@ -43,6 +43,10 @@ class ConsumerSettings:
     max_waiting_walks: int = 64
     """Walks that may wait for a turn; past this a walk is answered 503 with ``Retry-After``."""
 
+    walk_answer_bytes: int = 256 * 1024 * 1024
+    """Bytes of walk answers held in memory until their clients have read them; a walk that would go past
+    it is answered 503 with ``Retry-After``. 256 MiB (a ``maxNodes=100000`` answer is about 20 MB)."""
+
     allowed_hosts: tuple[str, ...] = ()
     """Host names (``Host`` header, without the port) requests may be addressed to; others get 400, so a
     web page that rebinds its DNS name to this address cannot read the API. ``*`` in the list, or an empty
@@ -85,7 +89,7 @@ class ConsumerSettings:
             raise ValueError(f"graph_cache_nodes must be 0 (no cache) or more, got {self.graph_cache_nodes}")
         if self.max_body_bytes < 1024:
             raise ValueError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
-        for name in ("max_batch_events", "max_concurrent_walks"):
+        for name in ("max_batch_events", "max_concurrent_walks", "walk_answer_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.max_waiting_walks < 0:

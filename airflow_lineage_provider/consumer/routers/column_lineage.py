@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from fastapi import APIRouter, Depends, HTTPException, Response, status
-from fastapi.concurrency import run_in_threadpool
+from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.access import Access, NamespaceScope
@@ -115,6 +114,7 @@ def column_graph(
     summary="Column lineage around a dataset field (or every field of a dataset)",
 )
 async def get_column_lineage(
+    request: Request,
     store: Store,
     settings: Settings,
     principal: Reader,
@@ -123,7 +123,7 @@ async def get_column_lineage(
     direction: Direction = "both",
     max_nodes: MaxNodes = None,
 ) -> Response:
-    body = await run_in_threadpool(
+    return await request.app.state.walks.answer(
         column_graph,
         store,
         node_id,
@@ -132,4 +132,3 @@ async def get_column_lineage(
         max_nodes or settings.default_max_nodes,
         principal.namespaces,
     )
-    return Response(body, media_type="application/json")

@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
-from fastapi.concurrency import run_in_threadpool
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from sqlalchemy import Select, func, select, union_all
 
 from airflow_lineage_provider.consumer import nodeids
@@ -110,6 +109,7 @@ def lineage_graph(
     summary="The lineage graph around a job or dataset",
 )
 async def get_lineage(
+    request: Request,
     store: Store,
     settings: Settings,
     principal: Reader,
@@ -118,7 +118,7 @@ async def get_lineage(
     direction: Direction = "both",
     max_nodes: MaxNodes = None,
 ) -> Response:
-    body = await run_in_threadpool(
+    return await request.app.state.walks.answer(
         lineage_graph,
         store,
         node_id,
@@ -127,4 +127,3 @@ async def get_lineage(
         max_nodes or settings.default_max_nodes,
         principal.namespaces,
     )
-    return Response(body, media_type="application/json")

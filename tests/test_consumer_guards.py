@@ -1,0 +1,179 @@
+"""Connection-level guards (issue 12): the Host allow-list, uvicorn timeouts for connections that never send
+a request head or stop reading, and the per-process bounds on walks — over real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import uvicorn
+from sqlalchemy import create_engine
+from support.consumer_helpers import dataset, free_port, run_event
+
+from airflow_lineage_provider.consumer import create_app
+from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.hosts import host_name, serve_hosts
+from airflow_lineage_provider.consumer.http_protocol import guarded_protocol
+
+pytest_plugins = ("support.consumer_fixtures",)
+
+
+@contextmanager
+def served(app: Any, head_seconds: float = 10.0, stall_seconds: float = 30.0) -> Iterator[str]:
+    """``app`` on a real uvicorn on 127.0.0.1 with ``serve``'s protocol; yields the base URL."""
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", http=guarded_protocol(head_seconds, stall_seconds)
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+@pytest.mark.parametrize(
+    ("header", "name"),
+    [
+        ("localhost:6580", "localhost"),
+        ("[::1]:6580", "::1"),
+        ("127.0.0.1", "127.0.0.1"),
+        ("Lineage.Internal", "lineage.internal"),
+    ],
+)
+def test_host_names_are_read_without_the_port(header: str, name: str) -> None:
+    assert host_name(header) == name
+
+
+def test_a_request_for_an_unknown_host_name_is_refused(store_url: str) -> None:
+    hosts = serve_hosts("127.0.0.1", ["lineage.internal"])
+    assert hosts == ("localhost", "127.0.0.1", "::1", "lineage.internal")
+    with served(create_app(store_url=store_url, anonymous=Access.ADMIN, allowed_hosts=hosts)) as url:
+        port = _port(url)
+        for host, code in (
+            (f"127.0.0.1:{port}", 200),
+            (f"localhost:{port}", 200),
+            (f"lineage.internal:{port}", 200),
+            (f"attacker.example:{port}", 400),  # a DNS-rebinding page sends its own name
+            ("", 400),
+        ):
+            answer = requests.get(f"{url}/api/v1/namespaces", headers={"Host": host}, timeout=10)
+            assert answer.status_code == code, (host, answer.text)
+        refused = requests.get(f"{url}/api/v1/namespaces", headers={"Host": "attacker.example"}, timeout=10)
+        assert refused.json()["detail"].startswith("this consumer does not answer to the host 'attacker.example'")
+        assert "--allowed-host attacker.example" in refused.json()["detail"]
+
+
+def test_any_host_is_answered_when_asked_for_and_wildcard_binds_add_this_machines_names() -> None:
+    assert "*" in serve_hosts("127.0.0.1", ["*"])
+    everywhere = serve_hosts("0.0.0.0")
+    assert socket.gethostname().lower() in everywhere and "0.0.0.0" not in everywhere
+
+
+def test_a_connection_that_never_sends_a_request_head_is_closed(store_url: str) -> None:
+    with served(create_app(store_url=store_url, anonymous=Access.ADMIN), head_seconds=0.5) as url:
+        silent = socket.create_connection(("127.0.0.1", _port(url)))
+        trickle = socket.create_connection(("127.0.0.1", _port(url)))
+        trickle.sendall(b"GET /api/v1/namespaces HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never ends the head
+        for sock in (silent, trickle):
+            sock.settimeout(5)
+            started = time.monotonic()
+            assert sock.recv(1024) == b""  # closed by the server
+            assert time.monotonic() - started < 4
+            sock.close()
+        kept = socket.create_connection(("127.0.0.1", _port(url)))
+        kept.sendall(b"GET /api/v1/namespaces HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        kept.settimeout(5)
+        assert kept.recv(1024).startswith(b"HTTP/1.1 200")  # a prompt request is answered as always
+        kept.close()
+
+
+def _wide_store(app: Any, datasets: int, fields: int) -> None:
+    """One job writing ``datasets`` datasets of ``fields`` columns: a walk answer of many MB."""
+    event = run_event("COMPLETE", "widen", outputs=[dataset("wide_0", fields=["a"])])
+    schema = event["outputs"][0]["facets"]["schema"]
+    columns = [{"name": f"column_{i}_with_a_longer_name", "type": "VARCHAR"} for i in range(fields)]
+    event["outputs"] = [
+        {"namespace": "warehouse", "name": f"wide_{d}", "facets": {"schema": {**schema, "fields": columns}}}
+        for d in range(datasets)
+    ]
+    with TestClientFor(app) as client:
+        assert client.post("/api/v1/lineage", json=event).status_code == 201
+
+
+@contextmanager
+def TestClientFor(app: Any) -> Iterator[Any]:
+    from fastapi.testclient import TestClient
+
+    with TestClient(app) as client:
+        yield client
+
+
+def test_answers_a_client_does_not_read_are_bounded_and_dropped_when_it_stalls(tmp_path: Path) -> None:
+    app = create_app(
+        store_url=f"sqlite:///{tmp_path / 'lineage.db'}", anonymous=Access.ADMIN, walk_answer_bytes=1024 * 1024
+    )
+    _wide_store(app, datasets=40, fields=5000)
+    path = "/api/v1/lineage?nodeId=job:pipelines:widen&depth=1"
+    with served(app, stall_seconds=1.0) as url:
+        whole = requests.get(url + path, timeout=30)
+        assert whole.status_code == 200 and len(whole.content) > 8_000_000
+        reader = socket.create_connection(("127.0.0.1", _port(url)))
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        reader.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())  # and reads nothing
+        time.sleep(0.5)
+        busy = requests.get(url + path, timeout=30)  # the unread answer holds the budget
+        assert busy.status_code == 503, busy.status_code
+        assert busy.headers["retry-after"] == "5" and "still being sent" in busy.json()["detail"]
+        time.sleep(2.0)  # the stalled connection is dropped, its answer freed
+        assert requests.get(url + path, timeout=30).status_code == 200
+        reader.close()
+
+
+@pytest.mark.postgres
+def test_walks_past_the_concurrency_bound_wait_and_past_the_queue_get_503(pg_store_url: str) -> None:
+    app = create_app(store_url=pg_store_url, anonymous=Access.ADMIN, max_concurrent_walks=1, max_waiting_walks=1)
+    with TestClientFor(app) as client:
+        assert client.post("/api/v1/lineage", json=run_event("COMPLETE", "walked")).status_code == 201
+    locker = create_engine(pg_store_url)
+    path = "/api/v1/lineage?nodeId=job:pipelines:walked&depth=1"
+    with served(app) as url:
+        conn = locker.connect()
+        transaction = conn.begin()
+        conn.exec_driver_sql("LOCK TABLE lineage_nodes IN ACCESS EXCLUSIVE MODE")  # every walk now blocks
+        answers: list[int] = []
+        walkers = [
+            threading.Thread(target=lambda: answers.append(requests.get(url + path, timeout=60).status_code))
+            for _ in range(2)
+        ]
+        for walker in walkers:  # one takes the only turn, one waits for it
+            walker.start()
+            time.sleep(0.5)
+        refused = requests.get(url + path, timeout=10)
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "5"
+        assert "1 lineage walks are running and 1 waiting" in refused.json()["detail"]
+        transaction.rollback()
+        conn.close()
+        for walker in walkers:
+            walker.join(60)
+        assert answers == [200, 200]
+        assert requests.get(url + path, timeout=10).status_code == 200
+    locker.dispose()
