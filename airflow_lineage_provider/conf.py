@@ -189,6 +189,32 @@ def consumer_spec_dir() -> str | None:
     return _get("consumer_spec_dir").strip() or None
 
 
+def consumer_max_batch_events() -> int:
+    """``[lineage_provider] consumer_max_batch_events``: most events per ingest request (default 10,000)."""
+    return _positive_int("consumer_max_batch_events")
+
+
+def consumer_max_clock_skew_hours() -> float:
+    """``[lineage_provider] consumer_max_clock_skew_hours``: how far ahead an eventTime may be (default 24)."""
+    value = _get("consumer_max_clock_skew_hours").strip()
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"consumer_max_clock_skew_hours must be a number of hours, got {value!r}") from None
+
+
+def consumer_max_concurrent_walks() -> int:
+    """``[lineage_provider] consumer_max_concurrent_walks``: walks computed at once per process (default 4)."""
+    return _positive_int("consumer_max_concurrent_walks")
+
+
+def _positive_int(option: str) -> int:
+    value = _get(option).strip()
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{option} must be a whole number of at least 1, got {value!r}")
+    return int(value)
+
+
 def consumer_graph_cache_nodes() -> int:
     """``[lineage_provider] consumer_graph_cache_nodes``: graph cards kept in memory (default 20,000)."""
     value = _get("consumer_graph_cache_nodes").strip()

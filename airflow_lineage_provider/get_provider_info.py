@@ -199,6 +199,25 @@ CONSUMER_OPTIONS: dict[str, Any] = {
         "50000",
         "integer",
     ),
+    "consumer_max_batch_events": _option(
+        "Most events one ingest request may carry; a larger batch gets 413 before its events are decoded.\n",
+        "10000",
+        "5000",
+        "integer",
+    ),
+    "consumer_max_clock_skew_hours": _option(
+        "How far ahead of the consumer's clock an event's eventTime may be; later events get 400.\n",
+        "24",
+        "1",
+        "float",
+    ),
+    "consumer_max_concurrent_walks": _option(
+        "Graph and column-lineage walks computed at once per API server process; up to 64 more wait, past "
+        "that a walk gets 503 with Retry-After.\n",
+        "4",
+        "8",
+        "integer",
+    ),
 }
 #: Egeria and materialization facets, the extractor (``airflow_lineage_provider.facets``).
 FACET_OPTIONS: dict[str, Any] = {

@@ -138,12 +138,15 @@ def test_the_serve_command_serves_and_stops(tmp_path: Path) -> None:
         assert docs.status_code == 200 and "swagger" in docs.text.lower()
         ui = requests.get(f"{url}/ui", timeout=10)
         assert ui.status_code == 200 and "<html" in ui.text.lower()
+        rebound = requests.get(f"{url}/api/v1/jobs", headers={**KEY, "Host": f"rebound.example:{port}"}, timeout=10)
+        assert rebound.status_code == 400 and "--allowed-host rebound.example" in rebound.json()["detail"]
     finally:
         os.kill(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
     output = process.stdout.read() if process.stdout else ""
     assert f"page at {url}/ui" in output
     assert "Access: keys: api-key (write); requests without a key: refused (401)" in output
+    assert "Host names answered: localhost, 127.0.0.1, ::1" in output
     assert "k3y-for-serve" not in output  # the secret is never printed
     assert "lineage audit: ingest by key 'api-key': 1 received, 1 stored" in output
 

@@ -58,6 +58,9 @@ def consumer_apps() -> list[dict[str, Any]]:
             spec_dir=conf.consumer_spec_dir(),
             retention_days=conf.consumer_retention_days(),
             graph_cache_nodes=conf.consumer_graph_cache_nodes(),
+            max_batch_events=conf.consumer_max_batch_events(),
+            max_clock_skew_hours=conf.consumer_max_clock_skew_hours(),
+            max_concurrent_walks=conf.consumer_max_concurrent_walks(),
         )
     except (ValueError, ImportError) as error:
         log.error("the lineage consumer is not mounted: %s (check [lineage_provider] consumer_* options)", error)
