@@ -1,8 +1,9 @@
-"""The lineage store itself: lazy opening, schema versions and migrations, SQLite WAL, on both databases."""
+"""The lineage store itself: lazy opening, schema versions and migrations, SQLite WAL, and which run is a
+job's latest, on both databases."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -84,15 +85,31 @@ _V1_FOREIGN_KEYS = [
 ]
 
 
-def _version_1_store(engine: sa.Engine) -> None:
-    """A store as version 1 left it: its tables (no node versions), its foreign keys and its version stamp."""
+#: Table lineage up to version 3: one row per source → target pair through a job (version 4: io groups).
+_V3_DATASET_EDGES = sa.Table(
+    "lineage_dataset_edges",
+    sa.MetaData(),
+    sa.Column("source_id", tables.Id, primary_key=True),
+    sa.Column("target_id", tables.Id, primary_key=True),
+    sa.Column("job_id", tables.Id, primary_key=True),
+    sa.Column("last_seen", tables.UtcDateTime, nullable=False),
+    sa.Index("ix_lineage_dataset_edges_target", "target_id", "source_id"),
+)
+
+
+def _old_store(engine: sa.Engine, version: int) -> None:
+    """A store as ``version`` (1 to 3) left it: its tables, version 1's foreign keys and its version stamp."""
     with engine.begin() as conn:
         tables.metadata.create_all(conn)
-        conn.exec_driver_sql("ALTER TABLE lineage_nodes DROP COLUMN version")  # added by version 3
-        if conn.dialect.name == "postgresql":
+        tables.io_members.drop(conn)  # added by version 4, replacing lineage_dataset_edges
+        tables.io_groups.drop(conn)
+        _V3_DATASET_EDGES.create(conn)
+        if version < 3:
+            conn.exec_driver_sql("ALTER TABLE lineage_nodes DROP COLUMN version")
+        if version == 1 and conn.dialect.name == "postgresql":
             for table, column, target in _V1_FOREIGN_KEYS:
                 conn.exec_driver_sql(f"ALTER TABLE {table} ADD FOREIGN KEY ({column}) REFERENCES {target}")
-        conn.execute(tables.schema_version.insert().values(version=1, applied_at=datetime.now(timezone.utc)))
+        conn.execute(tables.schema_version.insert().values(version=version, applied_at=datetime.now(timezone.utc)))
 
 
 def test_a_version_1_store_is_migrated_forward_keeping_its_lineage(store_url: str) -> None:
@@ -103,7 +120,7 @@ def test_a_version_1_store_is_migrated_forward_keeping_its_lineage(store_url: st
 
     engine = create_store_engine(store_url)
     try:
-        _version_1_store(engine)
+        _old_store(engine, 1)
         event = parse_event(
             run_event(
                 "COMPLETE",
@@ -117,13 +134,157 @@ def test_a_version_1_store_is_migrated_forward_keeping_its_lineage(store_url: st
                 node_key="old", kind="job", namespace="pipelines", name="old", created_at=datetime.now(timezone.utc),
                 updated_at=datetime.now(timezone.utc),
             ))  # fmt: skip
-        assert migrate(engine) == LATEST == 3
+        assert migrate(engine) == LATEST == 4
         with engine.begin() as conn:
-            assert all(not sa.inspect(conn).get_foreign_keys(name) for name, _, _ in _V1_FOREIGN_KEYS)
-            assert conn.execute(sa.select(tables.schema_version.c.version)).scalars().all() == [1, 2, 3]
+            kept = set(sa.inspect(conn).get_table_names())
+            assert all(not sa.inspect(conn).get_foreign_keys(name) for name, _, _ in _V1_FOREIGN_KEYS if name in kept)
+            assert conn.execute(sa.select(tables.schema_version.c.version)).scalars().all() == [1, 2, 3, 4]
             assert conn.execute(sa.select(tables.nodes.c.version)).scalars().all() == [1]
             assert ingest_events(conn, [event]).stored == 1
             assert ingest_events(conn, [event]).duplicates == 1
             assert conn.execute(sa.select(sa.func.count()).select_from(tables.edges)).scalar() == 2
+            assert conn.execute(sa.select(sa.func.count()).select_from(tables.io_members)).scalar() == 2
     finally:
         engine.dispose()
+
+
+def _node(conn: sa.Connection, kind: str, name: str) -> int:
+    from airflow_lineage_provider.consumer.store.ingest import node_key
+
+    namespace = "warehouse" if kind == "dataset" else "pipelines"
+    now = datetime.now(timezone.utc)
+    row = {"node_key": node_key(kind, namespace, name), "kind": kind, "namespace": namespace, "name": name}
+    return conn.execute(tables.nodes.insert().values(**row, created_at=now, updated_at=now)).inserted_primary_key[0]
+
+
+def _table_lineage(conn: sa.Connection, root: int, direction: str, since: datetime | None = None) -> list[tuple]:
+    from airflow_lineage_provider.consumer.store import graph
+
+    bounds = graph.WalkBounds(hops=3, max_nodes=100, since=since)
+    return graph.walk_edges(conn, graph.DATASET_EDGES[direction], [root], bounds)  # type: ignore[index]
+
+
+def test_a_version_3_store_keeps_every_table_lineage_pair_and_its_time_as_io_groups(store_url: str) -> None:
+    from support.consumer_helpers import T0, dataset, run_event
+
+    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
+
+    engine = create_store_engine(store_url)
+    old, recent = T0 - timedelta(days=30), T0
+    try:
+        _old_store(engine, 3)
+        with engine.begin() as conn:
+            a, b, c, x, y = (_node(conn, "dataset", name) for name in ("a", "b", "c", "x", "y"))
+            load, report = _node(conn, "job", "load"), _node(conn, "job", "report")
+            pairs = [(a, x, load, recent), (b, y, load, recent), (c, y, report, old), (x, y, report, recent)]
+            conn.execute(
+                _V3_DATASET_EDGES.insert(),
+                [{"source_id": s, "target_id": t, "job_id": j, "last_seen": seen} for s, t, j, seen in pairs],
+            )
+        assert migrate(engine) == 4
+        with engine.begin() as conn:
+            assert "lineage_dataset_edges" not in sa.inspect(conn).get_table_names()
+            assert conn.execute(sa.select(sa.func.count()).select_from(tables.io_groups)).scalar() == 4
+            assert conn.execute(sa.select(sa.func.count()).select_from(tables.io_members)).scalar() == 8
+            assert _table_lineage(conn, y, "upstream") == [(y, b, 1), (y, c, 1), (y, x, 1), (x, a, 2)]
+            assert _table_lineage(conn, y, "upstream", since=recent) == [(y, b, 1), (y, x, 1), (x, a, 2)]
+            assert _table_lineage(conn, a, "downstream") == [(a, x, 1), (x, y, 2)]
+            assert _table_lineage(conn, b, "downstream") == [(b, y, 1)]
+
+            # The ingest finds a migrated pair's group by its key, and numbers new groups after the migrated ones.
+            same = run_event("COMPLETE", "load", time=60, inputs=[dataset("a")], outputs=[dataset("x")])
+            new = run_event("COMPLETE", "load", time=60, inputs=[dataset("c")], outputs=[dataset("x")])
+            assert ingest_events(conn, [parse_event(same), parse_event(new)]).stored == 2
+            groups = conn.execute(sa.select(tables.io_groups.c.id, tables.io_groups.c.last_seen)).all()
+            assert sorted(group_id for group_id, _ in groups)[:4] == [1, 2, 3, 4] and len(groups) == 5
+            seen = sorted(last for _, last in groups)
+            assert seen == [old, recent, recent, T0 + timedelta(seconds=60), T0 + timedelta(seconds=60)]
+            assert _table_lineage(conn, x, "upstream") == [(x, a, 1), (x, c, 1)]
+    finally:
+        engine.dispose()
+
+
+def _io_schema(conn: sa.Connection) -> dict[str, object]:
+    inspector = sa.inspect(conn)
+    found: dict[str, object] = {}
+    for table in (tables.io_groups.name, tables.io_members.name):
+        columns = [(c["name"], str(c["type"]), c["nullable"]) for c in inspector.get_columns(table)]
+        indexes = sorted((i["name"], tuple(i["column_names"]), bool(i["unique"])) for i in inspector.get_indexes(table))
+        unique = sorted(tuple(u["column_names"]) for u in inspector.get_unique_constraints(table))
+        found[table] = (columns, inspector.get_pk_constraint(table)["constrained_columns"], indexes, unique)
+    return found
+
+
+def test_the_io_group_tables_of_a_migrated_store_are_those_of_a_new_one(store_url: str) -> None:
+    engine = create_store_engine(store_url)
+    try:
+        _old_store(engine, 3)
+        migrate(engine)
+        with engine.connect() as conn:
+            migrated = _io_schema(conn)
+        with engine.begin() as conn:
+            tables.io_members.drop(conn)
+            tables.io_groups.drop(conn)
+            tables.metadata.create_all(conn)
+        with engine.connect() as conn:
+            assert _io_schema(conn) == migrated
+    finally:
+        engine.dispose()
+
+
+LOW_RUN, HIGH_RUN = "00000000-0000-4000-8000-000000000001", "ffffffff-0000-4000-8000-000000000001"
+
+
+def _latest_run(conn: sa.Connection, job: str) -> tuple[str, datetime]:
+    j, n = tables.jobs.c, tables.nodes.c
+    query = sa.select(j.latest_run_uuid, j.latest_run_time).join_from(tables.jobs, tables.nodes, n.id == j.node_id)
+    return tuple(conn.execute(query.where(n.name == job)).one())  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("batches", ["one batch", "one batch per run"])
+def test_of_two_runs_at_the_same_time_the_greater_run_id_is_the_latest_in_either_order(
+    store_url: str, batches: str
+) -> None:
+    from support.consumer_helpers import T0, run_event
+
+    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
+
+    store = LineageStore(store_url)
+    try:
+        for job, order in (("low_first", (LOW_RUN, HIGH_RUN)), ("high_first", (HIGH_RUN, LOW_RUN))):
+            events = [parse_event(run_event("COMPLETE", job, run_id=run, time=5)) for run in order]
+            for batch in [events] if batches == "one batch" else [[event] for event in events]:
+                with store.write() as conn:
+                    ingest_events(conn, batch)
+        with store.read() as conn:
+            assert (
+                _latest_run(conn, "low_first")
+                == _latest_run(conn, "high_first")
+                == (HIGH_RUN, T0 + timedelta(seconds=5))
+            )
+    finally:
+        store.dispose()
+
+
+@pytest.mark.parametrize("batches", ["one batch", "one batch per run"])
+def test_a_later_run_is_the_latest_whatever_its_run_id(store_url: str, batches: str) -> None:
+    from support.consumer_helpers import T0, run_event
+
+    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
+
+    store = LineageStore(store_url)
+    try:
+        events = [
+            parse_event(run_event("COMPLETE", "daily", run_id=LOW_RUN, time=6)),
+            parse_event(run_event("COMPLETE", "daily", run_id=HIGH_RUN, time=5)),
+        ]
+        for batch in [events] if batches == "one batch" else [[event] for event in events]:
+            with store.write() as conn:
+                ingest_events(conn, batch)
+        with store.read() as conn:
+            assert _latest_run(conn, "daily") == (LOW_RUN, T0 + timedelta(seconds=6))
+    finally:
+        store.dispose()

@@ -3,6 +3,9 @@
 A batch is written with one prebuilt statement per table (see :mod:`.statements`), whatever its size. Idempotency comes
 from the raw event table: an event is applied only by the transaction that inserted its content hash,
 so the same event posted twice, or by two clients at once, is stored and applied once.
+
+What an event writes is linear in its inputs + outputs: table lineage is stored as the event's io group
+(job, input set, output set), never as the input-output pairs it implies (see ``tables.io_groups``).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -33,6 +36,16 @@ def node_key(kind: str, namespace: str, name: str) -> NodeKey:
 def field_key(dataset_id: int, name: str) -> str:
     """Unique key of a dataset field."""
     return hashlib.sha1(f"{dataset_id}\x00{name}".encode()).hexdigest()
+
+
+def io_group_key(job: NodeKey, inputs: Iterable[NodeKey], outputs: Iterable[NodeKey]) -> str:
+    """Unique key of an io group: SHA-1 of the job's node key and the sorted node keys of its datasets.
+
+    Example: every event of one job that reads ``a`` and ``b`` and writes ``x`` has the group
+    ``io_group_key(job, [a, b], [x])``, whatever order the event lists them in.
+    """
+    text = f"{job}>{','.join(sorted(set(inputs)))}>{','.join(sorted(set(outputs)))}"
+    return hashlib.sha1(text.encode()).hexdigest()
 
 
 def _utc_text(value: datetime | None) -> str | None:
@@ -76,6 +89,23 @@ def _latest(found: dict[Any, tuple[datetime, Any]], key: Any, at: datetime, valu
         found[key] = (at, value)
 
 
+def _latest_run(found: dict[NodeKey, tuple[datetime, str]], job: NodeKey, at: datetime, run_uuid: str) -> None:
+    # On the same event time the greater run UUID wins, in SQL against the stored row too
+    # (statements._later_run): which run is a job's latest must not depend on which arrived last.
+    if job not in found or (at, run_uuid) > found[job]:
+        found[job] = (at, run_uuid)
+
+
+@dataclass(frozen=True)
+class _IoGroup:
+    """One io group of a batch: a job, the datasets its events read and wrote, and the latest event time."""
+
+    job: NodeKey
+    inputs: frozenset[NodeKey]
+    outputs: frozenset[NodeKey]
+    last_seen: datetime
+
+
 @dataclass
 class _Changes:
     """Everything a batch of new events changes, reduced to one row per key."""
@@ -89,7 +119,7 @@ class _Changes:
     runs: dict[str, lifecycle.RunRow] = field(default_factory=dict)
     run_io: set[tuple[str, NodeKey, str]] = field(default_factory=set)
     edges: dict[tuple[NodeKey, NodeKey], tuple[datetime, datetime]] = field(default_factory=dict)
-    dataset_edges: dict[tuple[NodeKey, NodeKey, NodeKey], tuple[datetime, datetime]] = field(default_factory=dict)
+    io_groups: dict[str, _IoGroup] = field(default_factory=dict)
     column_edges: dict[tuple[NodeKey, str, NodeKey, str], tuple[datetime, str | None]] = field(default_factory=dict)
     symlinks: set[tuple[NodeKey, str, str, str | None]] = field(default_factory=set)
 
@@ -127,12 +157,20 @@ class _Changes:
         outputs = [self.dataset(ref, at) for ref in event.outputs]
         for source in inputs:
             _span(self.edges, (source, job), at)
-            for target in outputs:
-                _span(self.dataset_edges, (source, target, job), at)
         for target in outputs:
             _span(self.edges, (job, target), at)
+        if inputs and outputs:
+            self._io_group(job, inputs, outputs, at)
         if event.run_id is not None:
             self._run(event, job, inputs, outputs)
+
+    def _io_group(self, job: NodeKey, inputs: list[NodeKey], outputs: list[NodeKey], at: datetime) -> None:
+        key = io_group_key(job, inputs, outputs)
+        known = self.io_groups.get(key)
+        if known is None:
+            self.io_groups[key] = _IoGroup(job, frozenset(inputs), frozenset(outputs), at)
+        elif at > known.last_seen:
+            self.io_groups[key] = replace(known, last_seen=at)
 
     def _run(self, event: LineageEvent, job: NodeKey, inputs: list[NodeKey], outputs: list[NodeKey]) -> None:
         assert event.run_id is not None and event.event_type is not None
@@ -147,7 +185,7 @@ class _Changes:
         )
         known = self.runs.get(event.run_id)
         self.runs[event.run_id] = row if known is None else lifecycle.merge(known, row)
-        _latest(self.latest_runs, self.runs[event.run_id].job_key, event.event_time, event.run_id)
+        _latest_run(self.latest_runs, self.runs[event.run_id].job_key, event.event_time, event.run_id)
         self.run_io.update((event.run_id, key, "input") for key in inputs)
         self.run_io.update((event.run_id, key, "output") for key in outputs)
 
@@ -201,6 +239,7 @@ def _apply(conn: Connection, changes: _Changes) -> None:
     _write_jobs(conn, sql, changes, ids)
     _write_runs(conn, sql, changes, ids)
     _write_edges(conn, sql, changes, ids)
+    _write_io_groups(conn, sql, changes, ids)
     _write_columns(conn, sql, changes, ids)
 
 
@@ -293,12 +332,28 @@ def _write_edges(conn: Connection, sql: Statements, changes: _Changes, ids: dict
             for (a, b), (first, last) in changes.edges.items()
         ]
         _write(conn, sql.edges, rows)
-    if changes.dataset_edges:
-        rows = [
-            {"source_id": ids[s], "target_id": ids[t], "job_id": ids[j], "last_seen": last}
-            for (s, t, j), (_first, last) in changes.dataset_edges.items()
-        ]
-        _write(conn, sql.dataset_edges, rows)
+
+
+def _write_io_groups(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:
+    if not changes.io_groups:
+        return
+    rows = [
+        {"group_key": key, "job_id": ids[group.job], "last_seen": group.last_seen}
+        for key, group in changes.io_groups.items()
+    ]
+    # Only the groups the upsert inserted or moved on answer: a group skipped was stored with its members.
+    written = _execute(conn, sql.io_groups, rows).all()
+    members = [
+        {"group_id": group_id, "direction": direction, "dataset_id": ids[dataset]}
+        for key, group_id in written
+        for direction, datasets in (
+            ("input", changes.io_groups[key].inputs),
+            ("output", changes.io_groups[key].outputs),
+        )
+        for dataset in datasets
+    ]
+    if members:
+        _write(conn, sql.io_members, members)
 
 
 def _write_columns(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:

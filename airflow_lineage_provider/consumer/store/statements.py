@@ -1,8 +1,9 @@
 """The ingest's write statements, built once per dialect (building them costs more than running them).
 
 Each is an ``INSERT ... ON CONFLICT`` of the dialect's insert construct (SQLite and PostgreSQL share the
-API). Conflicts keep the newest value by event time (see :mod:`.lifecycle` for runs), and a conflicting
-row whose stored values are already as new is not rewritten.
+API). Conflicts keep the newest value by event time (see :mod:`.lifecycle` for runs; of a job's latest
+runs at the same time, the greater run UUID), and a conflicting row whose stored values are already as new
+is not rewritten.
 
 How a batch travels differs:
 
@@ -18,8 +19,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Integer, SmallInteger, Table, Text, bindparam, case, cast, func, or_, select
+from sqlalchemy import BigInteger, Integer, SmallInteger, Table, Text, and_, bindparam, case, cast, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeEngine
 
 from airflow_lineage_provider.consumer.store import lifecycle, tables
@@ -79,17 +81,39 @@ def _newest(table: Table, statement: Any, value: str, time: str) -> dict[str, An
     }
 
 
-def _done(statement: Any, *order: str, returning: bool = False) -> Statement:
-    """The statement ready to run, keyed (and locked) in ``order``; ``returning``: it answers its first key.
+def _later_run(incoming: Any, current: Any, dialect: str) -> ColumnElement[bool]:
+    """SQL: the incoming latest run of a job replaces the stored one (the rule of ``ingest._latest_run``).
 
-    SQLite always gets ``RETURNING``: it makes SQLAlchemy send the rows as multi-row ``VALUES``.
+    A later event time wins; on the same time the greater run UUID, so that which of two runs is the latest
+    does not depend on which arrived last.
     """
-    key = statement.table.c[order[0]]
+    incoming_run, current_run = incoming.latest_run_uuid, current.latest_run_uuid
+    if dialect == "postgresql":
+        # Python compares the UUIDs by code point; so does "C" whatever the database's collation.
+        incoming_run, current_run = incoming_run.collate("C"), current_run.collate("C")
+    incoming_time, current_time = incoming.latest_run_time, current.latest_run_time
+    return and_(
+        incoming_time.is_not(None),
+        or_(
+            current_time.is_(None),
+            incoming_time > current_time,
+            and_(incoming_time == current_time, or_(current_run.is_(None), incoming_run > current_run)),
+        ),
+    )
+
+
+def _done(statement: Any, *order: str, returning: tuple[str, ...] = ()) -> Statement:
+    """The statement ready to run, keyed (and locked) in ``order``, answering the ``returning`` columns.
+
+    SQLite always gets ``RETURNING`` (of the first key unless ``returning`` names columns): it makes
+    SQLAlchemy send the rows as multi-row ``VALUES``.
+    """
+    answers = [statement.table.c[name] for name in returning or order[:1]]
     if statement.select is None:
-        return Statement(statement.returning(key), order)
+        return Statement(statement.returning(*answers), order)
     columns = tuple(statement.select.selected_columns.keys())
     times = frozenset(name for name in columns if isinstance(statement.table.c[name].type, tables.UtcDateTime))
-    return Statement(statement.returning(key) if returning else statement, order, columns, times)
+    return Statement(statement.returning(*answers) if returning else statement, order, columns, times)
 
 
 @dataclass(frozen=True)
@@ -105,7 +129,8 @@ class Statements:
     runs: Statement
     run_io: Statement
     edges: Statement
-    dataset_edges: Statement
+    io_groups: Statement
+    io_members: Statement
     fields: Statement
     field_ids: Any
     column_edges: Statement
@@ -141,16 +166,15 @@ def statements(dialect: str) -> Statements:
         ),
     )
     jobs = _insert(dialect, t.jobs)
+    run_wins = _later_run(jobs.excluded, t.jobs.c, dialect)
     jobs = jobs.on_conflict_do_update(
         index_elements=["node_id"],
         set_={
             **_newest(t.jobs, jobs, "facets", "facets_time"),
-            **_newest(t.jobs, jobs, "latest_run_uuid", "latest_run_time"),
+            "latest_run_uuid": case((run_wins, jobs.excluded.latest_run_uuid), else_=t.jobs.c.latest_run_uuid),
+            "latest_run_time": case((run_wins, jobs.excluded.latest_run_time), else_=t.jobs.c.latest_run_time),
         },
-        where=or_(
-            lifecycle.newer_sql(jobs.excluded.facets_time, t.jobs.c.facets_time),
-            lifecycle.newer_sql(jobs.excluded.latest_run_time, t.jobs.c.latest_run_time),
-        ),
+        where=or_(lifecycle.newer_sql(jobs.excluded.facets_time, t.jobs.c.facets_time), run_wins),
     )
     runs = _insert(dialect, t.runs)
     runs = runs.on_conflict_do_update(index_elements=["run_uuid"], set_=lifecycle.upsert_values(runs.excluded))
@@ -163,11 +187,11 @@ def statements(dialect: str) -> Statements:
         },
         where=or_(edges.excluded.first_seen < t.edges.c.first_seen, edges.excluded.last_seen > t.edges.c.last_seen),
     )
-    dataset_edges = _insert(dialect, t.dataset_edges)
-    dataset_edges = dataset_edges.on_conflict_do_update(
-        index_elements=["source_id", "target_id", "job_id"],
-        set_={"last_seen": lifecycle.latest_sql(t.dataset_edges.c.last_seen, dataset_edges.excluded.last_seen)},
-        where=dataset_edges.excluded.last_seen > t.dataset_edges.c.last_seen,
+    io_groups = _insert(dialect, t.io_groups)
+    io_groups = io_groups.on_conflict_do_update(
+        index_elements=["group_key"],
+        set_={"last_seen": lifecycle.latest_sql(t.io_groups.c.last_seen, io_groups.excluded.last_seen)},
+        where=io_groups.excluded.last_seen > t.io_groups.c.last_seen,
     )
     column_edges = _insert(dialect, t.column_edges)
     newer = lifecycle.newer_sql(column_edges.excluded.last_seen, t.column_edges.c.last_seen)
@@ -182,7 +206,7 @@ def statements(dialect: str) -> Statements:
     )
     keys = bindparam("keys", expanding=True)
     return Statements(
-        events=_done(events, "event_key", returning=True),
+        events=_done(events, "event_key", returning=("event_key",)),
         nodes=_done(nodes, "node_key"),
         node_ids=select(t.nodes.c.node_key, t.nodes.c.id).where(t.nodes.c.node_key.in_(keys)),
         datasets=_done(datasets, "node_id"),
@@ -191,7 +215,12 @@ def statements(dialect: str) -> Statements:
         runs=_done(runs, "run_uuid"),
         run_io=_done(_insert(dialect, t.run_io).on_conflict_do_nothing(), "run_uuid", "dataset_id", "direction"),
         edges=_done(edges, "origin_id", "destination_id"),
-        dataset_edges=_done(dataset_edges, "source_id", "target_id", "job_id"),
+        # Answers the groups it inserted or moved on, with their ids; one it skipped (stored before, as
+        # recent) has its members already, as they follow from its key.
+        io_groups=_done(io_groups, "group_key", returning=("group_key", "id")),
+        io_members=_done(
+            _insert(dialect, t.io_members).on_conflict_do_nothing(), "group_id", "direction", "dataset_id"
+        ),
         fields=_done(_insert(dialect, t.fields).on_conflict_do_nothing(index_elements=["field_key"]), "field_key"),
         field_ids=select(t.fields.c.field_key, t.fields.c.id).where(t.fields.c.field_key.in_(keys)),
         column_edges=_done(column_edges, "source_field_id", "target_field_id"),

@@ -5,13 +5,13 @@ recursive query over one edge table, ``lineage_edges`` (input dataset → job �
 namespaces are unbounded text; uniqueness goes through a SHA-1 ``*_key`` column, because PostgreSQL
 cannot index arbitrarily long text. Times are stored in UTC.
 
-References between tables (``node_id``, ``job_id``, ``dataset_id``, ``*_field_id``, ``run_uuid``) are
-kept by the one writer, :func:`..ingest.ingest_events`, which writes a node or field before anything that
-points at it, in the same transaction; nodes and fields are never deleted, and retention deletes a run's
-inputs/outputs with the run. They are not declared as foreign keys: on PostgreSQL each declared key runs a
-check and takes a row lock on the node for every edge row written — a fifth of the ingest time, and lock
-traffic between concurrent batches — and SQLite does not enforce them unless asked
-(``tests/test_consumer_integrity.py`` checks the references instead).
+References between tables (``node_id``, ``job_id``, ``dataset_id``, ``group_id``, ``*_field_id``,
+``run_uuid``) are kept by the one writer, :func:`..ingest.ingest_events`, which writes a node, field or io
+group before anything that points at it, in the same transaction; nodes, fields and io groups are never
+deleted, and retention deletes a run's inputs/outputs with the run. They are not declared as foreign keys:
+on PostgreSQL each declared key runs a check and takes a row lock on the node for every edge row written —
+a fifth of the ingest time, and lock traffic between concurrent batches — and SQLite does not enforce
+them unless asked (``tests/test_consumer_integrity.py`` checks the references instead).
 """
 
 from __future__ import annotations
@@ -169,15 +169,30 @@ edges = Table(
     Index("ix_lineage_edges_destination", "destination_id", "origin_id"),
 )
 
-#: Table lineage: source dataset → target dataset through a job (what DQX-style collection walks).
-dataset_edges = Table(
-    "lineage_dataset_edges",
+#: Table lineage (source dataset → target dataset through a job), one row per io group: a distinct
+#: (job, input set, output set) of the events seen. A source→target pair through a job exists iff one
+#: group of the job lists the source as input and the target as output; storing the groups rather than
+#: every pair keeps an event's rows linear in its inputs + outputs (an event reading and writing 2,000
+#: datasets each would be 4,000,000 pairs). ``group_key``: SHA-1 of the job's and the sorted datasets' node
+#: keys (see :func:`..ingest.io_group_key`); ``last_seen``: the latest event time of the group's events.
+io_groups = Table(
+    "lineage_io_groups",
     metadata,
-    Column("source_id", Id, primary_key=True),
-    Column("target_id", Id, primary_key=True),
-    Column("job_id", Id, primary_key=True),
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("group_key", String(40), nullable=False, unique=True),
+    Column("job_id", Id, nullable=False),
     Column("last_seen", UtcDateTime, nullable=False),
-    Index("ix_lineage_dataset_edges_target", "target_id", "source_id"),
+)
+
+#: The datasets of each io group, as ``input`` or ``output``. A walk steps dataset → its memberships in
+#: one direction (the index) → their groups → the groups' members in the other direction (the key).
+io_members = Table(
+    "lineage_io_members",
+    metadata,
+    Column("group_id", Id, primary_key=True),
+    Column("direction", String(6), primary_key=True),
+    Column("dataset_id", Id, primary_key=True),
+    Index("ix_lineage_io_members_dataset", "dataset_id", "direction", "group_id"),
 )
 
 #: Dataset fields (columns) that take part in column lineage.
