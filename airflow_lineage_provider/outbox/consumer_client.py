@@ -1,40 +1,43 @@
-"""Sending events to an OpenLineage HTTP consumer, and reading what it answered per event.
+"""Sending events to an OpenLineage HTTP consumer, and reading what it answered.
 
 One request carries a batch (``POST <url>/<endpoint>/batch`` with a JSON array); a consumer without a
-batch endpoint (404/405) gets one ``POST <url>/<endpoint>`` per event from then on. Every event ends with
-an :class:`Outcome`: delivered, retry (connection errors, timeouts, 408, 429, 5xx) or dead (any other
-4xx; a batch rejected as a whole is split in halves until the offending events are found). A 207, or a
-200 whose body says ``partial``, is read per event when the body has per-event results, else its
-events are re-sent one by one (a consumer that already stored some sees them twice; none is lost).
-401 and 403 mean the consumer refuses this client at all: :class:`ConsumerRefused` stops shipping and
-leaves the events pending.
+batch endpoint (404/405) gets one ``POST <url>/<endpoint>`` per event from then on. Each answer is read as
+an :class:`~.outcomes.Answer` (accepted, unavailable, failed or rejected: see :mod:`.outcomes`), and
+:meth:`ConsumerClient.deliver` turns the answers into one :class:`Outcome` per event, taking apart a batch
+the consumer failed as a whole (:mod:`.isolation`). A 207, or a 200 whose body says ``partial``, is read
+per event when the body has per-event results, else its events are re-sent one by one (a consumer that
+already stored some sees them twice; none is lost). 401 and 403 mean the consumer refuses this client at
+all: :class:`ConsumerRefused` stops shipping and leaves the events pending.
 """
 
 from __future__ import annotations
 
 import gzip
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import requests
+from urllib3.exceptions import NewConnectionError
 
+from airflow_lineage_provider.outbox.isolation import PoisonPolicy, deliver_batch
+from airflow_lineage_provider.outbox.outcomes import (
+    ACCEPTED,
+    DEAD,
+    DELIVERED,
+    FAILED,
+    RETRY,
+    UNAVAILABLE,
+    Answer,
+    Outcome,
+    answer_of_status,
+)
 from airflow_lineage_provider.reporting import warn_once
 
-DELIVERED = "delivered"
-RETRY = "retry"
-DEAD = "dead"
+__all__ = ["DEAD", "DELIVERED", "RETRY", "ConsumerClient", "ConsumerConfig", "ConsumerRefused", "Outcome"]
+
 _ACCEPTED_WORDS = {"accepted", "ok", "success", "created", "stored", "duplicate", "delivered"}
 _RETRY_WORDS = {"retry", "transient", "unavailable", "timeout"}
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What happened to one event: ``kind`` is delivered, retry or dead, with the consumer's answer."""
-
-    kind: str
-    status_code: int | None = None
-    detail: str = ""
 
 
 class ConsumerRefused(Exception):
@@ -101,12 +104,13 @@ def _is_transient(status_code: int) -> bool:
     return status_code in (408, 425, 429) or status_code >= 500
 
 
-def _text(response: requests.Response) -> str:
-    return f"HTTP {response.status_code}: {response.text[:2000]}"
-
-
 class ConsumerClient:
-    """A session with one consumer; remembers whether it has a batch endpoint and takes gzip."""
+    """A session with one consumer; remembers whether it has a batch endpoint and takes gzip.
+
+    :meth:`send_batch` and :meth:`send_one` make one request each and read the answer
+    (:class:`~.outcomes.Answer`); :meth:`deliver` settles a batch, isolating its poison events
+    (:mod:`.isolation`). Texts that reach the outbox or the log never hold the API key.
+    """
 
     def __init__(self, config: ConsumerConfig, session: requests.Session | None = None) -> None:
         self.config = config
@@ -120,6 +124,52 @@ class ConsumerClient:
 
     def close(self) -> None:
         self.session.close()
+
+    def deliver(
+        self, payloads: Sequence[str], poison: PoisonPolicy | None = None, earlier_failures: int = 0
+    ) -> list[Outcome]:
+        """Send events (JSON strings, in order); one :class:`Outcome` per event, in the same order.
+
+        See :func:`~.isolation.deliver_batch` for what happens when the consumer fails the batch.
+        """
+        return deliver_batch(self, payloads, poison, earlier_failures)
+
+    def send_batch(self, payloads: list[str]) -> Answer | None:
+        """``POST <endpoint>/batch`` with ``payloads``; ``None`` when the consumer has no batch endpoint
+        (404/405 before any batch succeeded): from then on :meth:`send_one` is the way."""
+        try:
+            response = self._post(self.config.batch_url, "[" + ",".join(payloads) + "]")
+        except requests.RequestException as error:
+            return self._answer_of_error(error)
+        code = response.status_code
+        if code in (404, 405) and self.batch_supported is not True:
+            self.batch_supported = False
+            return None
+        self._refuse_if_unauthorized(response)
+        if 200 <= code < 300:
+            self.batch_supported = True
+            per_event = _per_event_results(response, len(payloads))
+            return Answer(ACCEPTED, code, per_event=None if per_event is None else self._without_keys(per_event))
+        if code == 404:  # the batch endpoint worked before: the consumer is being redeployed
+            return Answer(UNAVAILABLE, code, self._describe(response))
+        return answer_of_status(code, self._describe(response))
+
+    def send_one(self, payload: str) -> Answer:
+        """``POST <endpoint>`` with one event. Raises :class:`ConsumerRefused` when the endpoint does not exist."""
+        try:
+            response = self._post(self.config.single_url, payload)
+        except requests.RequestException as error:
+            return self._answer_of_error(error)
+        code = response.status_code
+        self._refuse_if_unauthorized(response)
+        if code in (404, 405):
+            raise ConsumerRefused(
+                f"{self.config.single_url} does not exist ({self._describe(response)}); check the URL and endpoint",
+                code,
+            )
+        if 200 <= code < 300:
+            return Answer(ACCEPTED, code)
+        return answer_of_status(code, self._describe(response))
 
     def _post(self, url: str, body: str) -> requests.Response:
         data = body.encode("utf-8")
@@ -142,79 +192,47 @@ class ConsumerClient:
     def _refuse_if_unauthorized(self, response: requests.Response) -> None:
         if response.status_code in (401, 403):
             raise ConsumerRefused(
-                f"{self.config.url} refused the events ({_text(response)}); check the API key", response.status_code
+                f"{self.config.url} refused the events ({self._describe(response)}); check the API key",
+                response.status_code,
             )
 
-    def deliver(self, payloads: Sequence[str]) -> list[Outcome]:
-        """Send events (JSON strings, in order); one :class:`Outcome` per event, in the same order."""
-        if not payloads:
-            return []
-        if self.batch_supported is not False:
-            return self._deliver_batch(list(payloads))
-        return self._deliver_singly(list(payloads))
+    def _describe(self, response: requests.Response) -> str:
+        return self._without_key(f"HTTP {response.status_code}: {response.text[:2000]}")
 
-    def _deliver_batch(self, payloads: list[str]) -> list[Outcome]:
-        try:
-            response = self._post(self.config.batch_url, "[" + ",".join(payloads) + "]")
-        except requests.RequestException as error:
-            return [Outcome(RETRY, None, f"{type(error).__name__}: {error}")] * len(payloads)
-        code = response.status_code
-        if code in (404, 405) and self.batch_supported is not True:
-            self.batch_supported = False  # no batch endpoint: one POST per event from now on
-            return self._deliver_singly(payloads)
-        self._refuse_if_unauthorized(response)
-        if 200 <= code < 300:
-            self.batch_supported = True
-            per_event = _per_event_results(response, len(payloads))
-            if per_event is None:
-                return [Outcome(DELIVERED, code)] * len(payloads)
-            resend = [i for i, outcome in enumerate(per_event) if outcome is None]
-            for i, outcome in zip(resend, self._deliver_singly([payloads[i] for i in resend]), strict=True):
-                per_event[i] = outcome
-            return [outcome or Outcome(RETRY, code, "no answer") for outcome in per_event]
-        if _is_transient(code):
-            return [Outcome(RETRY, code, _text(response))] * len(payloads)
-        if code == 404:  # the batch endpoint worked before: the consumer is being redeployed
-            return [Outcome(RETRY, code, _text(response))] * len(payloads)
-        if len(payloads) == 1:
-            return [Outcome(DEAD, code, _text(response))]
-        middle = len(payloads) // 2  # rejected as a whole: find the offending events
-        first = self._deliver_batch(payloads[:middle])
-        retry = next((outcome for outcome in first if outcome.kind == RETRY), None)
-        if retry is not None:
-            return first + [retry] * (len(payloads) - middle)  # failing now: keep the rest pending
-        return first + self._deliver_batch(payloads[middle:])
+    def _answer_of_error(self, error: requests.RequestException) -> Answer:
+        detail = self._without_key(f"{type(error).__name__}: {error}")
+        if isinstance(error, requests.Timeout) or _never_reached(error):
+            return Answer(UNAVAILABLE, None, detail)
+        if isinstance(error, (requests.ConnectionError, requests.exceptions.ChunkedEncodingError)):
+            return Answer(FAILED, None, detail)  # dropped while the consumer had the request: it may be to blame
+        return Answer(UNAVAILABLE, None, detail)
 
-    def _deliver_singly(self, payloads: list[str]) -> list[Outcome]:
-        outcomes: list[Outcome] = []
-        for index, payload in enumerate(payloads):
-            try:
-                response = self._post(self.config.single_url, payload)
-            except requests.RequestException as error:
-                retry = Outcome(RETRY, None, f"{type(error).__name__}: {error}")
-                return outcomes + [retry] * (len(payloads) - index)
-            code = response.status_code
-            self._refuse_if_unauthorized(response)
-            if code in (404, 405):
-                raise ConsumerRefused(
-                    f"{self.config.single_url} does not exist ({_text(response)}); check the URL and endpoint", code
-                )
-            if 200 <= code < 300:
-                outcomes.append(Outcome(DELIVERED, code))
-            elif _is_transient(code):
-                retry = Outcome(RETRY, code, _text(response))
-                return outcomes + [retry] * (len(payloads) - index)
-            else:
-                outcomes.append(Outcome(DEAD, code, _text(response)))
-        return outcomes
+    def _without_key(self, text: str) -> str:
+        """``text`` with the API key blanked, in case the consumer echoes the request's headers."""
+        key = self.config.api_key
+        return text.replace(key, "***") if key else text
+
+    def _without_keys(self, outcomes: list[Outcome | None]) -> list[Outcome | None]:
+        if not self.config.api_key:
+            return outcomes
+        return [o if o is None else replace(o, detail=self._without_key(o.detail)) for o in outcomes]
 
 
-def _outcome_of_item(item: Any, code: int) -> Outcome | None:
-    """One per-event result of a 207-style body, or ``None`` when it cannot be read."""
+def _never_reached(error: requests.RequestException) -> bool:
+    """Whether the request never reached the consumer (refused, unknown host, TLS or proxy failure)."""
+    if isinstance(error, (requests.exceptions.SSLError, requests.exceptions.ProxyError)):
+        return True
+    cause = error.args[0] if error.args else None
+    return isinstance(getattr(cause, "reason", cause), NewConnectionError)
+
+
+def _outcome_of_item(item: Any, code: int, listed_error: str = "") -> Outcome | None:
+    """One per-event result of a 207-style body, or ``None`` when it cannot be read. ``listed_error`` is
+    the event's error as the body's ``errors`` list gives it, for results that carry only a status."""
     if not isinstance(item, dict):
         return None
     raw = item.get("status", item.get("statusCode", item.get("code")))
-    detail = str(item.get("error") or item.get("detail") or item.get("message") or "")
+    detail = str(item.get("error") or item.get("detail") or item.get("message") or listed_error)
     if isinstance(raw, int) or (isinstance(raw, str) and raw.isdigit()):
         status = int(raw)
         if 200 <= status < 300:
@@ -235,8 +253,10 @@ def _per_event_results(response: requests.Response, count: int) -> list[Outcome 
     """Per-event outcomes of a 2xx batch answer; ``None`` when it accepted everything.
 
     Reads ``{"results": [{"index": i, "status": 201 | "accepted" | "rejected", "error": ...}, ...]}`` (also
-    under ``events``/``items``, or a bare list). A partial answer without per-event results gives a list
-    of ``None``: each of those events is then re-sent on its own.
+    under ``events``/``items``, or a bare list); a result without its own error text takes the one the
+    body lists under ``errors`` (``[{"index": i, "error": ...}]``, as this package's consumer answers). A
+    partial answer without per-event results gives a list of ``None``: each of those events is then re-sent
+    on its own.
     """
     code = response.status_code
     try:
@@ -252,9 +272,22 @@ def _per_event_results(response: requests.Response, count: int) -> list[Outcome 
         items = next((body[k] for k in ("results", "events", "items") if isinstance(body.get(k), list)), None)
     if not partial and not (items and any(isinstance(i, dict) and "status" in i for i in items)):
         return None
+    listed = _listed_errors(body)
     outcomes: list[Outcome | None] = [None] * count
     for position, item in enumerate(items or []):
         index = item.get("index", position) if isinstance(item, dict) else position
         if isinstance(index, int) and 0 <= index < count:
-            outcomes[index] = _outcome_of_item(item, code)
+            outcomes[index] = _outcome_of_item(item, code, listed.get(index, ""))
     return outcomes
+
+
+def _listed_errors(body: Any) -> dict[int, str]:
+    """``{index: error}`` from a body's ``errors`` list (``[{"index": i, "error": "..."}]``)."""
+    errors = body.get("errors") if isinstance(body, dict) else None
+    if not isinstance(errors, list):
+        return {}
+    return {
+        e["index"]: str(e.get("error") or "")
+        for e in errors
+        if isinstance(e, dict) and isinstance(e.get("index"), int) and e.get("error")
+    }

@@ -1,30 +1,63 @@
 """Engines for the outbox database: one per URL and process, tuned for many short writers.
 
-SQLite runs in WAL mode (readers never block the writer), ``synchronous=NORMAL`` by default (a commit
-survives a crash of the process, not necessarily of the machine; ``FULL`` for that), and every
-transaction starts with ``BEGIN IMMEDIATE`` so a writer waits for the lock (up to the busy timeout)
-instead of failing on a stale read snapshot. PostgreSQL gets a connect timeout. Engines are cached per
-process id: a forked process (the OpenLineage listener forks per event) never reuses its parent's
-connections.
+SQLite is set up so that no failure of the disk or the file can kill the process writing to it: every
+read and write is a system call whose failure comes back as an error (and the event is spilled), never a
+memory-mapped access, whose failure is a SIGBUS no Python code can catch. Hence ``mmap_size = 0`` (the
+database file is never mapped), and a rollback journal (``journal_mode = PERSIST``) instead of WAL: in WAL
+mode every connection maps the ``-shm`` wal-index file and writes to it on each commit, and when that file
+becomes unwritable under it (``chattr +i``, a filesystem remounted read-only after an error) the next
+write to the mapping kills the process with SIGBUS; no pragma avoids the mapping except exclusive
+locking, which would let one process at a time use the outbox. PERSIST keeps the journal file between
+transactions (no create and delete per event) and ``journal_size_limit`` keeps it small. The price of a
+rollback journal is an fsync per append: with ``synchronous = NORMAL`` (the default) or ``FULL`` a commit
+survives a crashed machine (about 0.4 ms per append); ``OFF`` (opt in) costs what WAL mode did and
+survives a crashed process, but a crashed machine can lose the last events and damage the file. Readers block a
+writer's commit for as long as they read (the busy timeout covers it; past it, the event is spilled).
+
+Every SQLite connection remembers which file it opened (device and inode): a connection whose file was
+removed or replaced is never handed out again, and :func:`outbox_engine` recreates the database (with its
+tables) at the configured path instead of writing into a file nobody can see. Every transaction starts
+with ``BEGIN IMMEDIATE`` so a writer waits for the lock (up to the busy timeout) instead of failing on a
+stale read snapshot. PostgreSQL gets a connect timeout. Engines are cached per process id: a forked
+process (the OpenLineage listener forks per event) never reuses its parent's connections.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 
 from airflow_lineage_provider.outbox import migrations
+from airflow_lineage_provider.reporting import warn_once
 
 SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+#: Default SQLite ``PRAGMA synchronous`` (see the module docstring).
+DEFAULT_SQLITE_SYNCHRONOUS = "NORMAL"
+#: Bytes the persisted rollback journal is cut back to after a transaction that made it larger.
+JOURNAL_SIZE_LIMIT = 1 << 20
+#: Key of a connection record's ``info`` holding the path and ``(st_dev, st_ino)`` of the SQLite file it opened.
+OPENED_FILE = "lineage_outbox_file"
+
+FileIdentity = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class _CachedEngine:
+    engine: Engine
+    sqlite_file: str | None
+    identity: FileIdentity | None
+
 
 _lock = threading.Lock()
-_engines: dict[tuple[int, str, float, str], Engine] = {}
+_engines: dict[tuple[int, str, float, str], _CachedEngine] = {}
 
 
 class OutboxUrlError(ValueError):
@@ -60,15 +93,78 @@ def redacted(url: str) -> str:
         return url
 
 
-def _configure_sqlite(engine: Engine, timeout: float, synchronous: str) -> None:
+def sqlite_file(url: str) -> str | None:
+    """The absolute path of an SQLite outbox's file; ``None`` for PostgreSQL."""
+    parsed = parse_outbox_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return None
+    return str(Path(parsed.database or "").expanduser().resolve())
+
+
+def file_identity(path: str) -> FileIdentity | None:
+    """``(st_dev, st_ino)`` of the file at ``path``, ``None`` when there is none. One ``stat``: about 1 us."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def opened_file(conn: Connection) -> tuple[str, FileIdentity] | None:
+    """The path and identity of the SQLite file ``conn`` opened (``None`` for PostgreSQL)."""
+    return conn.connection.info.get(OPENED_FILE)
+
+
+def file_in_place(conn: Connection) -> bool:
+    """Whether the file ``conn`` writes to is still the one at the outbox's path (always true for PostgreSQL).
+
+    Asked after a commit: if the file was removed or replaced meanwhile, what was written is not in the outbox.
+    """
+    opened = opened_file(conn)
+    return opened is None or file_identity(opened[0]) == opened[1]
+
+
+def _set_journal_mode(cursor: Any, timeout: float) -> None:
+    """PERSIST for this connection; an outbox in WAL mode is switched out of it when nothing else holds it."""
+    if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        cursor.execute("PRAGMA journal_mode = PERSIST")  # a rollback journal mode is per connection
+        return
+    # Leaving WAL needs the database to itself. While another process (an older version of this package)
+    # holds it in WAL mode, carry on in WAL rather than wait: a later connection switches it.
+    cursor.execute("PRAGMA busy_timeout = 0")
+    try:
+        mode = cursor.execute("PRAGMA journal_mode = PERSIST").fetchone()[0]
+    except sqlite3.OperationalError:
+        mode = "wal"
+    cursor.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+    if mode == "wal":
+        warn_once(
+            "Lineage outbox: the SQLite outbox is still in WAL mode because another process has it open (an older "
+            "airflow-lineage-provider?); it switches to a rollback journal once that process closes it"
+        )
+
+
+def _configure_sqlite(engine: Engine, path: str, timeout: float, synchronous: str) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
+        before = file_identity(path)
         dbapi_connection.isolation_level = None  # SQLAlchemy's BEGIN below, not the driver's implicit one
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA mmap_size = 0")  # see the module docstring: no SIGBUS
+        _set_journal_mode(cursor, timeout)
+        cursor.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
         cursor.execute(f"PRAGMA synchronous = {synchronous}")
         cursor.close()
+        opened = file_identity(path)
+        if opened is None or before not in (None, opened):
+            raise DisconnectionError(f"the outbox file {path} was removed or replaced while it was being opened")
+        record.info[OPENED_FILE] = (path, opened)
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(_dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if (path, file_identity(path)) != record.info.get(OPENED_FILE):
+            raise DisconnectionError(f"the outbox file {path} was removed or replaced")  # the pool reconnects
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
@@ -76,13 +172,16 @@ def _configure_sqlite(engine: Engine, timeout: float, synchronous: str) -> None:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def create_outbox_engine(url: str, timeout: float = 2.0, sqlite_synchronous: str = "NORMAL") -> Engine:
+def create_outbox_engine(
+    url: str, timeout: float = 2.0, sqlite_synchronous: str = DEFAULT_SQLITE_SYNCHRONOUS
+) -> Engine:
     """A new engine for ``url`` (not cached, schema not checked): see :func:`outbox_engine`."""
     parsed = parse_outbox_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        Path(parsed.database or "").expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+    path = sqlite_file(url)
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(parsed, connect_args={"timeout": timeout}, pool_size=2, max_overflow=8)
-        _configure_sqlite(engine, timeout, sqlite_synchronous.upper())
+        _configure_sqlite(engine, path, timeout, sqlite_synchronous.upper())
         return engine
     return create_engine(
         parsed,
@@ -93,33 +192,56 @@ def create_outbox_engine(url: str, timeout: float = 2.0, sqlite_synchronous: str
     )
 
 
-def outbox_engine(url: str, timeout: float = 2.0, sqlite_synchronous: str = "NORMAL") -> Engine:
+def outbox_engine(url: str, timeout: float = 2.0, sqlite_synchronous: str = DEFAULT_SQLITE_SYNCHRONOUS) -> Engine:
     """The engine for ``url`` in this process, created on first use with the outbox schema up to date.
 
-    Raises :class:`OutboxUrlError` for a URL that cannot be an outbox and SQLAlchemy errors when the
-    database cannot be reached (nothing is cached then, so the next call tries again).
+    For SQLite, when the file the engine was made for was removed or replaced since, the engine is thrown
+    away and the database recreated (with its tables) at the path, with one warning. Raises
+    :class:`OutboxUrlError` for a URL that cannot be an outbox and SQLAlchemy errors when the database
+    cannot be reached or created (nothing is cached then, so the next call tries again).
     """
     key = (os.getpid(), url, float(timeout), sqlite_synchronous.upper())
-    engine = _engines.get(key)
-    if engine is not None:
-        return engine
+    cached = _engines.get(key)
+    if cached is not None and _still_in_place(cached):
+        return cached.engine
     with _lock:
-        engine = _engines.get(key)
-        if engine is None:
-            engine = create_outbox_engine(url, timeout, sqlite_synchronous)
-            try:
-                migrations.migrate(engine)
-            except Exception:
-                engine.dispose()
-                raise
-            _engines[key] = engine
-    return engine
+        cached = _engines.get(key)
+        if cached is not None and not _still_in_place(cached):
+            _forget_moved(key, cached)
+            cached = None
+        if cached is None:
+            cached = _engines[key] = _create_migrated(url, timeout, sqlite_synchronous)
+    return cached.engine
+
+
+def _still_in_place(cached: _CachedEngine) -> bool:
+    return cached.sqlite_file is None or file_identity(cached.sqlite_file) == cached.identity
+
+
+def _forget_moved(key: tuple[int, str, float, str], cached: _CachedEngine) -> None:
+    del _engines[key]
+    cached.engine.dispose()  # closing a connection to a removed SQLite file touches nothing at the path
+    warn_once(
+        f"Lineage outbox: the SQLite file {cached.sqlite_file} was removed or replaced while this process used "
+        "it; recreating the outbox there (events the removed file held went with it)"
+    )
+
+
+def _create_migrated(url: str, timeout: float, sqlite_synchronous: str) -> _CachedEngine:
+    engine = create_outbox_engine(url, timeout, sqlite_synchronous)
+    try:
+        migrations.migrate(engine)
+    except Exception:
+        engine.dispose()
+        raise
+    path = sqlite_file(url)
+    return _CachedEngine(engine, path, None if path is None else file_identity(path))
 
 
 def dispose_engines() -> None:
     """Close every cached engine of this process (tests, and long-lived shells changing URLs)."""
     with _lock:
-        for (pid, *_), engine in list(_engines.items()):
+        for (pid, *_), cached in list(_engines.items()):
             if pid == os.getpid():
-                engine.dispose()
+                cached.engine.dispose()
         _engines.clear()

@@ -3,17 +3,20 @@
 A :class:`Shipper` first moves this machine's spilled events into the outbox, sequences new events and
 takes them into its destination's deliveries, then loops: claim a batch (a lease, so a shipper killed
 mid-batch only delays its events: they are claimed again when the lease runs out), send it through a
-:class:`~.consumer_client.ConsumerClient`, and settle every event: delivered, retry after an
-exponential backoff, or dead-lettered with the consumer's answer. Several shippers may run at once on
-PostgreSQL; each event is claimed by one of them.
+:class:`~.consumer_client.ConsumerClient` (which takes apart a batch the consumer fails as a whole, to
+isolate its poison events: :mod:`.isolation`), and settle every event: delivered, retry after an
+exponential backoff, or dead-lettered with the consumer's answer (logged, one line per event). Several
+shippers may run at once on PostgreSQL; each event is claimed by one of them.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
 
 from sqlalchemy import Engine
 
@@ -25,8 +28,12 @@ from airflow_lineage_provider.outbox.consumer_client import (
     ConsumerClient,
     ConsumerConfig,
     ConsumerRefused,
+    Outcome,
 )
+from airflow_lineage_provider.outbox.isolation import PoisonPolicy
 from airflow_lineage_provider.outbox.writer import OutboxWriter
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -46,10 +53,24 @@ class DeliveryPolicy:
     backoff_max: float = 300.0
     """Upper bound of the backoff, in seconds."""
 
+    poison_attempts: int = 3
+    """Times in all an event the consumer fails alone (5xx, dropped connection) is sent alone, ``backoff``
+    apart, before it is dead-lettered as poison. Only when the consumer took other events of the same batch
+    meanwhile: a consumer failing every request is down, and then nothing is dead-lettered."""
+
+    down_after: int = 3
+    """While a failed batch is taken apart: single events failing in a row, with nothing accepted in
+    between, after which the consumer is taken to be down and the rest of the batch waits for a retry
+    (this grows with each earlier failure of the batch, up to ten times)."""
+
     def backoff(self, attempts: int) -> float:
         """Seconds to wait after ``attempts`` failed attempts, with ±20 % jitter."""
         delay = min(self.backoff_max, self.backoff_base * 2 ** max(0, attempts - 1))
         return delay * random.uniform(0.8, 1.2)
+
+    def poison(self) -> PoisonPolicy:
+        """How a batch the consumer failed as a whole is taken apart (see :mod:`.isolation`)."""
+        return PoisonPolicy(attempts=self.poison_attempts, down_after=self.down_after, pause=self.backoff)
 
 
 @dataclass
@@ -143,7 +164,11 @@ class Shipper:
                     prepare_destination(engine, self.name, "http", self.consumer.url)
                     continue
                 try:
-                    outcomes = client.deliver([event.payload for event in claim.events])
+                    outcomes = client.deliver(
+                        [event.payload for event in claim.events],
+                        self.policy.poison(),
+                        earlier_failures=max(event.attempts for event in claim.events),
+                    )
                 except ConsumerRefused as refused:
                     with engine.begin() as conn:
                         store.release(conn, claim.token, [e.delivery_id for e in claim.events])
@@ -158,17 +183,17 @@ class Shipper:
         report.pending = pending_count(engine, self.name)
         return report
 
-    def _settle(self, engine: Engine, claim: store.Claim, outcomes: list, report: ShipReport) -> None:
+    def _settle(self, engine: Engine, claim: store.Claim, outcomes: list[Outcome], report: ShipReport) -> None:
         delivered = [e.delivery_id for e, o in zip(claim.events, outcomes, strict=True) if o.kind == DELIVERED]
         retry = [(e, o) for e, o in zip(claim.events, outcomes, strict=True) if o.kind == RETRY]
         dead = [(e, o) for e, o in zip(claim.events, outcomes, strict=True) if o.kind == DEAD]
         with engine.begin() as conn:
             report.delivered += store.mark_delivered(conn, claim.token, delivered)
             for event, outcome in dead:
-                report.dead += store.mark_dead(
-                    conn, claim.token, event.delivery_id, outcome.status_code, outcome.detail
-                )
-                report.dead_letters.append(f"{event.event_type} {event.run_id}: {outcome.detail}")
+                if store.mark_dead(conn, claim.token, event.delivery_id, outcome.status_code, outcome.detail):
+                    report.dead += 1
+                    report.dead_letters.append(f"{event.event_type} {event.run_id}: {outcome.detail}")
+                    self._log_dead_letter(event, outcome)
             if retry:
                 first = retry[0][1]
                 report.retried += store.mark_retry(
@@ -181,6 +206,17 @@ class Shipper:
                 )
                 report.last_error = first.detail
         report.unreachable = bool(retry)
+
+    def _log_dead_letter(self, event: store.ClaimedEvent, outcome: Outcome) -> None:
+        log.warning(
+            "Lineage outbox: dead-lettered the %s event of run %s for %s: %s (fix the cause, then "
+            "`airflow-lineage replay --name %s`)",
+            event.event_type or "event",
+            event.run_id or "(none)",
+            without_password(self.consumer.url),
+            outcome.detail,
+            without_password(self.name),
+        )
 
     def _wait_for_due(self, engine: Engine, destination: int, started: float, budget: float | None) -> bool:
         """Sleep until the next pending delivery is due, if that is within the budget."""
@@ -195,6 +231,15 @@ class Shipper:
             return False
         time.sleep(wait)
         return True
+
+
+def without_password(url: str) -> str:
+    """``url`` without the password of its user part (``http://user:***@host``), for log lines."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def default_destination_name(url: str, endpoint: str = "api/v1/lineage") -> str:

@@ -202,6 +202,8 @@ class ClaimedEvent:
     event_time: str | None
     payload: str
     export_file: str | None
+    attempts: int = 0
+    """Failed delivery attempts so far."""
 
 
 @dataclass(frozen=True)
@@ -271,6 +273,7 @@ def claim_batch(
             events.c.event_time,
             events.c.payload,
             deliveries.c.export_file,
+            deliveries.c.attempts,
         )
         .join(events, events.c.id == deliveries.c.event_id)
         .where(deliveries.c.claim_token == token, deliveries.c.status == PENDING)

@@ -21,7 +21,7 @@ from openlineage.client.serde import Serde
 from openlineage.client.transport.transport import Config, Transport
 
 from airflow_lineage_provider.outbox import store
-from airflow_lineage_provider.outbox.database import SQLITE_SYNCHRONOUS, parse_outbox_url
+from airflow_lineage_provider.outbox.database import DEFAULT_SQLITE_SYNCHRONOUS, SQLITE_SYNCHRONOUS, parse_outbox_url
 from airflow_lineage_provider.outbox.writer import OutboxWriter
 from airflow_lineage_provider.reporting import warn_once
 
@@ -56,16 +56,17 @@ class OutboxConfig(Config):
     retry_after: float = 10.0
     """After the database failed, seconds during which events are spilled without trying it again."""
 
-    sqlite_synchronous: str = "NORMAL"
-    """SQLite ``PRAGMA synchronous``: ``NORMAL`` survives a crashed process; ``FULL`` also a crashed
-    machine, at the cost of an fsync per event."""
+    sqlite_synchronous: str = DEFAULT_SQLITE_SYNCHRONOUS
+    """SQLite ``PRAGMA synchronous``: ``OFF`` (default) survives a crashed process, at no cost; ``NORMAL`` or
+    ``FULL`` also a crashed machine (power loss, kernel panic), at fsyncs per event (see
+    :mod:`~.database` for why the outbox uses a rollback journal)."""
 
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> OutboxConfig:
         url = str(params.get("url") or "").strip()
         if url:
             parse_outbox_url(url)  # a malformed URL is a configuration error: say so at start-up
-        synchronous = str(params.get("sqlite_synchronous") or "NORMAL").upper()
+        synchronous = str(params.get("sqlite_synchronous") or DEFAULT_SQLITE_SYNCHRONOUS).upper()
         if synchronous not in SQLITE_SYNCHRONOUS:
             raise ValueError(
                 f"outbox transport option sqlite_synchronous={synchronous!r} is not one of "

@@ -4,6 +4,11 @@ An event goes straight into the outbox database, unless the database failed rece
 ``retry_after`` seconds, events go straight to the spill folder without trying it) or spilled events
 are still waiting (then it joins them, so the order of a run's events is kept). Spilled events are moved
 into the outbox by a background thread as soon as the database answers again, and by every shipper.
+
+An SQLite outbox is checked after every append (one ``stat``, about 1 us): when its file was removed or
+replaced since the connection opened it (``rm -rf`` of its folder, a restore from a backup), the event
+did not land in the outbox, so it is written again to a database recreated at the path (see
+:func:`~.database.outbox_engine`), or spilled when that cannot be done.
 """
 
 from __future__ import annotations
@@ -18,7 +23,16 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 
 from airflow_lineage_provider.outbox import store
-from airflow_lineage_provider.outbox.database import outbox_engine, redacted
+from airflow_lineage_provider.outbox.database import (
+    DEFAULT_SQLITE_SYNCHRONOUS,
+    FileIdentity,
+    file_identity,
+    file_in_place,
+    opened_file,
+    outbox_engine,
+    redacted,
+    sqlite_file,
+)
 from airflow_lineage_provider.outbox.spill import SpillFolder, default_spill_dir, report_spill_failure
 from airflow_lineage_provider.reporting import warn_once
 
@@ -34,12 +48,13 @@ class OutboxWriter:
         spill_dir: str | Path | None = None,
         timeout: float = 2.0,
         retry_after: float = 10.0,
-        sqlite_synchronous: str = "NORMAL",
+        sqlite_synchronous: str = DEFAULT_SQLITE_SYNCHRONOUS,
     ) -> None:
         self.url = url
         self.timeout = timeout
         self.retry_after = retry_after
         self.sqlite_synchronous = sqlite_synchronous
+        self.sqlite_file = sqlite_file(url)
         self.spill = SpillFolder(Path(spill_dir) if spill_dir else default_spill_dir(url))
         self._down_until = 0.0
         self._drainer: threading.Thread | None = None
@@ -53,42 +68,59 @@ class OutboxWriter:
     def append(self, record: dict[str, Any]) -> bool:
         """Store one event row; ``True`` if it went into the database, ``False`` if it was spilled."""
         if time.monotonic() >= self._down_until and not self.spill.has_events():
-            conn = None
             try:
-                conn = self._connection()
-                store.append_event(conn, record)  # one statement in autocommit mode: its own transaction
-                return True
+                # A second time when the SQLite file was removed or replaced under the first.
+                if self._append_in_place(record) or self._append_in_place(record):
+                    return True
             except Exception as error:
-                self._drop_connection(conn)
+                self._drop_connection()
                 self._database_failed(error)
         self._spill(record["payload"])
         self._start_draining()
         return False
 
-    def _connection(self) -> Connection:
+    def _append_in_place(self, record: dict[str, Any]) -> bool:
+        """Append ``record``; ``False`` when the SQLite file is no longer the outbox's (removed or replaced):
+        the event went into the old file, or SQLite refused it (a rollback journal does, as the file moved)."""
+        conn, opened = self._connection()
+        try:
+            store.append_event(conn, record)  # one statement in autocommit mode: its own transaction
+        except Exception:
+            if _in_place(opened):
+                raise
+        else:
+            if _in_place(opened):
+                return True
+        self._drop_connection()
+        return False
+
+    def _connection(self) -> tuple[Connection, tuple[str, FileIdentity] | None]:
         """This thread's connection, kept open between events (a checkout per event costs more than the insert),
         in autocommit mode: the append is a single statement, so it is its own transaction, and the driver's
-        BEGIN and COMMIT round trips are saved."""
+        BEGIN and COMMIT round trips are saved. With it, the SQLite file it opened."""
         held = getattr(self._local, "held", None)
         if held is None or held[0] != os.getpid():
             conn = self.engine().connect().execution_options(isolation_level="AUTOCOMMIT")
-            held = self._local.held = (os.getpid(), conn)
-        return held[1]
+            held = self._local.held = (os.getpid(), conn, opened_file(conn))
+        return held[1], held[2]
 
-    def _drop_connection(self, conn: Connection | None) -> None:
+    def _drop_connection(self) -> None:
+        held = getattr(self._local, "held", None)
         self._local.held = None
-        if conn is not None:
-            try:
-                conn.rollback()
-                conn.close()
-            except Exception:
-                conn.invalidate()
+        if held is None or held[0] != os.getpid():
+            return
+        conn = held[1]
+        try:
+            conn.rollback()
+            conn.close()
+        except Exception:
+            conn.invalidate()
 
     def _database_failed(self, error: BaseException) -> None:
         self._down_until = time.monotonic() + self.retry_after
         warn_once(
-            f"Lineage outbox {redacted(self.url)} is not reachable ({type(error).__name__}: {error}); events "
-            f"go to the spill folder {self.spill.folder} and are moved into the outbox once it answers"
+            f"Lineage outbox {redacted(self.url)} cannot take events ({type(error).__name__}: {_reason(error)}); "
+            f"events go to the spill folder {self.spill.folder} and are moved into the outbox once it can"
         )
 
     def _spill(self, payload: str) -> None:
@@ -102,9 +134,12 @@ class OutboxWriter:
 
         def store_payloads(payloads: list[str]) -> None:
             records = [store.record_from_payload(p) for p in payloads]
-            with self.engine().begin() as conn:
-                for start in range(0, len(records), 1000):
-                    store.append_events(conn, records[start : start + 1000])
+            with self.engine().connect() as conn:
+                with conn.begin():
+                    for start in range(0, len(records), 1000):
+                        store.append_events(conn, records[start : start + 1000])
+                if not file_in_place(conn):  # the file went away under the commit: keep the spill file
+                    raise OSError(f"the outbox file {self.sqlite_file} was removed or replaced while storing")
 
         return self.spill.drain(store_payloads, budget)
 
@@ -138,3 +173,14 @@ class OutboxWriter:
         if drainer is not None:
             drainer.join(timeout)
         return not self.spill.has_events()
+
+
+def _in_place(opened: tuple[str, FileIdentity] | None) -> bool:
+    """Whether the SQLite file a connection opened is still at its path (``None``: PostgreSQL, always)."""
+    return opened is None or file_identity(opened[0]) == opened[1]
+
+
+def _reason(error: BaseException) -> str:
+    """The first line of the database's own message: no SQL, and no parameters (an event's payload)."""
+    lines = str(getattr(error, "orig", None) or error).strip().splitlines()
+    return lines[0] if lines else "no message"
