@@ -1,0 +1,187 @@
+"""What the hostile-input limits (issue 12) cost: batch ingest and the depth-10 walk, before and after.
+
+Runs ``airflow-lineage serve`` from two trees side by side — the commit before the limits (a temporary
+``git worktree`` of ``--baseline``) and this checkout — on fresh SQLite and PostgreSQL stores, in rounds
+that alternate which tree goes first, and reports medians and the ratio after/before. Workload: the
+consumer benchmark's (``consumer_workload.py``): N jobs in 10 layers, START + COMPLETE each, posted in
+batches of 500; then the depth-10 upstream walk from a last-layer dataset (median of 15 after a first).
+
+    .venv/bin/python bench/limits_overhead.py                    # 5 rounds, N = 5,000 jobs, ~4 minutes
+    .venv/bin/python bench/limits_overhead.py --rounds 2 --jobs 1000 --stores sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import requests
+from rich.console import Console
+from rich.progress import Progress
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO / "tests"))
+
+from consumer_workload import NAMESPACE, workload  # noqa: E402
+
+PG_URL = os.environ.get("LINEAGE_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
+#: The last commit before issue 12's limits.
+BASELINE = "b34d01a"
+BATCH = 500
+ROOT = "layer9.table_0"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def _store(kind: str, folder: Path) -> Iterator[str]:
+    """A fresh store URL: an SQLite file, or a private PostgreSQL schema dropped afterwards."""
+    if kind == "sqlite":
+        yield f"sqlite:///{folder / f'{uuid.uuid4().hex}.db'}"
+        return
+    import sqlalchemy as sa
+
+    schema = f"alp_bench_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
+
+
+@contextmanager
+def _server(tree: Path, store: str) -> Iterator[str]:
+    """``airflow-lineage serve`` with the package imported from ``tree``, on 127.0.0.1 (no keys: loopback)."""
+    port = _free_port()
+    code = "import sys; from airflow_lineage_provider.cli import main; sys.exit(main())"
+    command = [sys.executable, "-c", code, "serve", "--store", store, "--port", str(port), "--log-level", "warning"]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    process = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if requests.get(f"{url}/api/v1/namespaces", timeout=2).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"serve from {tree} did not start: {process.stderr.read().decode()[-2000:]}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def _measure(url: str, events: list[dict[str, Any]], repeat: int) -> dict[str, float]:
+    session = requests.Session()
+    bodies = [json.dumps(events[i : i + BATCH]).encode() for i in range(0, len(events), BATCH)]
+    headers = {"Content-Type": "application/json"}
+    started = time.perf_counter()
+    for body in bodies:
+        answer = session.post(f"{url}/api/v1/lineage/batch", data=body, headers=headers, timeout=600)
+        if answer.status_code != 200:
+            raise RuntimeError(f"batch refused: {answer.status_code} {answer.text[:300]}")
+    ingest = len(events) / (time.perf_counter() - started)
+    params = {"nodeId": f"dataset:{NAMESPACE}:{ROOT}", "depth": 10, "direction": "upstream", "maxNodes": 100000}
+    session.get(f"{url}/api/v1/lineage", params=params, timeout=600).raise_for_status()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        answer = session.get(f"{url}/api/v1/lineage", params=params, timeout=600)
+        times.append(time.perf_counter() - start)
+    nodes = len(answer.json()["graph"])
+    return {"ingest_events_per_s": ingest, "walk_ms": statistics.median(times) * 1000, "walk_nodes": nodes}
+
+
+@contextmanager
+def _baseline_tree(revision: str) -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="alp-baseline-")) / "tree"
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(folder), revision], check=True, capture_output=True
+    )
+    try:
+        yield folder
+    finally:
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "remove", "--force", str(folder)], check=False, capture_output=True
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--baseline", default=BASELINE, help=f"commit before the limits (default {BASELINE})")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=15, help="walks timed per round, after a first")
+    parser.add_argument("--stores", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"])
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "limits_overhead.json")
+    args = parser.parse_args()
+    events = workload(args.jobs)
+    console = Console()
+    results: dict[str, dict[str, list[dict[str, float]]]] = {}
+    with _baseline_tree(args.baseline) as before, tempfile.TemporaryDirectory() as scratch:
+        trees = {"before": before, "after": REPO}
+        total = args.rounds * len(args.stores) * 2
+        with Progress(console=console) as progress:
+            task = progress.add_task("rounds", total=total)
+            for round_number in range(args.rounds):
+                order = ["before", "after"] if round_number % 2 == 0 else ["after", "before"]
+                for kind in args.stores:
+                    for name in order:
+                        with _store(kind, Path(scratch)) as store, _server(trees[name], store) as url:
+                            found = _measure(url, events, args.repeat)
+                        results.setdefault(kind, {}).setdefault(name, []).append(found)
+                        progress.advance(task)
+    summary: dict[str, Any] = {"baseline": args.baseline, "jobs": args.jobs, "rounds": args.rounds, "stores": {}}
+    for kind, by_tree in results.items():
+        row: dict[str, Any] = {}
+        for metric in ("ingest_events_per_s", "walk_ms"):
+            before_value = statistics.median(r[metric] for r in by_tree["before"])
+            after_value = statistics.median(r[metric] for r in by_tree["after"])
+            row[metric] = {
+                "before": before_value,
+                "after": after_value,
+                "after_over_before": after_value / before_value,
+            }
+        row["walk_nodes"] = {name: by_tree[name][0]["walk_nodes"] for name in by_tree}
+        summary["stores"][kind] = row
+        ingest, walk = row["ingest_events_per_s"], row["walk_ms"]
+        console.print(
+            f"{kind}: batch ingest {ingest['before']:,.0f} -> {ingest['after']:,.0f} events/s "
+            f"({ingest['after_over_before']:.3f}x); depth-10 walk {walk['before']:.1f} -> {walk['after']:.1f} ms "
+            f"({walk['after_over_before']:.3f}x), nodes {row['walk_nodes']}"
+        )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"summary": summary, "rounds": results}, indent=2))
+    console.print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
