@@ -164,7 +164,8 @@ class Feast(Consumer):
 
 
 @contextmanager
-def serve_ours(store: str, folder: Path, *options: str) -> Iterator[Ours]:
+def serve_ours(store: str, folder: Path, *options: str, tree: Path | None = None) -> Iterator[Ours]:
+    """``airflow-lineage serve`` on ``store``, importing the package from ``tree`` when given (another checkout)."""
     from support.consumer_helpers import free_port
 
     port = free_port()
@@ -180,7 +181,8 @@ def serve_ours(store: str, folder: Path, *options: str) -> Iterator[Ours]:
         *options,
     ]
     log = open(folder / "serve.log", "a")  # noqa: SIM115
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    env = {**os.environ, "PYTHONPATH": str(tree)} if tree is not None else None
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     consumer = Ours(f"http://127.0.0.1:{port}")
     consumer.store = store
     consumer.pid = process.pid

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -35,67 +34,25 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests"))
 
+from consumer_bench import postgres_schema, serve_ours  # noqa: E402
 from consumer_workload import NAMESPACE, workload  # noqa: E402
 
-PG_URL = os.environ.get("LINEAGE_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
 #: The last commit before issue 12's limits.
 BASELINE = "b34d01a"
 BATCH = 500
 ROOT = "layer9.table_0"
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
-def _store(kind: str, folder: Path) -> Iterator[str]:
-    """A fresh store URL: an SQLite file, or a private PostgreSQL schema dropped afterwards."""
+def _served(kind: str, tree: Path, folder: Path) -> Iterator[str]:
+    """``serve`` from ``tree`` on a fresh store (an SQLite file, or a private PostgreSQL schema); its URL."""
     if kind == "sqlite":
-        yield f"sqlite:///{folder / f'{uuid.uuid4().hex}.db'}"
+        store = f"sqlite:///{folder / f'{uuid.uuid4().hex}.db'}"
+        with serve_ours(store, folder, tree=tree) as consumer:
+            yield consumer.url
         return
-    import sqlalchemy as sa
-
-    schema = f"alp_bench_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
-    finally:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        admin.dispose()
-
-
-@contextmanager
-def _server(tree: Path, store: str) -> Iterator[str]:
-    """``airflow-lineage serve`` with the package imported from ``tree``, on 127.0.0.1 (no keys: loopback)."""
-    port = _free_port()
-    code = "import sys; from airflow_lineage_provider.cli import main; sys.exit(main())"
-    command = [sys.executable, "-c", code, "serve", "--store", store, "--port", str(port), "--log-level", "warning"]
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    process = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if requests.get(f"{url}/api/v1/namespaces", timeout=2).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"serve from {tree} did not start: {process.stderr.read().decode()[-2000:]}")
-            time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(30)
+    with postgres_schema() as store, serve_ours(store, folder, tree=tree) as consumer:
+        yield consumer.url
 
 
 def _measure(url: str, events: list[dict[str, Any]], repeat: int) -> dict[str, float]:
@@ -154,7 +111,7 @@ def main() -> int:
                 order = ["before", "after"] if round_number % 2 == 0 else ["after", "before"]
                 for kind in args.stores:
                     for name in order:
-                        with _store(kind, Path(scratch)) as store, _server(trees[name], store) as url:
+                        with _served(kind, trees[name], Path(scratch)) as url:
                             found = _measure(url, events, args.repeat)
                         results.setdefault(kind, {}).setdefault(name, []).append(found)
                         progress.advance(task)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pytest
 from support.consumer_helpers import dataset, run_event
@@ -23,6 +25,56 @@ from airflow_lineage_provider.consumer.validation import parse_event
 
 pytestmark = pytest.mark.postgres
 pytest_plugins = ("support.consumer_fixtures",)
+T = TypeVar("T")
+
+
+def as_deadlock_victim(
+    other: Any, hold: Callable[[Any], None], close_cycle: Callable[[Any], None], waiter: str, work: Callable[[], T]
+) -> T:
+    """Run ``work`` while another transaction on ``other`` makes it a deadlock victim.
+
+    The other transaction runs ``hold`` (locks what ``work`` will want), waits until a statement starting
+    with ``waiter`` waits for a lock, then runs ``close_cycle`` (asks for what ``work`` holds). Its
+    ``deadlock_timeout`` is long, so PostgreSQL aborts ``work``'s transaction, which must be retried.
+    """
+    victim_waits = threading.Event()
+    failures: list[BaseException] = []
+
+    def lock_in_the_opposite_order() -> None:
+        try:
+            with other.connect() as conn, conn.begin():
+                conn.exec_driver_sql("SET LOCAL deadlock_timeout = '30s'")  # let work be the victim
+                hold(conn)
+                victim_waits.wait(30)
+                close_cycle(conn)
+        except BaseException as error:  # reported by the test thread
+            failures.append(error)
+
+    def report_when_work_waits() -> None:
+        with other.connect() as conn:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                waiting = conn.exec_driver_sql(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %(q)s",
+                    {"q": waiter + "%"},
+                ).scalar_one()
+                conn.rollback()
+                if waiting:
+                    victim_waits.set()
+                    return
+                time.sleep(0.05)
+
+    locker = threading.Thread(target=lock_in_the_opposite_order)
+    locker.start()
+    time.sleep(0.3)  # the other transaction holds its rows
+    watcher = threading.Thread(target=report_when_work_waits)
+    watcher.start()
+    result = work()
+    watcher.join(30)
+    locker.join(30)
+    assert not failures, failures
+    assert victim_waits.is_set(), f"no {waiter}... statement ever waited for the locked rows"
+    return result
 
 
 def test_an_ingest_chosen_as_deadlock_victim_is_retried_and_stored(
@@ -34,48 +86,15 @@ def test_an_ingest_chosen_as_deadlock_victim_is_retried_and_stored(
         outputs = [dataset("orders")]
         store_events(store, [parse_event(run_event("COMPLETE", "load", outputs=outputs))])
         first, second = sorted([node_key("job", "pipelines", "load"), node_key("dataset", "warehouse", "orders")])
-
-        ingest_waits = threading.Event()
-        failures: list[BaseException] = []
-
-        def lock_in_the_opposite_order() -> None:
-            try:
-                with other.connect() as conn, conn.begin():
-                    conn.exec_driver_sql("SET LOCAL deadlock_timeout = '30s'")  # let the ingest be the victim
-                    lock = "SELECT id FROM lineage_nodes WHERE node_key = %(key)s FOR UPDATE"
-                    conn.exec_driver_sql(lock, {"key": second})
-                    ingest_waits.wait(30)
-                    conn.exec_driver_sql(lock, {"key": first})  # closes the cycle
-            except BaseException as error:  # reported by the test thread
-                failures.append(error)
-
-        locker = threading.Thread(target=lock_in_the_opposite_order)
-        locker.start()
-        time.sleep(0.3)  # the other transaction holds the second row
-
-        def report_when_the_ingest_waits() -> None:
-            with other.connect() as conn:
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
-                    waiting = conn.exec_driver_sql(
-                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                        "AND query LIKE 'INSERT INTO lineage_nodes%%'"
-                    ).scalar_one()
-                    conn.rollback()
-                    if waiting:
-                        ingest_waits.set()
-                        return
-                    time.sleep(0.05)
-
-        watcher = threading.Thread(target=report_when_the_ingest_waits)
-        watcher.start()
+        lock = "SELECT id FROM lineage_nodes WHERE node_key = %(key)s FOR UPDATE"
         caplog.set_level(logging.INFO, logger="airflow_lineage_provider.consumer.service")
-        result, errors = store_events(store, [parse_event(run_event("COMPLETE", "load", outputs=outputs, time=60))])
-        watcher.join(30)
-        locker.join(30)
-
-        assert not failures, failures
-        assert ingest_waits.is_set(), "the ingest never waited for the locked node row"
+        result, errors = as_deadlock_victim(
+            other,
+            hold=lambda conn: conn.exec_driver_sql(lock, {"key": second}),
+            close_cycle=lambda conn: conn.exec_driver_sql(lock, {"key": first}),
+            waiter="INSERT INTO lineage_nodes",
+            work=lambda: store_events(store, [parse_event(run_event("COMPLETE", "load", outputs=outputs, time=60))]),
+        )
         assert (result.stored, errors) == (1, {})
         assert "retrying a lineage ingest after a conflict with another writer (1): deadlock detected" in caplog.text
         with store.read() as conn:
@@ -94,48 +113,15 @@ def test_retention_chosen_as_deadlock_victim_is_retried_and_logged(
         outputs = [dataset("orders")]
         old, latest = run_event("COMPLETE", "load", outputs=outputs), run_event("COMPLETE", "load", time=60)
         store_events(store, [parse_event(old), parse_event(latest)])
-        old_run = old["run"]["runId"]
-        prune_waits = threading.Event()
-        failures: list[BaseException] = []
-
-        def lock_in_the_opposite_order() -> None:
-            try:
-                with other.connect() as conn, conn.begin():
-                    conn.exec_driver_sql("SET LOCAL deadlock_timeout = '30s'")  # let retention be the victim
-                    io = "SELECT run_uuid FROM lineage_run_io WHERE run_uuid = %(run)s FOR UPDATE"
-                    conn.exec_driver_sql(io, {"run": old_run})
-                    prune_waits.wait(30)
-                    conn.exec_driver_sql("SELECT id FROM lineage_events FOR UPDATE")  # closes the cycle
-            except BaseException as error:  # reported by the test thread
-                failures.append(error)
-
-        locker = threading.Thread(target=lock_in_the_opposite_order)
-        locker.start()
-        time.sleep(0.3)
-
-        def report_when_retention_waits() -> None:
-            with other.connect() as conn:
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
-                    waiting = conn.exec_driver_sql(
-                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                        "AND query LIKE 'DELETE FROM lineage_run_io%%'"
-                    ).scalar_one()
-                    conn.rollback()
-                    if waiting:
-                        prune_waits.set()
-                        return
-                    time.sleep(0.05)
-
-        watcher = threading.Thread(target=report_when_retention_waits)
-        watcher.start()
+        io = "SELECT run_uuid FROM lineage_run_io WHERE run_uuid = %(run)s FOR UPDATE"
         caplog.set_level(logging.INFO, logger="airflow_lineage_provider.consumer.service")
-        result = prune_now(store, days=1)
-        watcher.join(30)
-        locker.join(30)
-
-        assert not failures, failures
-        assert prune_waits.is_set(), "retention never waited for the locked run row"
+        result = as_deadlock_victim(
+            other,
+            hold=lambda conn: conn.exec_driver_sql(io, {"run": old["run"]["runId"]}),
+            close_cycle=lambda conn: conn.exec_driver_sql("SELECT id FROM lineage_events FOR UPDATE"),
+            waiter="DELETE FROM lineage_run_io",
+            work=lambda: prune_now(store, days=1),
+        )
         assert (result.events, result.runs) == (2, 1)
         assert "retrying lineage retention after a conflict with another writer (1): deadlock detected" in caplog.text
     finally:
