@@ -14,6 +14,7 @@ import ipaddress
 import socket
 from collections.abc import Iterable
 
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from airflow_lineage_provider.consumer.validation import shown
@@ -66,8 +67,6 @@ class AllowedHosts:
         await self.app(scope, receive, send)
 
     async def _refuse(self, header: str, send: Send) -> None:
-        from fastapi.responses import JSONResponse
-
         name = host_name(header)
         detail = (
             f"this consumer does not answer to the host {shown(name)}: start it with --allowed-host "

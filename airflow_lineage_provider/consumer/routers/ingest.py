@@ -67,10 +67,14 @@ def _named_namespaces(value: Any) -> set[str]:
 class Checked:
     """A request body decoded and checked off the event loop: the events to store and the refused ones."""
 
-    received: int
     is_array: bool
     valid: list[tuple[int, LineageEvent]] = field(default_factory=list)
     errors: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def received(self) -> int:
+        """Events in the body: each is either valid or refused."""
+        return len(self.valid) + len(self.errors)
 
 
 def _check(value: Any, principal: Principal, validator: Any, not_after: datetime) -> LineageEvent:
@@ -94,7 +98,7 @@ def check_body(body: bytes, settings: ConsumerSettings, principal: Principal, va
     """Decode ``body`` and check each event (CPU work: run in a worker thread, never on the event loop)."""
     values, is_array = parse_body(body, settings.max_batch_events)
     not_after = datetime.now(timezone.utc) + timedelta(hours=settings.max_clock_skew_hours)
-    checked = Checked(received=len(values), is_array=is_array)
+    checked = Checked(is_array=is_array)
     for index, value in enumerate(values):
         try:
             checked.valid.append((index, _check(value, principal, validator, not_after)))
