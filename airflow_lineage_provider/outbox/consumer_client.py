@@ -26,6 +26,7 @@ from airflow_lineage_provider.outbox.outcomes import (
     DEAD,
     DELIVERED,
     FAILED,
+    REJECTED,
     RETRY,
     UNAVAILABLE,
     Answer,
@@ -98,10 +99,6 @@ class ConsumerConfig:
     @property
     def batch_url(self) -> str:
         return f"{self.single_url}/batch"
-
-
-def _is_transient(status_code: int) -> bool:
-    return status_code in (408, 425, 429) or status_code >= 500
 
 
 class ConsumerClient:
@@ -237,7 +234,7 @@ def _outcome_of_item(item: Any, code: int, listed_error: str = "") -> Outcome | 
         status = int(raw)
         if 200 <= status < 300:
             return Outcome(DELIVERED, status)
-        kind = RETRY if _is_transient(status) else DEAD
+        kind = DEAD if answer_of_status(status, "").kind == REJECTED else RETRY
         return Outcome(kind, status, detail or f"HTTP {status} (in a {code} response)")
     if isinstance(raw, str):
         word = raw.strip().lower()
