@@ -48,8 +48,23 @@ def io_group_key(job: NodeKey, inputs: Iterable[NodeKey], outputs: Iterable[Node
     return hashlib.sha1(text.encode()).hexdigest()
 
 
-def _utc_text(value: datetime | None) -> str | None:
-    return None if value is None else as_utc(value).isoformat()
+def _utc_texts(values: Iterable[datetime | None]) -> list[str | None]:
+    """``values`` as ISO 8601 UTC text, each distinct time converted once.
+
+    A batch repeats few times many times over (an event's time goes to its nodes, edges and groups):
+    the conversion, ~1 us each, was 6% of a PostgreSQL batch's ingest before the memo.
+    """
+    texts: dict[datetime, str] = {}
+    out: list[str | None] = []
+    for value in values:
+        if value is None:
+            out.append(None)
+            continue
+        text = texts.get(value)
+        if text is None:
+            text = texts[value] = as_utc(value).isoformat()
+        out.append(text)
+    return out
 
 
 def _execute(conn: Connection, statement: Statement, rows: list[dict[str, Any]]) -> Any:
@@ -59,7 +74,7 @@ def _execute(conn: Connection, statement: Statement, rows: list[dict[str, Any]])
     if not statement.columns:
         return conn.execute(statement.sql, rows)
     arrays = {
-        f"c_{name}": [_utc_text(row.get(name)) for row in rows]
+        f"c_{name}": _utc_texts(row.get(name) for row in rows)
         if name in statement.times
         else [row.get(name) for row in rows]
         for name in statement.columns
