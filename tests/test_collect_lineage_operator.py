@@ -78,6 +78,15 @@ def test_collect_lineage_operator_in_a_real_dag(tmp_path: Path) -> None:
         conn.exec_driver_sql(
             "INSERT INTO dq_failures VALUES ('amount', 'not_null'), ('amount', 'positive'), (NULL, 'x')"
         )
+        # Issues without a run id count as this run's; those of another check run do not.
+        conn.exec_driver_sql("CREATE TABLE dq_output (id INTEGER, _errors TEXT, _warnings TEXT)")
+        conn.execute(
+            sa.text("INSERT INTO dq_output VALUES (1, :errors, :warnings), (2, NULL, NULL)"),
+            {
+                "errors": json.dumps([{"name": "positive", "columns": ["amount"], "run_id": None}]),
+                "warnings": json.dumps([{"name": "not_null", "columns": ["id"], "run_id": "another-check-run"}]),
+            },
+        )
     home, results = tmp_path / "airflow", tmp_path / "results.json"
     migrate(home)
     env = {
@@ -121,18 +130,41 @@ def test_collect_lineage_operator_in_a_real_dag(tmp_path: Path) -> None:
     assert ("downstream", "warehouse/legacy.archive", None) in table_rows  # lookback disabled
     assert {r.source_column for r in table_rows if r.edge_type == "column_downstream"} == {"amount"}
 
+    from_results = outcome["collect_from_results"]
+    assert from_results["status"] == "ok" and from_results["rows"] == 1, from_results
+    with engine.connect() as conn:
+        result_rows = conn.execute(
+            sa.text(
+                "SELECT edge_type, depth, target_table, source_column, target_column FROM lineage_edges_from_results"
+            )
+        ).all()
+    assert [tuple(row) for row in result_rows] == [
+        ("column_upstream", 1, "warehouse/raw.orders", "amount_cents", "amount")
+    ]
+
     broken = outcome["collect_broken_output"]
     assert broken["status"] == "error" and broken["rows"] == 0
     assert "unable to open database file" in broken["errors"][0]
 
 
 def test_search_bounds_are_checked_with_a_clear_message() -> None:
-    with pytest.raises(ValueError, match="depth must be >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"depth must be an integer >= 1 or None \(unbounded\), got 0"):
         LineageSearch(depth=0)
-    with pytest.raises(ValueError, match="max_nodes"):
+    with pytest.raises(ValueError, match=r"depth must be an integer >= 1 or None .*, got '3'"):
+        LineageSearch(depth="3")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_nodes must be an integer >= 1, got 0"):
         LineageSearch(max_nodes=0)
-    with pytest.raises(ValueError, match="lookback_days"):
+    with pytest.raises(ValueError, match="max_nodes must be an integer >= 1, got True"):
+        LineageSearch(max_nodes=True)
+    with pytest.raises(ValueError, match=r"lookback_days must be a number of days > 0 .*, got -1"):
         LineageSearch(lookback_days=-1)
+    with pytest.raises(ValueError, match=r"lookback_days .*, got nan"):
+        LineageSearch(lookback_days=float("nan"))
+
+
+def test_search_defaults_are_dqxs_and_depth_may_be_unbounded() -> None:
+    assert (LineageSearch().depth, LineageSearch().max_nodes) == (100, 100)
+    assert LineageSearch(depth=None).depth is None
 
 
 def test_a_missing_source_dataset_is_reported_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ from sqlalchemy import select
 from airflow_lineage_provider.consumer.store import LineageStore, graph, nodes, tables
 from airflow_lineage_provider.consumer.store.columns import field_details
 from airflow_lineage_provider.consumer.store.ingest import field_key
+from airflow_lineage_provider.consumer.store.stepwise import walk_edges_stepwise
 
 
 class LineageWalker:
@@ -33,12 +34,13 @@ class LineageWalker:
         return {node: f"{namespace}/{name}" for node, namespace, name in conn.execute(query)}
 
     def table_edges(
-        self, dataset: int, direction: str, depth: int, max_nodes: int, since: datetime | None
+        self, dataset: int, direction: str, depth: int | None, max_nodes: int, since: datetime | None
     ) -> list[dict[str, Any]]:
-        """``{depth, target_table, source_column, target_column}`` per dataset edge crossed."""
-        bounds = graph.WalkBounds(hops=depth, max_nodes=max_nodes, since=since)
+        """``{depth, target_table, source_column, target_column}`` per dataset edge crossed (``depth`` None:
+        unbounded)."""
+        spec = graph.DATASET_EDGES[direction]  # type: ignore[index]
         with self.store.read() as conn:
-            found = graph.walk_edges(conn, graph.DATASET_EDGES[direction], [dataset], bounds)  # type: ignore[index]
+            found = walk_edges_stepwise(conn, spec, [dataset], hops=depth, max_nodes=max_nodes, since=since)
             names = self._names(conn, {node for _, node, _ in found}) if found else {}
         return [
             {"depth": hops, "target_table": names[node], "source_column": None, "target_column": None}
@@ -46,19 +48,25 @@ class LineageWalker:
         ]
 
     def column_edges(
-        self, dataset: int, columns: list[str], edge_type: str, depth: int, max_nodes: int, since: datetime | None
+        self,
+        dataset: int,
+        columns: list[str],
+        edge_type: str,
+        depth: int | None,
+        max_nodes: int,
+        since: datetime | None,
     ) -> list[dict[str, Any]]:
         """``{depth, target_table, source_column, target_column}`` per column edge crossed from ``columns``."""
         if not columns:
             return []
         direction = edge_type.removeprefix("column_")
-        bounds = graph.WalkBounds(hops=depth, max_nodes=max_nodes, since=since)
+        spec = graph.COLUMN_EDGES[direction]  # type: ignore[index]
         with self.store.read() as conn:
             keys = [field_key(dataset, name) for name in columns]
             roots = list(conn.execute(select(tables.fields.c.id).where(tables.fields.c.field_key.in_(keys))).scalars())
             if not roots:
                 return []
-            found = graph.walk_edges(conn, graph.COLUMN_EDGES[direction], roots, bounds)  # type: ignore[index]
+            found = walk_edges_stepwise(conn, spec, roots, hops=depth, max_nodes=max_nodes, since=since)
             fields = field_details(conn, list({f for via, node, _ in found for f in (via, node)}))
         rows = []
         for via, node, hops in found:

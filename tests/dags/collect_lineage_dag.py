@@ -1,5 +1,5 @@
-"""CollectLineageOperator in a real DAG: failed columns from a list and from a table, and a broken output
-connection that must not fail the run. Paths and connections come from the test's environment."""
+"""CollectLineageOperator in a real DAG: failed columns from a list, from a table and from DQX-shaped results,
+and a broken output connection that must not fail the run. Paths and connections come from the test's environment."""
 
 from __future__ import annotations
 
@@ -37,6 +37,18 @@ def collect_lineage_dag():
         downstream=LineageSearch(depth=1, lookback_days=None),
         column_upstream=None,
     )
+    from_results = CollectLineageOperator(
+        task_id="collect_from_results",
+        **SOURCE,
+        output_table="lineage_edges_from_results",
+        output_conn_id="warehouse",
+        write_mode="overwrite",
+        results_output_table="dq_output",  # DQX's shape: _errors / _warnings arrays of issue structs
+        upstream=None,
+        downstream=None,
+        column_upstream=LineageSearch(depth=None, lookback_days=None),
+        column_downstream=None,
+    )
     broken = CollectLineageOperator(
         task_id="collect_broken_output",
         **SOURCE,
@@ -49,12 +61,12 @@ def collect_lineage_dag():
     def record(**context):
         results = {
             t: context["ti"].xcom_pull(task_ids=t)
-            for t in ("collect_from_list", "collect_from_table", "collect_broken_output")
+            for t in ("collect_from_list", "collect_from_table", "collect_from_results", "collect_broken_output")
         }
         with open(os.environ["COLLECT_LINEAGE_RESULTS"], "w") as handle:
             json.dump(results, handle)
 
-    [from_list, from_table, broken] >> record()
+    [from_list, from_table, from_results, broken] >> record()
 
 
 collect_lineage_dag()
