@@ -98,9 +98,14 @@ _V3_DATASET_EDGES = sa.Table(
 
 
 def _old_store(engine: sa.Engine, version: int) -> None:
-    """A store as ``version`` (1 to 3) left it: its tables, version 1's foreign keys and its version stamp."""
+    """A store as ``version`` (1 to 4) left it: its tables, version 1's foreign keys and its version stamp."""
     with engine.begin() as conn:
         tables.metadata.create_all(conn)
+        tables.node_tags.drop(conn)  # added by version 5
+        tables.tags.drop(conn)
+        if version == 4:
+            conn.execute(tables.schema_version.insert().values(version=4, applied_at=datetime.now(timezone.utc)))
+            return
         tables.io_members.drop(conn)  # added by version 4, replacing lineage_dataset_edges
         tables.io_groups.drop(conn)
         _V3_DATASET_EDGES.create(conn)
@@ -134,11 +139,11 @@ def test_a_version_1_store_is_migrated_forward_keeping_its_lineage(store_url: st
                 node_key="old", kind="job", namespace="pipelines", name="old", created_at=datetime.now(timezone.utc),
                 updated_at=datetime.now(timezone.utc),
             ))  # fmt: skip
-        assert migrate(engine) == LATEST == 4
+        assert migrate(engine) == LATEST == 5
         with engine.begin() as conn:
             kept = set(sa.inspect(conn).get_table_names())
             assert all(not sa.inspect(conn).get_foreign_keys(name) for name, _, _ in _V1_FOREIGN_KEYS if name in kept)
-            assert conn.execute(sa.select(tables.schema_version.c.version)).scalars().all() == [1, 2, 3, 4]
+            assert conn.execute(sa.select(tables.schema_version.c.version)).scalars().all() == [1, 2, 3, 4, 5]
             assert conn.execute(sa.select(tables.nodes.c.version)).scalars().all() == [1]
             assert ingest_events(conn, [event]).stored == 1
             assert ingest_events(conn, [event]).duplicates == 1
@@ -182,7 +187,7 @@ def test_a_version_3_store_keeps_every_table_lineage_pair_and_its_time_as_io_gro
                 _V3_DATASET_EDGES.insert(),
                 [{"source_id": s, "target_id": t, "job_id": j, "last_seen": seen} for s, t, j, seen in pairs],
             )
-        assert migrate(engine) == 4
+        assert migrate(engine) == LATEST
         with engine.begin() as conn:
             assert "lineage_dataset_edges" not in sa.inspect(conn).get_table_names()
             assert conn.execute(sa.select(sa.func.count()).select_from(tables.io_groups)).scalar() == 4
@@ -288,3 +293,38 @@ def test_a_later_run_is_the_latest_whatever_its_run_id(store_url: str, batches: 
             assert _latest_run(conn, "daily") == (LOW_RUN, T0 + timedelta(seconds=6))
     finally:
         store.dispose()
+
+
+def test_a_version_4_store_gains_empty_tag_tables_that_take_tags(store_url: str) -> None:
+    from airflow_lineage_provider.consumer.store import tags
+
+    engine = create_store_engine(store_url)
+    try:
+        _old_store(engine, 4)
+        assert migrate(engine) == LATEST == 5
+        with engine.begin() as conn:
+            assert tags.list_tags(conn, 10, 0) == ([], 0)
+            node = _node(conn, "dataset", "orders")
+            tags.add_tag(conn, node, "PII", field="email")
+            tags.add_tag(conn, node, "GOLD")
+            tags.add_tag(conn, node, "GOLD")  # idempotent
+            tags.put_tag(conn, "PII", "personal data")
+            tags.add_tag(conn, node, "PII", field="email")  # keeps the description
+            assert tags.node_tags(conn, [node]) == {node: ["GOLD"]}
+            assert tags.field_tags(conn, node) == {"email": ["PII"]}
+            assert tags.list_tags(conn, 10, 0) == (
+                [{"name": "GOLD", "description": None}, {"name": "PII", "description": "personal data"}],
+                2,
+            )
+            assert tags.remove_tag(conn, node, "PII", field="email") and not tags.remove_tag(conn, node, "PII")
+            assert tags.field_tags(conn, node) == {}
+    finally:
+        engine.dispose()
+
+
+def test_tag_names_are_checked() -> None:
+    from airflow_lineage_provider.consumer.store.tags import check_tag_name
+
+    for bad, message in (("", "must not be empty"), ("x" * 256, "at most 255"), ("a\nb", "control characters")):
+        with pytest.raises(ValueError, match=message):
+            check_tag_name(bad)

@@ -124,12 +124,40 @@ def _io_groups(conn: Connection) -> None:
     conn.exec_driver_sql("DROP TABLE lineage_dataset_edges")
 
 
+_TAG_TABLES = """
+CREATE TABLE lineage_tags (
+    name VARCHAR(255) NOT NULL,
+    description TEXT,
+    created_at {timestamp} NOT NULL,
+    PRIMARY KEY (name)
+);
+CREATE TABLE lineage_node_tags (
+    node_id {bigint} NOT NULL,
+    field_key VARCHAR(40) NOT NULL,
+    tag VARCHAR(255) NOT NULL,
+    field TEXT,
+    tagged_at {timestamp} NOT NULL,
+    PRIMARY KEY (node_id, field_key, tag)
+);
+CREATE INDEX ix_lineage_node_tags_tag ON lineage_node_tags (tag)
+"""
+
+
+def _tags(conn: Connection) -> None:
+    """Version 5: tags on jobs, datasets and dataset fields (Marquez's tag API), empty at first."""
+    postgres = conn.dialect.name == "postgresql"
+    bigint, timestamp = ("BIGINT", "TIMESTAMP WITH TIME ZONE") if postgres else ("INTEGER", "DATETIME")
+    for ddl in _TAG_TABLES.format(bigint=bigint, timestamp=timestamp).split(";"):
+        conn.exec_driver_sql(ddl)
+
+
 #: ``(version, description, migration)`` in order. Append only; never edit a released entry.
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial lineage store", _initial),
     (2, "references kept by the writer instead of foreign keys", _drop_foreign_keys),
     (3, "node versions for the graph-card cache", _node_versions),
     (4, "table lineage as io groups, linear in inputs + outputs", _io_groups),
+    (5, "tags on jobs, datasets and fields", _tags),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -227,3 +227,28 @@ symlinks = Table(
     Column("name", Text, nullable=False),
     Column("type", Text),
 )
+
+
+#: Tags (Marquez's ``Tag``): a name and an optional description. Created by ``PUT /api/v1/tags/{tag}`` or on
+#: first use by a tag write on a dataset, field or job.
+tags = Table(
+    "lineage_tags",
+    metadata,
+    Column("name", String(255), primary_key=True),
+    Column("description", Text),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+
+#: Tags put on a node (a job or dataset; ``field_key`` empty) or on a field of a dataset (``field_key``: the
+#: SHA-1 of the dataset id and field name, as ``lineage_fields``; ``field`` the name). Written only by the
+#: tag endpoints, never by the ingest.
+node_tags = Table(
+    "lineage_node_tags",
+    metadata,
+    Column("node_id", Id, primary_key=True),
+    Column("field_key", String(40), primary_key=True),
+    Column("tag", String(255), primary_key=True),
+    Column("field", Text),
+    Column("tagged_at", UtcDateTime, nullable=False),
+    Index("ix_lineage_node_tags_tag", "tag"),
+)
