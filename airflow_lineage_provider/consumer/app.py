@@ -16,6 +16,7 @@ from airflow_lineage_provider.consumer.api_docs import api_docs_router
 from airflow_lineage_provider.consumer.auth import LoginRequired
 from airflow_lineage_provider.consumer.guards import GuardFactory, KeyGuard
 from airflow_lineage_provider.consumer.hosts import AllowedHosts
+from airflow_lineage_provider.consumer.marquez_paths import SegmentPaths
 from airflow_lineage_provider.consumer.nodeids import NodeIdError
 from airflow_lineage_provider.consumer.routers import (
     column_lineage,
@@ -107,6 +108,7 @@ def create_app(
     app.state.spec_validator = spec_validator
     app.state.retention = RetentionSchedule(config)
     app.state.walks = WalkLimiter(config.max_concurrent_walks, config.max_waiting_walks, config.walk_answer_bytes)
+    app.add_middleware(SegmentPaths)  # Marquez's percent-encoded names in paths (marquez_paths.py)
     if config.allowed_hosts:
         app.add_middleware(AllowedHosts, hosts=config.allowed_hosts)
     for router in (*ROUTERS, *extra_routers):
