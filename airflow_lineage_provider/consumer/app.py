@@ -25,6 +25,7 @@ from airflow_lineage_provider.consumer.routers import (
     ingest,
     jobs,
     lineage,
+    marquez_events,
     namespaces,
     retention,
     runs,
@@ -49,6 +50,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     search.router,
     runs.router,
     events.router,
+    marquez_events.router,
     retention.router,
 )
 

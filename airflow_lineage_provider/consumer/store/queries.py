@@ -24,10 +24,12 @@ window (``runId``/``after``/``before`` narrow it). Unlimited keys read as before
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, not_, or_, select
+from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.store import tables
@@ -180,25 +182,45 @@ def list_events(
     after: datetime | None = None,
     before: datetime | None = None,
     visible: Visible = None,
+    *,
+    kind: str | None = None,
+    ascending: bool = False,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Raw events as received (newest event time first), optionally of one run or a time window.
+    """Raw events as received, optionally of one run, one kind (``run``, ``job``, ``dataset``) or a time window.
 
-    With ``visible``, only events that name no hidden namespace (see the module docstring).
+    ``after`` is inclusive and ``before`` exclusive (``after <= eventTime < before``), so consecutive windows
+    never share an event. Newest event time first, or oldest first with ``ascending``; events at the same
+    time keep the order they were stored in (ties broken by the stored row's id, in the same direction),
+    so paging with ``offset`` never repeats or skips one. With ``visible``, only events that name no hidden
+    namespace (see the module docstring); the total is counted under the same conditions.
     """
     e = tables.events.c
-    query = select(e.payload).order_by(e.event_time.desc(), e.id.desc())
+    order = (e.event_time.asc(), e.id.asc()) if ascending else (e.event_time.desc(), e.id.desc())
+    query = select(e.payload).order_by(*order)
     conditions = []
     if run_uuid is not None:
         conditions.append(e.run_uuid == run_uuid.lower())
+    if kind is not None:
+        conditions.append(e.kind == kind)
     if after is not None:
         conditions.append(e.event_time >= after)
     if before is not None:
         conditions.append(e.event_time < before)
     if visible is not None:
-        dialect = conn.dialect.name
-        conditions.append(or_(e.job_namespace.is_(None), namespace_in(e.job_namespace, visible, dialect)))
-        conditions.append(not_(names_hidden_namespace(e.payload, visible, dialect)))
+        conditions.append(events_visible(conn, visible))
     if conditions:
         query = query.where(and_(*conditions))
     rows, total = _page(conn, query, limit, offset)
     return [json.loads(row.payload) for row in rows], total
+
+
+def events_visible(conn: Connection, visible: Collection[str]) -> ColumnElement[bool]:
+    """The condition on ``lineage_events`` rows a namespace-limited key may read (see the module docstring).
+
+    The cheap ``job_namespace`` test goes first, so events of hidden jobs are dropped without parsing.
+    """
+    e, dialect = tables.events.c, conn.dialect.name
+    return and_(
+        or_(e.job_namespace.is_(None), namespace_in(e.job_namespace, visible, dialect)),
+        not_(names_hidden_namespace(e.payload, visible, dialect)),
+    )
