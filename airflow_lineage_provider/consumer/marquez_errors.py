@@ -1,0 +1,53 @@
+"""Marquez's error answers: ``{"code": 404, "message": "Dataset 'orders' not found."}``.
+
+Marquez (Dropwizard) answers an error with an ``ErrorMessage``: the HTTP status again as ``code`` and a
+``message``. The Marquez-compatible routes answer their own errors (unknown namespace, dataset, field,
+source, version; a bad tag name) in that shape, so Marquez's clients read them as they read Marquez's.
+The consumer's other errors (authentication, parameter validation, store unavailable) keep the consumer's
+``{"detail": ...}`` shape, as on every other route.
+
+A store read raises :class:`MarquezError` wherever it finds the problem (also inside the thread pool);
+the route answers through :func:`marquez_answer`, which turns it into the response::
+
+    def read() -> dict:
+        with store.read() as conn:
+            found = find(conn, ...)
+            if found is None:
+                raise MarquezError(404, f"Dataset '{name}' not found.")
+            return found
+
+    return await marquez_answer(read)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import Response
+from fastapi.responses import JSONResponse
+
+from airflow_lineage_provider.consumer.deps import stored_answer
+
+
+class MarquezError(Exception):
+    """An error to answer in Marquez's shape: HTTP status ``code`` and ``message``."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def marquez_error(code: int, message: str) -> JSONResponse:
+    """The response Marquez gives for an error: ``{"code": code, "message": message}`` with status ``code``."""
+    return JSONResponse({"code": code, "message": message}, status_code=code)
+
+
+async def marquez_answer(work: Callable[[], Any]) -> Response:
+    """Run ``work`` off the event loop (as :func:`..deps.stored_answer`) and answer its JSON, or the
+    :class:`MarquezError` it raised in Marquez's shape."""
+    try:
+        return await stored_answer(work)
+    except MarquezError as error:
+        return marquez_error(error.code, error.message)
