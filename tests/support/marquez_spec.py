@@ -4,7 +4,11 @@
 component schemas become JSON Schema (draft 2020-12) with OpenAPI 3.0's dialect translated: ``nullable:
 true`` allows ``null``; ``discriminator`` and ``example`` are dropped (documentation only); ``$ref`` to
 ``#/components/schemas/X`` resolve against the same document. Formats (``date-time``, ``uri``, ...) are
-checked.
+checked. Two slips of Marquez's document are read as OpenAPI means them: an empty ``type:`` (``SearchResult``'s
+``name`` and ``updatedAt``) constrains nothing, and a ``oneOf`` with a ``discriminator`` (``GraphNode.data``:
+Job or Dataset, picked by the node's ``type``, which JSON Schema cannot read from the parent) is an ``anyOf``
+— without the discriminator every object without the other's required members matches both, and ``oneOf``
+would refuse them all. Tests check such data against the discriminated schema themselves.
 
     from support.marquez_spec import assert_marquez
     assert_marquez("Job", answer.json())
@@ -45,6 +49,10 @@ def _json_schema(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     converted = {k: _json_schema(v) for k, v in node.items() if k not in ("discriminator", "example", "nullable")}
+    if "type" in node and node["type"] is None:  # an empty ``type:`` says nothing
+        del converted["type"]
+    if "discriminator" in node and "oneOf" in converted:
+        converted["anyOf"] = converted.pop("oneOf")
     if node.get("nullable"):
         if "type" in converted:
             kinds = converted["type"] if isinstance(converted["type"], list) else [converted["type"]]

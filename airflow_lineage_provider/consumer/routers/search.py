@@ -1,37 +1,93 @@
-"""``GET /api/v1/search``: jobs and datasets by a fragment of their name."""
+"""``GET /api/v1/search``: jobs and datasets by name, as Marquez's search answers (``SearchResultList``).
+
+Marquez's parameters: ``q`` (required; matched case-insensitively anywhere in the name, ``%`` and ``_`` are
+wildcards and ``\\`` escapes them), ``filter`` (``JOB`` or ``DATASET``), ``sort`` (``NAME``, the default, or
+``UPDATE_AT``: most recently updated first), ``limit`` (default 100), ``namespace`` (exact), ``before`` and
+``after`` (``YYYY-MM-DD``: updated before that day began / after it began, in UTC). Values of ``filter`` and
+``sort`` are read in any case (``job``, ``name``, ``updated_at`` too). Ours besides Marquez's: ``offset`` for
+paging, and ``totalCount`` is every match, not only the page (Marquez answers the page's size). A blank ``q``
+answers no result, as Marquez does. Marquez's web UI asks ``/api/v1/search/?q=...`` (with a slash): both
+paths answer.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from datetime import date, datetime, timezone
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Namespace, Offset, Store, stored_answer
-from airflow_lineage_provider.consumer.models import SearchResults
+from airflow_lineage_provider.consumer.models import Problem, SearchResults
+from airflow_lineage_provider.consumer.routers.marquez_events import query_choice, query_date
 from airflow_lineage_provider.consumer.store import queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
 router = APIRouter(tags=["search"], dependencies=[Depends(requires(Access.READ))])
 
+#: Marquez's ``filter`` values (and the spec's lower-case words) → the node kind.
+FILTERS = {"JOB": "job", "DATASET": "dataset"}
+#: Marquez's ``sort`` values (and the column names its description gives) → :data:`queries.SEARCH_ORDERS`.
+SORTS = {"NAME": "name", "UPDATE_AT": "updated_at", "UPDATED_AT": "updated_at"}
 
-@router.get("/api/v1/search", response_model=SearchResults, summary="Jobs and datasets by name fragment")
+DateText = Annotated[str | None, Query(max_length=32, description="YYYY-MM-DD (a UTC day).")]
+
+
+@router.get(
+    "/api/v1/search",
+    response_model=SearchResults,
+    responses={400: {"model": Problem}},
+    summary="Jobs and datasets by name (Marquez's search)",
+)
+@router.get("/api/v1/search/", include_in_schema=False)
 async def get_search(
     store: Store,
     principal: Reader,
     q: Annotated[
-        str, Query(min_length=1, max_length=1000, pattern=NO_NUL, description="Text the name contains (any case).")
+        str,
+        Query(
+            max_length=1000,
+            pattern=NO_NUL,
+            description="Text the name contains (any case); % matches any characters, _ one, \\ escapes.",
+        ),
     ],
-    filter: Annotated[Literal["job", "dataset"] | None, Query(description="Only jobs or only datasets.")] = None,
-    namespace: Namespace = None,
+    filter: Annotated[str | None, Query(max_length=16, description="JOB or DATASET.")] = None,
+    sort: Annotated[str | None, Query(max_length=16, description="NAME (default) or UPDATE_AT.")] = None,
     limit: Limit = 100,
+    namespace: Namespace = None,
+    before: DateText = None,
+    after: DateText = None,
     offset: Offset = 0,
 ) -> Response:
+    kind = query_choice(filter, "filter", FILTERS, None)
+    order = query_choice(sort, "sort", SORTS, "name")
+    until, since = query_date(before, "before"), query_date(after, "after")
+    text = q.strip()
+
     def run() -> dict:
+        if not text:
+            return {"totalCount": 0, "results": []}
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
-            items, total = queries.search(conn, q, filter, namespace, limit, offset, visible)
-        return {"results": items, "totalCount": total}
+            items, total = queries.search(
+                conn,
+                text,
+                kind,
+                namespace,
+                limit,
+                offset,
+                visible,
+                sort=order or "name",
+                before=None if until is None else _midnight(until),
+                after=None if since is None else _midnight(since),
+            )
+        return {"totalCount": total, "results": items}
 
     return await stored_answer(run)
+
+
+def _midnight(day: date) -> datetime:
+    """The instant ``day`` begins in UTC (Marquez compares its timestamps with the date itself)."""
+    return datetime(day.year, day.month, day.day, tzinfo=timezone.utc)

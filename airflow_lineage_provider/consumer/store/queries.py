@@ -83,6 +83,10 @@ def list_nodes(
     return [details[node] for node in ids], total
 
 
+#: Search orders: Marquez's ``NAME`` (name A-Z) and ``UPDATE_AT`` (most recently updated first).
+SEARCH_ORDERS = ("name", "updated_at")
+
+
 def search(
     conn: Connection,
     text: str,
@@ -91,25 +95,46 @@ def search(
     limit: int,
     offset: int,
     visible: Visible = None,
+    *,
+    sort: str = "name",
+    before: datetime | None = None,
+    after: datetime | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Jobs and datasets whose name contains ``text`` (case-insensitive), most recently updated first."""
+    """Jobs and datasets whose name matches ``text`` as Marquez matches it, with the total count.
+
+    Marquez's semantics: ``name ILIKE '%' || text || '%'`` — case-insensitive, ``%`` in ``text`` matches any
+    run of characters and ``_`` any one character, and a backslash makes the next character literal (``\\%``
+    is a percent sign). ``kind`` (``job``/``dataset``) and ``namespace`` narrow it; ``before``/``after`` keep
+    the nodes updated strictly before / strictly after those instants. ``sort`` is ``name`` (name, then
+    namespace, in code point order on both stores) or ``updated_at`` (most recently updated first). Case
+    folding of non-ASCII letters is PostgreSQL's; SQLite folds ASCII only.
+    """
+    if sort not in SEARCH_ORDERS:
+        raise ValueError(f"sort must be one of {SEARCH_ORDERS}, got {sort!r}")
     n = tables.nodes.c
-    query = select(n.kind, n.namespace, n.name, n.updated_at).where(
-        func.lower(n.name).contains(text.lower(), autoescape=True)
-    )
+    query = select(n.kind, n.namespace, n.name, n.updated_at).where(n.name.ilike(f"%{text}%", escape="\\"))
     if kind is not None:
         query = query.where(n.kind == kind)
     if namespace is not None:
         query = query.where(n.namespace == namespace)
+    if before is not None:
+        query = query.where(n.updated_at < before)
+    if after is not None:
+        query = query.where(n.updated_at > after)
     if visible is not None:
         query = query.where(namespace_in(n.namespace, visible, conn.dialect.name))
-    rows, total = _page(conn, query.order_by(n.updated_at.desc(), n.name), limit, offset)
+    # Names in byte (code point) order on both stores: SQLite's binary collation, PostgreSQL's "C".
+    name, space = n.name, n.namespace
+    if conn.dialect.name == "postgresql":
+        name, space = name.collate("C"), space.collate("C")
+    order = (name, space, n.kind) if sort == "name" else (n.updated_at.desc(), name, space, n.kind)
+    rows, total = _page(conn, query.order_by(*order), limit, offset)
     results = [
         {
             "type": r.kind.upper(),
             "name": r.name,
-            "namespace": r.namespace,
             "updatedAt": iso(r.updated_at),
+            "namespace": r.namespace,
             "nodeId": nodeids.node_id(r.kind, r.namespace, r.name),
         }
         for r in rows

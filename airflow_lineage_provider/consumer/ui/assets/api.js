@@ -92,9 +92,14 @@ export function columnLineage(nodeId, depth, signal) {
   return getJson("/api/v1/column-lineage", { nodeId, depth, direction: "both" }, signal);
 }
 
-/** Jobs and datasets whose name contains ``text``, most recently updated first. */
+/**
+ * Jobs and datasets whose name contains ``text`` (as typed: the search's wildcards % and _ and its escape
+ * character \ are escaped), most recently updated first: Marquez's {totalCount, results: [{type, name,
+ * namespace, updatedAt, nodeId}]}.
+ */
 export function search(text, namespace, limit = 20, signal = undefined) {
-  return getJson("/api/v1/search", { q: text, namespace, limit }, signal);
+  const literal = text.replace(/[\\%_]/g, (char) => `\\${char}`);
+  return getJson("/api/v1/search", { q: literal, namespace, limit, sort: "UPDATE_AT" }, signal);
 }
 
 export function namespaces() {
