@@ -92,11 +92,23 @@ def node_tags(conn: Connection, node_ids: Iterable[int]) -> dict[int, list[str]]
 
 def field_tags(conn: Connection, dataset_id: int) -> dict[str, list[str]]:
     """The tags on each field of a dataset, by field name, sorted."""
+    return fields_tags(conn, [dataset_id]).get(dataset_id, {})
+
+
+def fields_tags(conn: Connection, dataset_ids: Iterable[int]) -> dict[int, dict[str, list[str]]]:
+    """The tags on each field of each dataset (one statement per 900 datasets): ``{dataset: {field: [tags]}}``,
+    sorted; datasets without field tags are absent."""
+    ids = list(dataset_ids)
+    found: dict[int, dict[str, list[str]]] = {}
     t = tables.node_tags.c
-    query = select(t.field, t.tag).where(t.node_id == dataset_id, t.field_key != NODE).order_by(t.field, t.tag)
-    found: dict[str, list[str]] = {}
-    for field, tag in conn.execute(query):
-        found.setdefault(field, []).append(tag)
+    for start in range(0, len(ids), 900):
+        query = (
+            select(t.node_id, t.field, t.tag)
+            .where(t.node_id.in_(ids[start : start + 900]), t.field_key != NODE)
+            .order_by(t.node_id, t.field, t.tag)
+        )
+        for node, field, tag in conn.execute(query):
+            found.setdefault(node, {}).setdefault(field, []).append(tag)
     return found
 
 
