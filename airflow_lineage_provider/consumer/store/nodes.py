@@ -1,5 +1,8 @@
 """Jobs and datasets: lookup by Marquez node id, and their full details in Marquez's shape.
 
+A node's ``type`` is what its facets say (:mod:`..marquez_values`: ``jobType``, ``datasetType``,
+``dataSource``), Marquez's ``BATCH`` / ``DB_TABLE`` when they say nothing.
+
 ``visible`` (see :mod:`.visibility`) limits what a namespace-limited key gets: a hidden node is not
 found, and details leave out inputs, outputs and symlinks in hidden namespaces, and facet objects that
 name one. None shows everything, with the same statements as before.
@@ -12,6 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from airflow_lineage_provider.consumer import nodeids
+from airflow_lineage_provider.consumer.marquez_values import dataset_type, job_type
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.ingest import field_key, node_key
 from airflow_lineage_provider.consumer.store.text import iso, loads
@@ -132,21 +136,23 @@ def _node_data(row: Any, visible: Visible = None) -> dict[str, Any]:
         "nodeId": nodeids.node_id(row.kind, row.namespace, row.name),
     }
     if row.kind == "dataset":
+        facets = loads(row.dataset_facets, {})
         data.update(
-            type="DB_TABLE",
+            type=dataset_type(facets, row.namespace),
             physicalName=row.name,
             sourceName=row.namespace,
             fields=loads(row.fields, []),
             lastModifiedAt=iso(row.schema_time),
             tags=[],
             description=None,
-            facets=visible_facets(row.dataset_facets, visible),
+            facets=facets if visible is None else scrub(facets, visible),
             symlinks=[],
         )
     else:
+        facets = loads(row.job_facets, {})
         latest = run_data(row, row.run_created_at, row.run_updated_at)
-        data.update(type="BATCH", simpleName=row.name, latestRun=latest, inputs=[], outputs=[])
-        data["facets"] = visible_facets(row.job_facets, visible)
+        data.update(type=job_type(facets), simpleName=row.name, latestRun=latest, inputs=[], outputs=[])
+        data["facets"] = facets if visible is None else scrub(facets, visible)
     return data
 
 
@@ -160,13 +166,15 @@ def node_details(conn: Connection, ids: list[int], visible: Visible = None) -> d
     """``id → data`` for each node in Marquez's shape, with facets; jobs with all their inputs and outputs,
     datasets with their symlinks (with ``visible``: only those in visible namespaces, see the module)."""
     found: dict[int, dict[str, Any]] = {}
+    kinds: dict[str, list[int]] = {"job": [], "dataset": []}
     query = _details_query()
     visible = None if visible is None else frozenset(visible)
     for start in range(0, len(ids), CHUNK):
         for row in conn.execute(query.where(tables.nodes.c.id.in_(ids[start : start + CHUNK]))):
             found[row.id] = _node_data(row, visible)
-    _attach_io(conn, [node for node, data in found.items() if data["type"] == "BATCH"], found, visible)
-    _attach_symlinks(conn, [node for node, data in found.items() if data["type"] == "DB_TABLE"], found, visible)
+            kinds[row.kind].append(row.id)
+    _attach_io(conn, kinds["job"], found, visible)
+    _attach_symlinks(conn, kinds["dataset"], found, visible)
     return found
 
 

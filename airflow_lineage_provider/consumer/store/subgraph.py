@@ -5,6 +5,8 @@ One statement runs the walk and returns the picked nodes with their versions and
 store's graph cards (:mod:`.graph_cards`); only nodes without a card at their current version are read,
 by a second statement with times formatted by the database. Nodes and edges are ``msgspec`` structs,
 cheaper to build, encode and free than dicts; a dataset's schema is spliced in as the stored JSON text.
+A node's ``type`` is what its facets say (:mod:`..marquez_values`); the database reads only the facets that
+decide it (``jobType``, ``datasetType``, ``dataSource``), not all of a node's facets.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import msgspec
 from sqlalchemy import BigInteger, Connection, String, any_, bindparam, func, literal, null, select, union_all
 from sqlalchemy.dialects import postgresql
 
+from airflow_lineage_provider.consumer.marquez_values import dataset_type, job_type
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCard, GraphCards
+from airflow_lineage_provider.consumer.store.json_paths import json_member, member_value
 from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 
 
@@ -72,9 +76,15 @@ class GraphNode(msgspec.Struct):
 _NO_FIELDS = msgspec.Raw(b"[]")
 
 
-def _card_columns() -> list[Any]:
-    """What a card is read from: ``kind, namespace, name, updatedAt, fields, run id, state, started, ended``."""
-    n, d, r = tables.nodes.c, tables.datasets.c, tables.runs.c
+#: The facets that decide a node's type (see :mod:`..marquez_values`), read by the database.
+TYPE_FACETS = (("job", "jobType"), ("dataset", "datasetType"), ("dataset", "dataSource"))
+
+
+def _card_columns(dialect: str) -> list[Any]:
+    """What a card is read from: ``kind, namespace, name, updatedAt, fields, run id, state, started, ended``
+    and the JSON text of each of :data:`TYPE_FACETS`."""
+    n, d, j, r = tables.nodes.c, tables.datasets.c, tables.jobs.c, tables.runs.c
+    facets = {"job": j.facets, "dataset": d.facets}
     return [
         n.kind,
         n.namespace,
@@ -85,6 +95,7 @@ def _card_columns() -> list[Any]:
         r.state,
         iso_utc(r.started_at),
         iso_utc(r.ended_at),
+        *(json_member(facets[kind], (name,), dialect) for kind, name in TYPE_FACETS),
     ]
 
 
@@ -98,17 +109,18 @@ def _with_card_tables(query: Any) -> Any:
 
 
 def _card(row: Any) -> GraphCard:
-    """A card from the nine columns of :func:`_card_columns`."""
-    kind, namespace, name, updated_at, fields, run_uuid, state, started, ended = row
+    """A card from the columns of :func:`_card_columns`."""
+    kind, namespace, name, updated_at, fields, run_uuid, state, started, ended, *said = row
     node_name = NodeName(namespace, name)
+    said_facets = zip(TYPE_FACETS, said, strict=True)
+    facets = {facet: member_value(text) for (of, facet), text in said_facets if of == kind and text}
     if kind == "dataset":
         schema = msgspec.Raw(fields) if fields else _NO_FIELDS
-        data = DatasetData(node_name, name, namespace, updated_at, "DB_TABLE", schema)
+        data = DatasetData(node_name, name, namespace, updated_at, dataset_type(facets, namespace), schema)
         return GraphCard(f"dataset:{namespace}:{name}", "DATASET", data)
     run = LatestRun(run_uuid, state, started, ended) if run_uuid else None
-    return GraphCard(
-        f"job:{namespace}:{name}", "JOB", JobData(node_name, name, namespace, updated_at, "BATCH", name, run)
-    )
+    data = JobData(node_name, name, namespace, updated_at, job_type(facets), name, run)
+    return GraphCard(f"job:{namespace}:{name}", "JOB", data)
 
 
 def subgraph(
@@ -128,7 +140,7 @@ def subgraph(
     along = not cards.mostly_hits()
     n, e = tables.nodes.c, tables.edges.c
     chosen = picked.cte("picked")
-    columns = _card_columns() if along else []
+    columns = _card_columns(conn.dialect.name) if along else []
     node_rows = select(literal("n").label("row"), chosen.c.node_id, chosen.c.depth, n.version, *columns)
     node_rows = node_rows.join_from(chosen, tables.nodes, n.id == chosen.c.node_id)
     if along:
@@ -172,7 +184,7 @@ def _card_query(dialect: str) -> Any:
     else:
         listed = func.json_each(bindparam("ids", type_=String)).table_valued("value")
         wanted = n.id.in_(select(listed.c.value))
-    return _with_card_tables(select(n.id, n.version, *_card_columns())).where(wanted)
+    return _with_card_tables(select(n.id, n.version, *_card_columns(dialect))).where(wanted)
 
 
 def _read_cards(conn: Connection, ids: list[int]) -> list[tuple[int, int, GraphCard]]:
