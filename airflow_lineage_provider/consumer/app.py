@@ -30,6 +30,7 @@ from airflow_lineage_provider.consumer.routers import (
     retention,
     runs,
     search,
+    stats,
 )
 from airflow_lineage_provider.consumer.service import RetentionSchedule, StoreUnavailable
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
@@ -51,6 +52,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     runs.router,
     events.router,
     marquez_events.router,
+    stats.router,
     retention.router,
 )
 
