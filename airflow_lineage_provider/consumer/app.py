@@ -25,12 +25,15 @@ from airflow_lineage_provider.consumer.routers import (
     ingest,
     jobs,
     lineage,
+    marquez_datasets,
     marquez_events,
     namespaces,
     retention,
     runs,
     search,
+    sources,
     stats,
+    tags,
 )
 from airflow_lineage_provider.consumer.service import RetentionSchedule, StoreUnavailable
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
@@ -48,6 +51,9 @@ ROUTERS: tuple[APIRouter, ...] = (
     namespaces.router,
     jobs.router,
     datasets.router,
+    marquez_datasets.router,
+    sources.router,
+    tags.router,
     search.router,
     runs.router,
     events.router,

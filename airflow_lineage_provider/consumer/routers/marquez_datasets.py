@@ -1,0 +1,111 @@
+"""Marquez's dataset reads: a namespace's datasets, one dataset, its versions and one version.
+
+Paths, parameters and shapes are Marquez's (``../shared/spec/marquez/openapi.yml``); namespaces and dataset
+names come percent-encoded in the path (``postgres%3A%2F%2Fdb%3A5432``, see :mod:`..marquez_paths`).
+Unknown (or, for a namespace-limited key, hidden) namespaces, datasets and versions answer Marquez's 404
+(:mod:`..marquez_errors`, with Marquez's messages), the namespace checked first as Marquez does. What each
+object says, and where it comes from, is in :mod:`..store.marquez_datasets` and
+:mod:`..store.dataset_versions`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Response
+from sqlalchemy import Connection
+
+from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.auth import Reader, requires
+from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
+from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
+from airflow_lineage_provider.consumer.marquez_paths import Dataset, Namespace
+from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, namespace_not_found
+from airflow_lineage_provider.consumer.store import dataset_versions, marquez_datasets
+from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
+
+router = APIRouter(tags=["marquez: datasets"], dependencies=[Depends(requires(Access.READ))])
+
+#: A dataset version as Marquez's paths carry it (anything that is no version's id is an unknown version: 404).
+Version = Annotated[str, Path(max_length=100, description="The version's UUID.")]
+
+
+def dataset_not_found(dataset: str) -> MarquezError:
+    """Marquez's 404 for an unknown dataset."""
+    return MarquezError(404, f"Dataset '{dataset}' not found.")
+
+
+def dataset_id(conn: Connection, namespace: str, dataset: str, visible: Visible) -> int:
+    """The dataset's node id; Marquez's 404 for its namespace, then for itself, when unknown or hidden."""
+    if not marquez_datasets.namespace_exists(conn, namespace, visible):
+        raise namespace_not_found(namespace)
+    found = marquez_datasets.find_dataset(conn, namespace, dataset, visible)
+    if found is None:
+        raise dataset_not_found(dataset)
+    return found
+
+
+@router.get(
+    "/api/v1/namespaces/{namespace}/datasets", responses=NOT_FOUND, summary="Datasets of a namespace (DatasetList)"
+)
+async def list_datasets(
+    store: Store, principal: Reader, namespace: Namespace, limit: Limit = 100, offset: Offset = 0
+) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            if not marquez_datasets.namespace_exists(conn, namespace, visible):
+                raise namespace_not_found(namespace)
+            items, total = marquez_datasets.list_datasets(conn, namespace, limit, offset, visible)
+        return {"datasets": items, "totalCount": total}
+
+    return await marquez_answer(run)
+
+
+@router.get("/api/v1/namespaces/{namespace}/datasets/{dataset}", responses=NOT_FOUND, summary="A dataset (Dataset)")
+async def get_dataset(store: Store, principal: Reader, namespace: Namespace, dataset: Dataset) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            node = dataset_id(conn, namespace, dataset, visible)
+            return marquez_datasets.datasets(conn, [node], visible)[node]
+
+    return await marquez_answer(run)
+
+
+@router.get(
+    "/api/v1/namespaces/{namespace}/datasets/{dataset}/versions",
+    responses=NOT_FOUND,
+    summary="Versions of a dataset, newest first (DatasetVersionList)",
+)
+async def list_dataset_versions(
+    store: Store, principal: Reader, namespace: Namespace, dataset: Dataset, limit: Limit = 100, offset: Offset = 0
+) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            node = dataset_id(conn, namespace, dataset, visible)
+            items, total = dataset_versions.list_versions(conn, node, namespace, dataset, limit, offset, visible)
+        return {"versions": items, "totalCount": total}
+
+    return await marquez_answer(run)
+
+
+@router.get(
+    "/api/v1/namespaces/{namespace}/datasets/{dataset}/versions/{version}",
+    responses=NOT_FOUND,
+    summary="A version of a dataset (DatasetVersion)",
+)
+async def get_dataset_version(
+    store: Store, principal: Reader, namespace: Namespace, dataset: Dataset, version: Version
+) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            node = dataset_id(conn, namespace, dataset, visible)
+            found = dataset_versions.get_version(conn, node, namespace, dataset, version, visible)
+        if found is None:
+            raise MarquezError(404, f"Dataset version '{version}' not found.")
+        return found
+
+    return await marquez_answer(run)

@@ -1,0 +1,49 @@
+"""Marquez's sources: ``GET /api/v1/sources`` (SourceList) and ``GET /api/v1/sources/{source}`` (Source).
+
+Sources are derived from what the events say about datasets (the rule: :mod:`..store.sources`). A
+namespace-limited key sees the sources of the datasets it may see; a source no visible dataset has is
+unknown to it (404, as for a missing one). A source name may hold ``/`` (``postgres://db:5432``): the
+path's last part, whatever it holds, is the name.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Response
+
+from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.auth import Reader, requires
+from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store
+from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
+from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND
+from airflow_lineage_provider.consumer.store import sources
+from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+
+router = APIRouter(tags=["marquez: sources"], dependencies=[Depends(requires(Access.READ))])
+
+SourceName = Annotated[str, Path(max_length=5000, pattern=NO_NUL, description="The source's name.")]
+
+
+@router.get("/api/v1/sources", summary="Sources of the datasets (SourceList)")
+async def list_sources(store: Store, principal: Reader, limit: Limit = 100, offset: Offset = 0) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            items, total = sources.list_sources(conn, limit, offset, visible)
+        return {"sources": items, "totalCount": total}
+
+    return await marquez_answer(run)
+
+
+@router.get("/api/v1/sources/{source:path}", responses=NOT_FOUND, summary="A source (Source)")
+async def get_source(store: Store, principal: Reader, source: SourceName) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            found = sources.get_source(conn, source, visible)
+        if found is None:
+            raise MarquezError(404, f"Source '{source}' not found.")
+        return found
+
+    return await marquez_answer(run)

@@ -1,0 +1,180 @@
+"""Marquez's tags: list and create tags, put them on and take them off datasets, dataset fields and jobs.
+
+* ``GET /api/v1/tags`` (TagList, by name, paged) and ``PUT /api/v1/tags/{tag}`` (body ``CreatedTag``: an
+  optional ``description``; answers the ``Tag``, as Marquez does).
+* ``POST`` (add) and ``DELETE`` (take off) ``/api/v1/namespaces/{namespace}/datasets/{dataset}/tags/{tag}``,
+  ``.../datasets/{dataset}/fields/{field}/tags/{tag}`` and ``/api/v1/namespaces/{namespace}/jobs/{job}/tags/{tag}``,
+  answering the updated ``Dataset`` or ``Job``. Adding an unknown tag creates it (without a description);
+  taking off a tag that is not there changes nothing. As Marquez does, a field's tags are upper-cased
+  (``pii`` on a field is ``PII``), a dataset's and a job's are kept as given.
+
+Reads need read access, writes write access; a namespace-limited key cannot see, so cannot tag, a node in a
+namespace it may not see (404, as for a missing one). Tags themselves are not in a namespace: every key
+lists all of them. A tag name is checked (:func:`..store.tags.check_tag_name`): 400 in Marquez's shape naming
+the problem. Every tag write is one line in the audit log.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends, Path, Response
+from pydantic import BaseModel, Field
+from sqlalchemy import Connection
+
+from airflow_lineage_provider.consumer import audit
+from airflow_lineage_provider.consumer.access import Access, Principal
+from airflow_lineage_provider.consumer.auth import Writer, requires
+from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store
+from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
+from airflow_lineage_provider.consumer.marquez_paths import Dataset, Job, Namespace, path_name
+from airflow_lineage_provider.consumer.marquez_paths import Field as FieldName
+from airflow_lineage_provider.consumer.routers.marquez_datasets import dataset_id
+from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, job_not_found, namespace_not_found
+from airflow_lineage_provider.consumer.store import marquez_datasets, marquez_jobs, tags
+from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
+
+router = APIRouter(tags=["marquez: tags"])
+
+READ = [Depends(requires(Access.READ))]
+WRITE = [Depends(requires(Access.WRITE))]
+#: 400 (a bad tag name) and 404 (an unknown node), both in Marquez's shape.
+ANSWERS: dict[int | str, dict] = {400: {**NOT_FOUND[404], "description": "A bad tag name"}, **NOT_FOUND}
+
+#: The ``{tag}`` of a node's tag path, decoded (see :mod:`..marquez_paths`).
+Tag = Annotated[str, path_name("tag")]
+#: The ``{tag}`` of ``/api/v1/tags/{tag}`` (may hold ``/``).
+TagName = Annotated[str, Path(max_length=1000, pattern=NO_NUL, description="The tag's name.")]
+
+
+class CreatedTag(BaseModel):
+    """Marquez's ``CreatedTag``: the body of ``PUT /api/v1/tags/{tag}``."""
+
+    description: str | None = Field(default=None, max_length=10_000, description="The description of the tag.")
+
+
+def _checked(tag: str) -> str:
+    try:
+        return tags.check_tag_name(tag)
+    except ValueError as error:
+        raise MarquezError(400, str(error)) from None
+
+
+def _tag_answer(name: str, description: str | None) -> dict:
+    return {"name": name} if description is None else {"name": name, "description": description}
+
+
+@router.get("/api/v1/tags", dependencies=READ, summary="Tags by name (TagList)")
+async def list_tags(store: Store, limit: Limit = 100, offset: Offset = 0) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            items, total = tags.list_tags(conn, limit, offset)
+        return {"tags": [_tag_answer(item["name"], item["description"]) for item in items], "totalCount": total}
+
+    return await marquez_answer(run)
+
+
+@router.put("/api/v1/tags/{tag}", dependencies=WRITE, responses=ANSWERS, summary="Create or describe a tag (Tag)")
+# A name holding "/" (sent as %2F, decoded by the server): the path's rest. ``{tag:path}`` alone would not match a
+# name holding a line break (its pattern is ``.*``), which must be refused with a 400 naming the problem.
+@router.put("/api/v1/tags/{tag:path}", dependencies=WRITE, responses=ANSWERS, include_in_schema=False)
+async def put_tag(
+    store: Store, principal: Writer, tag: TagName, body: Annotated[CreatedTag | None, Body()] = None
+) -> Response:
+    description = body.description if body is not None else None
+
+    def run() -> dict:
+        name = _checked(tag)
+        with store.write() as conn:
+            tags.put_tag(conn, name, description)
+        _audit(principal, f"put tag {name!r}")
+        return _tag_answer(name, description)
+
+    return await marquez_answer(run)
+
+
+async def _tag_dataset(
+    store: Store, principal: Principal, namespace: str, dataset: str, field: str | None, tag: str, add: bool
+) -> Response:
+    def run() -> dict:
+        name = _checked(tag)
+        if field is not None:
+            name = _checked(name.upper())  # as Marquez: a field's tags in upper case
+        with store.write() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            node = dataset_id(conn, namespace, dataset, visible)
+            if field is not None and not marquez_datasets.has_field(conn, node, field):
+                raise MarquezError(404, f"Field '{field}' not found for dataset '{dataset}'.")
+            (tags.add_tag if add else tags.remove_tag)(conn, node, name, field)
+            answer = marquez_datasets.datasets(conn, [node], visible)[node]
+        where = f"dataset {namespace!r} / {dataset!r}" + (f" field {field!r}" if field is not None else "")
+        _audit(principal, f"{'add' if add else 'remove'} tag {name!r} on {where}")
+        return answer
+
+    return await marquez_answer(run)
+
+
+async def _tag_job(store: Store, principal: Principal, namespace: str, job: str, tag: str, add: bool) -> Response:
+    def run() -> dict:
+        name = _checked(tag)
+        with store.write() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            node = _job_id(conn, namespace, job, visible)
+            (tags.add_tag if add else tags.remove_tag)(conn, node, name)
+            answer = marquez_jobs.job_objects(conn, [node], visible)[node]
+        _audit(principal, f"{'add' if add else 'remove'} tag {name!r} on job {namespace!r} / {job!r}")
+        return answer
+
+    return await marquez_answer(run)
+
+
+def _job_id(conn: Connection, namespace: str, job: str, visible: Visible) -> int:
+    if not marquez_datasets.namespace_exists(conn, namespace, visible):
+        raise namespace_not_found(namespace)
+    found = marquez_jobs.find_job(conn, namespace, job, visible)
+    if found is None:
+        raise job_not_found(job)
+    return found
+
+
+def _audit(principal: Principal, what: str) -> None:
+    audit.log.info("lineage audit: %s by %s -> 200", what, principal.who)
+
+
+DATASET_TAG = "/api/v1/namespaces/{namespace}/datasets/{dataset}/tags/{tag}"
+FIELD_TAG = "/api/v1/namespaces/{namespace}/datasets/{dataset}/fields/{field}/tags/{tag}"
+JOB_TAG = "/api/v1/namespaces/{namespace}/jobs/{job}/tags/{tag}"
+
+
+@router.post(DATASET_TAG, dependencies=WRITE, responses=ANSWERS, summary="Tag a dataset (Dataset)")
+async def tag_dataset(store: Store, principal: Writer, namespace: Namespace, dataset: Dataset, tag: Tag) -> Response:
+    return await _tag_dataset(store, principal, namespace, dataset, None, tag, add=True)
+
+
+@router.delete(DATASET_TAG, dependencies=WRITE, responses=ANSWERS, summary="Take a tag off a dataset (Dataset)")
+async def untag_dataset(store: Store, principal: Writer, namespace: Namespace, dataset: Dataset, tag: Tag) -> Response:
+    return await _tag_dataset(store, principal, namespace, dataset, None, tag, add=False)
+
+
+@router.post(FIELD_TAG, dependencies=WRITE, responses=ANSWERS, summary="Tag a field of a dataset (Dataset)")
+async def tag_field(
+    store: Store, principal: Writer, namespace: Namespace, dataset: Dataset, field: FieldName, tag: Tag
+) -> Response:
+    return await _tag_dataset(store, principal, namespace, dataset, field, tag, add=True)
+
+
+@router.delete(FIELD_TAG, dependencies=WRITE, responses=ANSWERS, summary="Take a tag off a field (Dataset)")
+async def untag_field(
+    store: Store, principal: Writer, namespace: Namespace, dataset: Dataset, field: FieldName, tag: Tag
+) -> Response:
+    return await _tag_dataset(store, principal, namespace, dataset, field, tag, add=False)
+
+
+@router.post(JOB_TAG, dependencies=WRITE, responses=ANSWERS, summary="Tag a job (Job)")
+async def tag_job(store: Store, principal: Writer, namespace: Namespace, job: Job, tag: Tag) -> Response:
+    return await _tag_job(store, principal, namespace, job, tag, add=True)
+
+
+@router.delete(JOB_TAG, dependencies=WRITE, responses=ANSWERS, summary="Take a tag off a job (Job)")
+async def untag_job(store: Store, principal: Writer, namespace: Namespace, job: Job, tag: Tag) -> Response:
+    return await _tag_job(store, principal, namespace, job, tag, add=False)

@@ -1,0 +1,155 @@
+"""Marquez's ``DatasetVersion``: one version of a dataset per run that wrote it, newest first.
+
+A run wrote a dataset when one of its events listed it as an output. Its version holds what that run's
+events said of the output: the fields of the latest ``schema`` facet among them, and the facets of all of
+them merged by facet name (a later event's facet replaces an earlier one's), as Marquez keeps every facet
+of a version. The version's id is :func:`.marquez_datasets.version_id` — a UUID 5 of the dataset and the
+run — so a run's version keeps its id whatever events of the run arrive later, and
+``GET .../versions/{version}`` finds it again without storing anything: the dataset's writing runs are
+hashed until one matches (cheap: no event is read for that).
+
+``createdAt``: the time of the run's first event that listed the output (the run's first event time when
+retention pruned its events); order: the run's first event time, newest first (ties by run id).
+``createdByRun``: the run (Marquez's ``Run``). ``description``: the ``documentation`` facet of the version
+(the schema requires the member: ``""`` without one). ``tags`` is left out: Marquez's description types it
+as a string where Marquez answers a list, and no value satisfies both; the fields carry their tags.
+
+Bounded work: the runs come from the indexes (see :mod:`.marquez_datasets`), the total is counted in SQL,
+and only the events of the page's runs are read (``ix_lineage_events_run_uuid``) and decoded.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+
+from airflow_lineage_provider.consumer.marquez_values import dataset_type
+from airflow_lineage_provider.consumer.store import facets as facet_readers
+from airflow_lineage_provider.consumer.store import tables, tags
+from airflow_lineage_provider.consumer.store.marquez_datasets import (
+    description,
+    marquez_fields,
+    version_id,
+    writer_runs,
+)
+from airflow_lineage_provider.consumer.store.marquez_runs import run_objects
+from airflow_lineage_provider.consumer.store.sources import source_of
+from airflow_lineage_provider.consumer.store.text import iso
+from airflow_lineage_provider.consumer.store.visibility import Visible, scrub
+
+#: Run ids per ``IN (...)`` list when reading events.
+_EVENTS_CHUNK = 900
+
+
+def _runs_query(dataset_id: int, dialect: str, visible: Visible) -> Any:
+    query, r, job = writer_runs(dataset_id, dialect, visible)
+    return query.with_only_columns(
+        r.c.run_uuid,
+        r.c.job_id,
+        r.c.state,
+        r.c.created_at,
+        r.c.updated_at,
+        r.c.started_at,
+        r.c.ended_at,
+        r.c.nominal_start_time,
+        r.c.nominal_end_time,
+        r.c.facets,
+        job.c.namespace,
+        job.c.name,
+    ).order_by(r.c.created_at.desc(), r.c.run_uuid.desc())
+
+
+class _Written:
+    """What the events of one run said about the output."""
+
+    def __init__(self) -> None:
+        self.first: datetime | None = None
+        self.fields: list[dict[str, Any]] | None = None
+        self.facets: dict[str, Any] = {}
+
+
+def _written(conn: Connection, run_ids: list[str], namespace: str, name: str) -> dict[str, _Written]:
+    e = tables.events.c
+    found: dict[str, _Written] = {}
+    for start in range(0, len(run_ids), _EVENTS_CHUNK):
+        query = (
+            select(e.run_uuid, e.event_time, e.payload)
+            .where(e.run_uuid.in_(run_ids[start : start + _EVENTS_CHUNK]))
+            .order_by(e.event_time, e.id)
+        )
+        for run_uuid, event_time, payload in conn.execute(query):
+            try:
+                event = json.loads(payload)  # the decoder that accepted the event at ingest
+            except (ValueError, RecursionError):
+                continue
+            outputs = event.get("outputs") if isinstance(event, dict) else None
+            for output in outputs if isinstance(outputs, list) else ():
+                if not isinstance(output, dict) or output.get("namespace") != namespace or output.get("name") != name:
+                    continue
+                seen = found.setdefault(run_uuid, _Written())
+                seen.first = event_time if seen.first is None else min(seen.first, event_time)
+                facets = output.get("facets")
+                if isinstance(facets, dict):
+                    seen.facets.update(facets)
+                    fields = facet_readers.schema_fields(facets)
+                    if fields is not None:
+                        seen.fields = fields
+    return found
+
+
+def _versions(
+    conn: Connection, dataset_id: int, namespace: str, name: str, rows: list[Any], visible: Visible
+) -> list[dict[str, Any]]:
+    shown = None if visible is None else frozenset(visible)
+    written = _written(conn, [row.run_uuid for row in rows], namespace, name)
+    field_tags = tags.field_tags(conn, dataset_id)
+    runs = run_objects(conn, rows, shown)
+    versions = []
+    for row, run in zip(rows, runs, strict=True):
+        seen = written.get(row.run_uuid, _Written())
+        version = version_id(namespace, name, row.run_uuid)
+        versions.append(
+            {
+                "id": {"namespace": namespace, "name": name, "version": version},
+                "type": dataset_type(seen.facets, namespace),
+                "name": name,
+                "physicalName": name,
+                "createdAt": iso(seen.first or row.created_at),
+                "version": version,
+                "namespace": namespace,
+                "sourceName": source_of(seen.facets, namespace)[0],
+                "fields": marquez_fields(seen.fields or [], field_tags),
+                "description": description(seen.facets) or "",
+                "createdByRun": run,
+                "facets": seen.facets if shown is None else scrub(seen.facets, shown),
+            }
+        )
+    return versions
+
+
+def list_versions(
+    conn: Connection, dataset_id: int, namespace: str, name: str, limit: int, offset: int, visible: Visible = None
+) -> tuple[list[dict[str, Any]], int]:
+    """The versions of the dataset (node ``dataset_id``, named ``namespace``/``name``), newest first, a page of
+    them, and how many there are."""
+    query = _runs_query(dataset_id, conn.dialect.name, visible)
+    total = conn.execute(select(func.count()).select_from(query.order_by(None).subquery())).scalar_one()
+    rows = conn.execute(query.limit(limit).offset(offset)).all()
+    return _versions(conn, dataset_id, namespace, name, rows, visible), total
+
+
+def get_version(
+    conn: Connection, dataset_id: int, namespace: str, name: str, version: str, visible: Visible = None
+) -> dict[str, Any] | None:
+    """The version ``version`` of the dataset, or None when no (visible) run of it has that id."""
+    wanted = version.strip().lower()
+    query = _runs_query(dataset_id, conn.dialect.name, visible)
+    runs = conn.execute(query.with_only_columns(query.selected_columns.run_uuid).order_by(None)).scalars()
+    match = next((run for run in runs if version_id(namespace, name, run) == wanted), None)
+    if match is None:
+        return None
+    rows = conn.execute(query.where(query.selected_columns.run_uuid == match)).all()
+    return _versions(conn, dataset_id, namespace, name, rows, visible)[0]
