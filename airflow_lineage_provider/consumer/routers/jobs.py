@@ -1,6 +1,8 @@
-"""``GET /api/v1/jobs``: jobs with their facets, inputs, outputs and latest run, by namespace and name, paged.
+"""``GET /api/v1/jobs``: Marquez's ``JobList`` across namespaces, by namespace and name, paged.
 
-The namespace is a query parameter, not a path segment, because namespaces usually contain ``/``.
+Marquez's parameters (``limit``, ``offset``, ``runState`` — repeatable, also as ``lastRunStates`` as
+Marquez's web UI sends it: only jobs whose latest run is in one of those states) and two of the lineage
+page's: ``namespace`` (a query parameter here, namespaces usually contain ``/``) and ``name_contains``.
 """
 
 from __future__ import annotations
@@ -11,16 +13,18 @@ from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store, stored_answer
 from airflow_lineage_provider.consumer.models import Jobs
-from airflow_lineage_provider.consumer.store import queries
+from airflow_lineage_provider.consumer.routers.marquez_jobs import RunStates
+from airflow_lineage_provider.consumer.store import marquez_jobs
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
 router = APIRouter(tags=["jobs"], dependencies=[Depends(requires(Access.READ))])
 
 
-@router.get("/api/v1/jobs", response_model=Jobs, summary="Jobs with their facets, inputs, outputs and latest run")
+@router.get("/api/v1/jobs", response_model=Jobs, summary="Jobs of every namespace (Marquez's JobList)")
 async def get_jobs(
     store: Store,
     principal: Reader,
+    states: RunStates,
     namespace: Namespace = None,
     name_contains: Contains = None,
     limit: Limit = 100,
@@ -29,7 +33,9 @@ async def get_jobs(
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
-            items, total = queries.list_nodes(conn, "job", namespace, limit, offset, name_contains, visible)
+            items, total = marquez_jobs.list_jobs(
+                conn, limit, offset, namespace=namespace, name_contains=name_contains, states=states, visible=visible
+            )
         return {"jobs": items, "totalCount": total}
 
     return await stored_answer(run)

@@ -1,4 +1,9 @@
-"""``GET /api/v1/namespaces``: the namespaces of jobs and datasets (a namespace-limited key: the visible ones)."""
+"""``GET /api/v1/namespaces`` and ``GET /api/v1/namespaces/{namespace}``: Marquez's ``Namespace`` objects.
+
+A namespace exists while some job or dataset lives in it; a namespace-limited key sees the visible ones
+only, and gets Marquez's 404 for a hidden one, exactly as for a missing one. ``ownerName`` is
+``anonymous``: what Marquez answers for namespaces created by OpenLineage events (they name no owner).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,10 @@ from fastapi import APIRouter, Depends, Response
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store, stored_answer
+from airflow_lineage_provider.consumer.marquez_errors import marquez_answer
+from airflow_lineage_provider.consumer.marquez_paths import Namespace
 from airflow_lineage_provider.consumer.models import Namespaces
+from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, namespace_not_found
 from airflow_lineage_provider.consumer.store import queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
@@ -23,3 +31,15 @@ async def get_namespaces(store: Store, principal: Reader, limit: Limit = 100, of
         return {"namespaces": items, "totalCount": total}
 
     return await stored_answer(run)
+
+
+@router.get("/api/v1/namespaces/{namespace}", responses=NOT_FOUND, summary="One namespace (Marquez's Namespace)")
+async def get_namespace(store: Store, principal: Reader, namespace: Namespace) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            found = queries.get_namespace(conn, namespace, visible_namespaces(conn, principal.namespaces))
+        if found is None:
+            raise namespace_not_found(namespace)
+        return found
+
+    return await marquez_answer(run)

@@ -43,10 +43,29 @@ def _page(conn: Connection, query: Any, limit: int, offset: int) -> tuple[list[A
     return list(conn.execute(query.limit(limit).offset(offset))), total
 
 
+#: Marquez's owner of a namespace nobody created by hand: what it answers for namespaces made by OpenLineage
+#: events (the events name no owner, so neither can the store).
+NAMESPACE_OWNER = "anonymous"
+#: The kinds of node a namespace holds (the index on kind, namespace serves ``kind IN (...)``).
+_KINDS = ("job", "dataset")
+
+
+def _namespace(name: str, created: datetime, updated: datetime) -> dict[str, Any]:
+    """Marquez's ``Namespace`` (no description: the events give none, and Marquez leaves out null fields)."""
+    return {
+        "name": name,
+        "createdAt": iso(created),
+        "updatedAt": iso(updated),
+        "ownerName": NAMESPACE_OWNER,
+        "isHidden": False,
+    }
+
+
 def list_namespaces(
     conn: Connection, limit: int, offset: int, visible: Visible = None
 ) -> tuple[list[dict[str, Any]], int]:
-    """Namespaces of jobs and datasets with when each was first and last seen."""
+    """Namespaces of jobs and datasets as Marquez's ``Namespace``: created when their first node was, updated
+    when their latest node was."""
     n = tables.nodes.c
     query = (
         select(n.namespace, func.min(n.created_at).label("created"), func.max(n.updated_at).label("updated"))
@@ -56,7 +75,26 @@ def list_namespaces(
     if visible is not None:
         query = query.where(namespace_in(n.namespace, visible, conn.dialect.name))
     rows, total = _page(conn, query, limit, offset)
-    return [{"name": r.namespace, "createdAt": iso(r.created), "updatedAt": iso(r.updated)} for r in rows], total
+    return [_namespace(r.namespace, r.created, r.updated) for r in rows], total
+
+
+def get_namespace(conn: Connection, name: str, visible: Visible = None) -> dict[str, Any] | None:
+    """Namespace ``name`` as Marquez's ``Namespace``, or None when no node lives in it (or it is hidden)."""
+    if visible is not None and name not in visible:
+        return None
+    n = tables.nodes.c
+    query = select(func.min(n.created_at), func.max(n.updated_at)).where(n.kind.in_(_KINDS), n.namespace == name)
+    created, updated = conn.execute(query).one()
+    return None if created is None else _namespace(name, created, updated)
+
+
+def namespace_exists(conn: Connection, name: str, visible: Visible = None) -> bool:
+    """Whether some job or dataset lives in namespace ``name`` (False when it is hidden): one index probe."""
+    if visible is not None and name not in visible:
+        return False
+    n = tables.nodes.c
+    query = select(n.id).where(n.kind.in_(_KINDS), n.namespace == name).limit(1)
+    return conn.execute(query).first() is not None
 
 
 def list_nodes(

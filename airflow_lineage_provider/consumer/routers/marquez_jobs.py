@@ -1,0 +1,199 @@
+"""Marquez's job and run reads: a namespace's jobs, one job, its versions and runs, a run and its facets.
+
+Paths, parameters and shapes are Marquez's (``../shared/spec/marquez/openapi.yml``); namespaces and job
+names come percent-encoded in the path (``postgres%3A%2F%2Fdb%3A5432``, see :mod:`..marquez_paths`).
+Unknown (or, for a namespace-limited key, hidden) namespaces, jobs, versions and runs answer Marquez's 404
+(:mod:`..marquez_errors`, with Marquez's messages), the namespace checked first as Marquez does. What each
+object says, and where it comes from, is in :mod:`..store.marquez_jobs` and :mod:`..store.marquez_runs`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Response
+from pydantic import BaseModel
+from sqlalchemy import Connection
+
+from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.auth import Reader, requires
+from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
+from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
+from airflow_lineage_provider.consumer.marquez_paths import Job, Namespace
+from airflow_lineage_provider.consumer.store import marquez_jobs, marquez_runs, queries
+from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
+
+router = APIRouter(tags=["marquez: jobs and runs"], dependencies=[Depends(requires(Access.READ))])
+
+
+class ErrorMessage(BaseModel):
+    """Marquez's error answer (Dropwizard's ``ErrorMessage``): documents the Marquez routes' 404s."""
+
+    code: int
+    message: str
+
+
+#: ``responses=`` of a route answering 404 in Marquez's shape.
+NOT_FOUND: dict[int | str, dict] = {404: {"model": ErrorMessage, "description": "Not found (Marquez's error shape)"}}
+
+
+def namespace_not_found(namespace: str) -> MarquezError:
+    """Marquez's 404 for an unknown (or, for a namespace-limited key, hidden) namespace."""
+    return MarquezError(404, f"Namespace '{namespace}' not found.")
+
+
+def job_not_found(job: str) -> MarquezError:
+    """Marquez's 404 for an unknown job."""
+    return MarquezError(404, f"Job '{job}' not found.")
+
+
+def run_not_found(run_id: str) -> MarquezError:
+    """Marquez's 404 for an unknown run (or a run of a hidden job)."""
+    return MarquezError(404, f"Run '{run_id}' not found.")
+
+
+def job_version_not_found(version: str) -> MarquezError:
+    """Marquez's 404 for an unknown job version."""
+    return MarquezError(404, f"Job version '{version}' not found.")
+
+
+State = Literal["NEW", "RUNNING", "COMPLETED", "ABORTED", "FAILED"]
+#: A run id as Marquez's paths carry it (anything else is a run that does not exist: 404).
+RunId = Annotated[str, Path(alias="id", max_length=100, description="The run's UUID.")]
+
+
+def run_states(
+    run_state: Annotated[
+        list[State] | None, Query(alias="runState", description="Only jobs whose latest run is in this state.")
+    ] = None,
+    last_run_states: Annotated[
+        list[State] | None, Query(alias="lastRunStates", description="The same, as Marquez's web UI names it.")
+    ] = None,
+) -> list[str] | None:
+    """The run states asked for with ``runState`` or ``lastRunStates`` (repeatable), or None for any."""
+    return [*(run_state or ()), *(last_run_states or ())] or None
+
+
+RunStates = Annotated[list[str] | None, Depends(run_states)]
+
+
+def _job_id(conn: Connection, namespace: str, job: str, visible: Visible) -> int:
+    """The job's node id; Marquez's 404 for its namespace, then for itself, when unknown or hidden."""
+    found = marquez_jobs.find_job(conn, namespace, job, visible)
+    if found is not None:
+        return found
+    if not queries.namespace_exists(conn, namespace, visible):
+        raise namespace_not_found(namespace)
+    raise job_not_found(job)
+
+
+@router.get("/api/v1/namespaces/{namespace}/jobs", responses=NOT_FOUND, summary="Jobs of a namespace (JobList)")
+async def list_jobs(
+    store: Store, principal: Reader, namespace: Namespace, states: RunStates, limit: Limit = 100, offset: Offset = 0
+) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            if not queries.namespace_exists(conn, namespace, visible):
+                raise namespace_not_found(namespace)
+            items, total = marquez_jobs.list_jobs(
+                conn, limit, offset, namespace=namespace, states=states, visible=visible
+            )
+        return {"jobs": items, "totalCount": total}
+
+    return await marquez_answer(run)
+
+
+@router.get("/api/v1/namespaces/{namespace}/jobs/{job}", responses=NOT_FOUND, summary="One job (Marquez's Job)")
+async def get_job(store: Store, principal: Reader, namespace: Namespace, job: Job) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            node = _job_id(conn, namespace, job, visible)
+            return marquez_jobs.job_objects(conn, [node], visible)[node]
+
+    return await marquez_answer(run)
+
+
+@router.get("/api/v1/namespaces/{namespace}/jobs/{job}/versions", responses=NOT_FOUND, summary="Versions of a job")
+async def list_job_versions(
+    store: Store, principal: Reader, namespace: Namespace, job: Job, limit: Limit = 100, offset: Offset = 0
+) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            versions = marquez_jobs.job_versions(conn, _job_id(conn, namespace, job, visible), visible)
+        return {"versions": versions[offset : offset + limit], "totalCount": len(versions)}
+
+    return await marquez_answer(run)
+
+
+@router.get(
+    "/api/v1/namespaces/{namespace}/jobs/{job}/versions/{version}",
+    responses=NOT_FOUND,
+    summary="One version of a job (Marquez's JobVersion)",
+)
+async def get_job_version(
+    store: Store,
+    principal: Reader,
+    namespace: Namespace,
+    job: Job,
+    version: Annotated[str, Path(max_length=100, description="The version's UUID.")],
+) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            versions = marquez_jobs.job_versions(conn, _job_id(conn, namespace, job, visible), visible)
+        for found in versions:
+            if found["version"] == version.lower():
+                return found
+        raise job_version_not_found(version)
+
+    return await marquez_answer(run)
+
+
+@router.get(
+    "/api/v1/namespaces/{namespace}/jobs/{job}/runs", responses=NOT_FOUND, summary="Runs of a job, newest first"
+)
+async def list_job_runs(
+    store: Store, principal: Reader, namespace: Namespace, job: Job, limit: Limit = 100, offset: Offset = 0
+) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            node = _job_id(conn, namespace, job, visible)
+            items, total = marquez_jobs.list_job_runs(conn, node, limit, offset, visible)
+        return {"runs": items, "totalCount": total}
+
+    return await marquez_answer(run)
+
+
+@router.get("/api/v1/jobs/runs/{id}", responses=NOT_FOUND, summary="One run (Marquez's Run)")
+async def get_run(store: Store, principal: Reader, run_id: RunId) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            row = marquez_runs.find_run(conn, run_id, visible)
+            if row is None:
+                raise run_not_found(run_id)
+            return marquez_runs.run_objects(conn, [row], visible)[0]
+
+    return await marquez_answer(run)
+
+
+@router.get("/api/v1/jobs/runs/{id}/facets", responses=NOT_FOUND, summary="A run's run or job facets")
+async def get_run_facets(
+    store: Store,
+    principal: Reader,
+    run_id: RunId,
+    kind: Annotated[Literal["run", "job"], Query(alias="type", description="The run's or its job's facets.")],
+) -> Response:
+    def run() -> dict:
+        with store.read() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            row = marquez_runs.find_run(conn, run_id, visible)
+            if row is None:
+                raise run_not_found(run_id)
+            return marquez_runs.run_facets(conn, row.run_uuid, kind, visible)
+
+    return await marquez_answer(run)

@@ -1,0 +1,214 @@
+"""Marquez's ``Run`` and ``JobVersion`` from the store: run objects, their job versions, a run's facets.
+
+A **job version** is what one run of a job read, wrote and said about the job: its inputs and outputs (every
+event of the run, from ``lineage_run_io``) and the job facets of its latest event that carried job facets
+(the rule the store applies to a job's own facets). Its id is a UUID 5 of that content, so the same content
+has the same version on every store and in every process (see :func:`version_id`). A JobEvent has no run and
+makes no version.
+
+A run's ``facets`` in a ``Run`` are those of its latest event that carried run facets (as the store keeps
+them); :func:`run_facets` answers ``/jobs/runs/{id}/facets`` from every event of the run, each facet as the
+latest event naming it said it, as Marquez merges them. Objects follow Marquez's JSON: no null fields.
+
+``visible`` (see :mod:`.visibility`) leaves out inputs and outputs in hidden namespaces and facet objects
+naming one; version ids are computed from the full content, so every key sees the same ids.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store.json_paths import json_member, member_value
+from airflow_lineage_provider.consumer.store.visibility import Visible, scrub
+
+#: The UUID 5 namespace of job version ids (a fixed, random UUID: never change it, ids would change).
+VERSION_NAMESPACE = uuid.UUID("5b0d6e1c-3f52-4c1e-9a8e-5d2a0a6f0c71")
+#: Ids per ``IN (...)`` list.
+CHUNK = 2000
+
+_r, _n = tables.runs.c, tables.nodes.c
+#: The ``lineage_runs`` columns a Run is made of, and its job's namespace and name.
+RUN_COLUMNS = (
+    _r.run_uuid,
+    _r.job_id,
+    _r.state,
+    _r.created_at,
+    _r.updated_at,
+    _r.started_at,
+    _r.ended_at,
+    _r.nominal_start_time,
+    _r.nominal_end_time,
+    _r.facets,
+    _n.namespace,
+    _n.name,
+)
+
+
+def runs_query() -> Any:
+    """``SELECT`` :data:`RUN_COLUMNS` from the runs joined to their jobs (add the ``WHERE``)."""
+    return select(*RUN_COLUMNS).join_from(tables.runs, tables.nodes, _n.id == _r.job_id)
+
+
+@dataclass(frozen=True)
+class Version:
+    """One job version: its id and content (inputs and outputs as sorted ``(namespace, name)``)."""
+
+    id: str
+    inputs: tuple[tuple[str, str], ...]
+    outputs: tuple[tuple[str, str], ...]
+    facets: dict[str, Any]
+
+
+def version_id(namespace: str, name: str, inputs: Iterable[Any], outputs: Iterable[Any], facets: dict[str, Any]) -> str:
+    """The UUID 5 of a job version's content, in :data:`VERSION_NAMESPACE`.
+
+    The content is the canonical JSON (sorted keys, ASCII, no spaces) of ``[namespace, name, inputs,
+    outputs, facets]`` with inputs and outputs as sorted ``[namespace, name]`` pairs; NUL in text counts as
+    U+FFFD (PostgreSQL cannot read it, see :mod:`.json_paths`).
+    """
+    content = [namespace, name, sorted(map(list, inputs)), sorted(map(list, outputs)), facets]
+    text = json.dumps(content, sort_keys=True, separators=(",", ":")).replace("\\u0000", "\\ufffd")
+    return str(uuid.uuid5(VERSION_NAMESPACE, text))
+
+
+def _chunks(items: list[Any]) -> Iterable[list[Any]]:
+    for start in range(0, len(items), CHUNK):
+        yield items[start : start + CHUNK]
+
+
+def _run_io(conn: Connection, run_ids: list[str]) -> dict[str, dict[str, list[tuple[str, str]]]]:
+    io = tables.run_io.c
+    found: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    for chunk in _chunks(run_ids):
+        query = (
+            select(io.run_uuid, io.direction, _n.namespace, _n.name)
+            .join_from(tables.run_io, tables.nodes, _n.id == io.dataset_id)
+            .where(io.run_uuid.in_(chunk))
+        )
+        for run_uuid, direction, namespace, name in conn.execute(query):
+            found.setdefault(run_uuid, {"input": [], "output": []})[direction].append((namespace, name))
+    return found
+
+
+def _event_members(conn: Connection, run_ids: list[str], path: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """``(run id, decoded member at path)`` of each event of the runs carrying it, oldest event first."""
+    e = tables.events.c
+    member = json_member(e.payload, path, conn.dialect.name).label("member")
+    found = []
+    for chunk in _chunks(run_ids):
+        query = select(e.run_uuid, e.event_time, e.id, member).where(e.run_uuid.in_(chunk)).order_by(e.event_time, e.id)
+        found += [(row.run_uuid, row.event_time, row.id, member_value(row.member)) for row in conn.execute(query)]
+    found.sort(key=lambda item: (item[1], item[2]))
+    return [(run_uuid, value) for run_uuid, _, _, value in found]
+
+
+def _latest_job_facets(conn: Connection, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The job facets of each run's latest event carrying some (none: absent)."""
+    found: dict[str, dict[str, Any]] = {}
+    for run_uuid, facets in _event_members(conn, run_ids, ("job", "facets")):
+        if isinstance(facets, dict) and facets:
+            found[run_uuid] = facets
+    return found
+
+
+def run_versions(conn: Connection, runs: Iterable[Any]) -> dict[str, Version]:
+    """The job version of each run (rows with ``run_uuid``, ``namespace`` and ``name`` of its job)."""
+    rows = {row.run_uuid: row for row in runs}
+    ids = list(rows)
+    io, facets = _run_io(conn, ids), _latest_job_facets(conn, ids)
+    versions = {}
+    for run_uuid, row in rows.items():
+        said = io.get(run_uuid, {"input": [], "output": []})
+        inputs, outputs = tuple(sorted(set(said["input"]))), tuple(sorted(set(said["output"])))
+        job_facets = facets.get(run_uuid, {})
+        version = version_id(row.namespace, row.name, inputs, outputs, job_facets)
+        versions[run_uuid] = Version(version, inputs, outputs, job_facets)
+    return versions
+
+
+def iso(value: datetime | None) -> str | None:
+    """A stored (aware, UTC) time as :func:`.text.iso` writes it, ``2026-03-01T12:00:00.000000Z`` (C-fast)."""
+    return None if value is None else value.isoformat(timespec="microseconds")[:26] + "Z"
+
+
+def _no_nulls(data: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in data.items() if value is not None}
+
+
+def _facets(text: str | None, visible: Visible) -> dict[str, Any]:
+    facets = json.loads(text) if text else {}
+    return facets if visible is None else scrub(facets, visible)
+
+
+def run_object(row: Any, version: Version | None, visible: Visible = None) -> dict[str, Any]:
+    """A row of :data:`RUN_COLUMNS` as Marquez's ``Run`` (with its ``jobVersion`` when known)."""
+    duration = None
+    if row.started_at is not None and row.ended_at is not None:
+        duration = int((row.ended_at - row.started_at).total_seconds() * 1000)
+    job_version = None
+    if version is not None:
+        job_version = {"namespace": row.namespace, "name": row.name, "version": version.id}
+    return _no_nulls(
+        {
+            "id": row.run_uuid,
+            "createdAt": iso(row.created_at),
+            "updatedAt": iso(row.updated_at),
+            "nominalStartTime": iso(row.nominal_start_time),
+            "nominalEndTime": iso(row.nominal_end_time),
+            "state": row.state,
+            "startedAt": iso(row.started_at),
+            "endedAt": iso(row.ended_at),
+            "durationMs": duration,
+            "args": {},
+            "jobVersion": job_version,
+            "facets": _facets(row.facets, visible),
+        }
+    )
+
+
+def run_objects(conn: Connection, rows: list[Any], visible: Visible = None) -> list[dict[str, Any]]:
+    """Rows of :data:`RUN_COLUMNS` as Marquez's ``Run`` objects, with their job versions (three statements)."""
+    versions = run_versions(conn, rows)
+    return [run_object(row, versions[row.run_uuid], visible) for row in rows]
+
+
+def find_run(conn: Connection, run_id: str, visible: Visible = None) -> Any:
+    """The :data:`RUN_COLUMNS` row of run ``run_id``, or None (also when its job's namespace is hidden)."""
+    row = conn.execute(runs_query().where(_r.run_uuid == run_id.lower())).first()
+    if row is None or (visible is not None and row.namespace not in visible):
+        return None
+    return row
+
+
+def run_facets(conn: Connection, run_id: str, kind: str, visible: Visible = None) -> dict[str, Any]:
+    """Marquez's ``FacetsResult`` of a run: its ``run`` or ``job`` facets merged over all its events.
+
+    Each facet is as the latest event naming it said it (ties: the later stored event).
+    """
+    merged: dict[str, Any] = {}
+    for _, facets in _event_members(conn, [run_id], (kind, "facets")):
+        if isinstance(facets, dict):
+            merged.update(facets)
+    return {"runId": run_id, "facets": merged if visible is None else scrub(merged, visible)}
+
+
+def version_location(facets: dict[str, Any]) -> str | None:
+    """The ``sourceCodeLocation`` facet's ``url``: Marquez's ``location`` of a job or job version."""
+    facet = facets.get("sourceCodeLocation")
+    url = facet.get("url") if isinstance(facet, dict) else None
+    return url if isinstance(url, str) and url else None
+
+
+def description(facets: dict[str, Any]) -> str | None:
+    """The ``documentation`` facet's ``description``: Marquez's ``description`` of a job."""
+    facet = facets.get("documentation")
+    text = facet.get("description") if isinstance(facet, dict) else None
+    return text if isinstance(text, str) and text else None
