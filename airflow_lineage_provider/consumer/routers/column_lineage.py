@@ -1,5 +1,11 @@
 """``GET /api/v1/column-lineage``: field-level lineage from ``columnLineage`` facets, in Marquez's shape.
 
+Starts, as Marquez's: ``datasetField:<ns>:<name>:<field>`` (one field), ``dataset:<ns>:<name>`` (every field of
+the dataset that takes part in column lineage) and ``job:<ns>:<name>`` (every such field of the datasets the
+job reads and writes). Marquez's ``withDownstream``: ``false`` walks upstream only, ``true`` both ways; ours,
+``direction`` (``upstream``, ``downstream``, ``both``), says it instead; with neither, upstream only (Marquez's
+default). Both at once is a 400. ``depth`` counts column edges.
+
 For a key limited to namespace patterns, a field is visible when its dataset's namespace is: the walk
 never steps into a hidden field (nor beyond it), no edge or input field names one, and a hidden root
 answers 404 exactly like a missing one.
@@ -7,37 +13,54 @@ answers 404 exactly like a missing one.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import msgspec
-from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.access import Access, NamespaceScope
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Settings, Store
 from airflow_lineage_provider.consumer.models import ColumnLineageGraph, Problem
-from airflow_lineage_provider.consumer.routers.lineage import Depth, Direction, MaxNodes, NodeId, picked_nodes
+from airflow_lineage_provider.consumer.routers.lineage import Depth, MaxNodes, NodeId, picked_nodes
 from airflow_lineage_provider.consumer.store import LineageStore, columns, graph, nodes
 from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
 
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
 
 
-def _parsed(node_id: str) -> tuple[str, str]:
-    """``(kind, rest)`` of a column-lineage start (checked before the store is asked anything)."""
-    kind, rest = nodeids.parse(node_id)
-    if kind == "job":
-        raise nodeids.NodeIdError(
-            "column lineage starts from a datasetField:<ns>:<name>:<field> or dataset:<ns>:<name>"
+WithDownstream = Annotated[
+    bool | None,
+    Query(alias="withDownstream", description="Marquez's: false (upstream only) or true (both ways)."),
+]
+ColumnDirection = Annotated[
+    Literal["upstream", "downstream", "both"] | None,
+    Query(description="Which way to walk (instead of withDownstream); upstream when neither is given."),
+]
+
+
+def walk_direction(with_downstream: bool | None, direction: str | None) -> str:
+    """The walk's direction from Marquez's ``withDownstream`` or our ``direction`` (400 when both are given)."""
+    if with_downstream is not None and direction is not None:
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST,
+            detail=f"withDownstream={str(with_downstream).lower()} and direction={direction}: give one of them",
         )
-    return kind, rest
+    if with_downstream is not None:
+        return "both" if with_downstream else "upstream"
+    return direction or "upstream"
 
 
 def _roots(conn: Any, node_id: str, kind: str, rest: str, visible: Visible = None) -> list[int]:
-    if kind == "dataset":
-        dataset = nodes.find_node(conn, "dataset", rest, visible)
-        roots = columns.dataset_field_ids(conn, dataset[0]) if dataset else []
+    if kind in ("dataset", "job"):
+        node = nodes.find_node(conn, kind, rest, visible)
+        if node is None:
+            roots = []
+        elif kind == "dataset":
+            roots = columns.dataset_field_ids(conn, node[0])
+        else:
+            roots = columns.job_field_ids(conn, node[0], visible)
     else:
         field = nodes.find_field(conn, rest, visible)
         roots = [field[0]] if field else []
@@ -56,8 +79,9 @@ def column_graph(
     max_nodes: int,
     namespaces: NamespaceScope | None = None,
 ) -> bytes:
-    """The column-lineage graph around a field (or all fields of a dataset) as JSON bytes, within ``namespaces``."""
-    kind, rest = _parsed(node_id)
+    """The column-lineage graph around a field (or the fields of a dataset or of a job's datasets) as JSON bytes,
+    within ``namespaces``."""
+    kind, rest = nodeids.parse(node_id)
     with store.read() as conn:
         visible = visible_namespaces(conn, namespaces)
         roots = _roots(conn, node_id, kind, rest, visible)
@@ -78,16 +102,15 @@ def column_graph(
     nodes: dict[int, dict[str, Any]] = {}
     for field_id in picked:
         dataset_id, namespace, name, field = details[field_id]
+        data: dict[str, Any] = {"namespace": namespace, "dataset": name, "field": field}
+        field_type = types.get(dataset_id, {}).get(field)
+        if field_type is not None:  # Marquez leaves out what it does not know
+            data["fieldType"] = field_type
+        data["inputFields"] = []
         nodes[field_id] = {
             "id": nodeids.field_node_id(namespace, name, field),
             "type": "DATASET_FIELD",
-            "data": {
-                "namespace": namespace,
-                "dataset": name,
-                "field": field,
-                "fieldType": types.get(dataset_id, {}).get(field),
-                "inputFields": [],
-            },
+            "data": data,
             "inEdges": [],
             "outEdges": [],
         }
@@ -96,22 +119,26 @@ def column_graph(
         nodes[source]["outEdges"].append(edge)
         nodes[target]["inEdges"].append(edge)
         src = nodes[source]["data"]
-        nodes[target]["data"]["inputFields"].append(
-            {
-                "namespace": src["namespace"],
-                "dataset": src["dataset"],
-                "field": src["field"],
-                "transformations": transformations,
-            }
-        )
+        nodes[target]["data"]["inputFields"].append(_input_field(src, transformations))
     return msgspec.json.encode({"graph": list(nodes.values())})
+
+
+def _input_field(source: dict[str, Any], transformations: Any) -> dict[str, Any]:
+    """An ``inputFields`` item: the source field, with Marquez's ``transformationDescription`` and
+    ``transformationType`` when the facet gave them, and the facet's ``transformations`` as stored."""
+    item = {"namespace": source["namespace"], "dataset": source["dataset"], "field": source["field"]}
+    if isinstance(transformations, dict):
+        item.update((k, v) for k, v in transformations.items() if k.startswith("transformation") and v is not None)
+    if transformations is not None:
+        item["transformations"] = transformations
+    return item
 
 
 @router.get(
     "/api/v1/column-lineage",
     response_model=ColumnLineageGraph,
     responses={400: {"model": Problem}, 404: {"model": Problem}},
-    summary="Column lineage around a dataset field (or every field of a dataset)",
+    summary="Column lineage around a dataset field (or the fields of a dataset, or of a job's datasets)",
 )
 async def get_column_lineage(
     request: Request,
@@ -120,7 +147,8 @@ async def get_column_lineage(
     principal: Reader,
     node_id: NodeId,
     depth: Depth = 20,
-    direction: Direction = "both",
+    with_downstream: WithDownstream = None,
+    direction: ColumnDirection = None,
     max_nodes: MaxNodes = None,
 ) -> Response:
     return await request.app.state.walks.answer(
@@ -128,7 +156,7 @@ async def get_column_lineage(
         store,
         node_id,
         depth,
-        direction,
+        walk_direction(with_downstream, direction),
         max_nodes or settings.default_max_nodes,
         principal.namespaces,
     )

@@ -1,19 +1,36 @@
-"""Column-lineage reads: the fields a walk reached, the edges among them and the fields' types."""
+"""Column-lineage reads: a walk's start fields, the fields it reached, the edges among them and their types."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, select, union
 
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.nodes import CHUNK
 from airflow_lineage_provider.consumer.store.text import loads
+from airflow_lineage_provider.consumer.store.visibility import Visible, namespace_in
 
 
 def dataset_field_ids(conn: Connection, dataset_id: int) -> list[int]:
     """Ids of a dataset's fields that take part in column lineage."""
     return list(conn.execute(select(tables.fields.c.id).where(tables.fields.c.dataset_id == dataset_id)).scalars())
+
+
+def job_field_ids(conn: Connection, job_id: int, visible: Visible = None) -> list[int]:
+    """Ids of the fields taking part in column lineage of every dataset the job reads or writes (its inputs
+    and outputs in the graph), in visible namespaces only when ``visible`` is given. One statement."""
+    e, f, n = tables.edges.c, tables.fields.c, tables.nodes.c
+    datasets = union(
+        select(e.origin_id.label("dataset_id")).where(e.destination_id == job_id),
+        select(e.destination_id.label("dataset_id")).where(e.origin_id == job_id),
+    ).subquery("job_datasets")
+    query = select(f.id).join_from(tables.fields, datasets, f.dataset_id == datasets.c.dataset_id)
+    if visible is not None:
+        query = query.join(tables.nodes, n.id == f.dataset_id).where(
+            namespace_in(n.namespace, visible, conn.dialect.name)
+        )
+    return list(conn.execute(query.order_by(f.id)).scalars())
 
 
 def field_details(conn: Connection, field_ids: list[int]) -> dict[int, tuple[int, str, str, str]]:

@@ -37,11 +37,13 @@ class NodeName(msgspec.Struct):
     name: str
 
 
-class LatestRun(msgspec.Struct):
+class LatestRun(msgspec.Struct, omit_defaults=True):
+    """A job's latest run; a time it does not have is left out (Marquez serializes without nulls)."""
+
     id: str
     state: str
-    startedAt: str | None
-    endedAt: str | None
+    startedAt: str | None = None
+    endedAt: str | None = None
 
 
 class DatasetData(msgspec.Struct):
@@ -53,14 +55,16 @@ class DatasetData(msgspec.Struct):
     fields: msgspec.Raw  # the stored JSON text, spliced into the response as it is
 
 
-class JobData(msgspec.Struct):
+class JobData(msgspec.Struct, omit_defaults=True):
+    """A job node's data; ``latestRun`` is left out for a job without runs (Marquez serializes without nulls)."""
+
     id: NodeName
     name: str
     namespace: str
     updatedAt: str
     type: str
     simpleName: str
-    latestRun: LatestRun | None
+    latestRun: LatestRun | None = None
 
 
 class GraphNode(msgspec.Struct):
@@ -74,6 +78,19 @@ class GraphNode(msgspec.Struct):
 
 
 _NO_FIELDS = msgspec.Raw(b"[]")
+
+
+def _schema_fields(text: str) -> msgspec.Raw:
+    """A dataset's stored fields as JSON to splice in, without members that are null (``"description":
+    null``): Marquez leaves out what it does not know. Decoded only when the text holds a null."""
+    if "null" not in text:
+        return msgspec.Raw(text)
+    fields = msgspec.json.decode(text)
+    if isinstance(fields, list):
+        fields = [
+            {k: v for k, v in field.items() if v is not None} if isinstance(field, dict) else field for field in fields
+        ]
+    return msgspec.Raw(msgspec.json.encode(fields))
 
 
 #: The facets that decide a node's type (see :mod:`..marquez_values`), read by the database.
@@ -115,7 +132,7 @@ def _card(row: Any) -> GraphCard:
     said_facets = zip(TYPE_FACETS, said, strict=True)
     facets = {facet: member_value(text) for (of, facet), text in said_facets if of == kind and text}
     if kind == "dataset":
-        schema = msgspec.Raw(fields) if fields else _NO_FIELDS
+        schema = _schema_fields(fields) if fields else _NO_FIELDS
         data = DatasetData(node_name, name, namespace, updated_at, dataset_type(facets, namespace), schema)
         return GraphCard(f"dataset:{namespace}:{name}", "DATASET", data)
     run = LatestRun(run_uuid, state, started, ended) if run_uuid else None
