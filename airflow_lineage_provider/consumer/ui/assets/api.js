@@ -74,6 +74,7 @@ async function getJson(path, params = {}, signal = undefined) {
       const body = await response.json();
       if (body && body.detail !== undefined)
         detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
+      else if (body && typeof body.message === "string") detail = body.message; // Marquez's {code, message}
     } catch {
       // not JSON: keep the status line
     }
@@ -130,4 +131,42 @@ export async function findNode(kind, namespace, name, signal) {
 /** The latest runs of a job, newest first, with their facets. */
 export function runs(namespace, name, limit = 5, signal = undefined) {
   return getJson("/api/v1/runs", { jobNamespace: namespace, jobName: name, limit }, signal);
+}
+
+// Marquez's paths (docs/ui.md, "Runs and events"): namespaces and names are percent-encoded path segments.
+const segment = (text) => encodeURIComponent(text);
+
+/** A page of a job's runs, newest first: Marquez's RunList {runs, totalCount}. */
+export function jobRuns(namespace, name, limit, offset, signal = undefined) {
+  const path = `/api/v1/namespaces/${segment(namespace)}/jobs/${segment(name)}/runs`;
+  return getJson(path, { limit, offset }, signal);
+}
+
+/** One run: Marquez's Run (state, times, durationMs, jobVersion {namespace, name, version}, facets). */
+export function runById(runId, signal = undefined) {
+  return getJson(`/api/v1/jobs/runs/${segment(runId)}`, {}, signal);
+}
+
+/** A run's ``run`` or ``job`` facets, merged over all its events: Marquez's FacetsResult {runId, facets}. */
+export function runFacets(runId, type, signal = undefined) {
+  return getJson(`/api/v1/jobs/runs/${segment(runId)}/facets`, { type }, signal);
+}
+
+/** One version of a job (what one run read, wrote and said): Marquez's JobVersion with inputs and outputs. */
+export function jobVersion(namespace, name, version, signal = undefined) {
+  const path = `/api/v1/namespaces/${segment(namespace)}/jobs/${segment(name)}/versions/${segment(version)}`;
+  return getJson(path, {}, signal);
+}
+
+/**
+ * A page of the run events received, newest first (``sortDirection`` "asc": oldest first), with
+ * ``after <= eventTime < before``: Marquez's LineageEventList {events, totalCount}.
+ */
+export function lineageEvents({ after, before, limit, offset, sortDirection }, signal = undefined) {
+  return getJson("/api/v1/events/lineage", { after, before, limit, offset, sortDirection }, signal);
+}
+
+/** The events of one run as received, newest first (the consumer's own listing, which filters by run). */
+export function runEvents(runId, limit = 100, signal = undefined) {
+  return getJson("/api/v1/events", { runId, limit }, signal);
 }

@@ -1,45 +1,120 @@
-// The lineage page: wires the controls, the URL, the graph and the details panel together.
-// The URL holds the state (?nodeId=...&depth=...&direction=...&maxNodes=...&namespace=...), so a
-// view can be bookmarked and shared; the page asks the server only for the bounded subgraph it shows.
+// The lineage page: wires the controls, the URL, the graph, the details panel and the other views (a
+// job's run history, a run, the events browser) together. The URL holds the state (the graph's
+// ?nodeId=...&depth=...&direction=...&maxNodes=...&namespace=..., or ?view=runs|run|events with their own
+// parameters, docs/ui.md), so a view can be bookmarked and shared; the page asks the server only for the
+// bounded subgraph or the page of runs or events it shows.
 
 import { ApiError, lineage, listNodes, namespaces } from "./api.js";
 import { DetailsPanel } from "./details.js";
 import { h, kindBadge } from "./dom.js";
+import { showEvents } from "./events.js";
 import { fromResponse, nearest } from "./graph-model.js";
 import { GraphView } from "./graph-view.js";
+import { showRun } from "./run.js";
+import { showRunHistory } from "./runs.js";
 import { SearchBox } from "./search.js";
 
 const $ = (id) => document.getElementById(id);
-const DEFAULTS = { nodeId: "", depth: 1, direction: "both", maxNodes: 500, namespace: "" };
+const DEFAULTS = {
+  view: "",
+  nodeId: "",
+  depth: 1,
+  direction: "both",
+  maxNodes: 500,
+  namespace: "",
+  jobNamespace: "",
+  jobName: "",
+  runId: "",
+  after: "",
+  before: "",
+  job: "",
+  offset: 0,
+  limit: 0,
+};
+/** The address parameters of each view ("": the graph), in the order they are written. */
+const VIEW_KEYS = {
+  "": ["nodeId", "depth", "direction", "maxNodes", "namespace"],
+  runs: ["view", "jobNamespace", "jobName", "offset", "limit"],
+  run: ["view", "runId"],
+  events: ["view", "after", "before", "namespace", "job", "offset", "limit"],
+};
+/** The graph's settings, kept while another view is open. */
+const KEPT = ["depth", "direction", "maxNodes", "namespace"];
+/** Items per page when the address gives no ``limit``. */
+const PAGE_SIZE = { runs: 20, events: 50 };
 const MAX_NODE_CHOICES = [...$("max-nodes").options].map((o) => Number(o.value));
 
 const state = { ...DEFAULTS };
 let model = null;
 let loadController = null;
+let pageController = null;
 
 function readUrl() {
   const params = new URLSearchParams(window.location.search);
-  const number = (key, fallback) => {
+  const number = (key, fallback, least = 1, most = Number.MAX_SAFE_INTEGER) => {
     const value = Number.parseInt(params.get(key) ?? "", 10);
-    return Number.isFinite(value) && value > 0 ? value : fallback;
+    return Number.isFinite(value) && value >= least && value <= most ? value : fallback;
   };
-  state.nodeId = params.get("nodeId") ?? "";
+  state.view = Object.hasOwn(VIEW_KEYS, params.get("view") ?? "") ? (params.get("view") ?? "") : "";
+  for (const key of ["nodeId", "namespace", "jobNamespace", "jobName", "runId", "after", "before", "job"])
+    state[key] = params.get(key) ?? "";
   state.depth = number("depth", DEFAULTS.depth);
   state.direction = ["both", "upstream", "downstream"].includes(params.get("direction"))
     ? params.get("direction")
     : DEFAULTS.direction;
   state.maxNodes = number("maxNodes", DEFAULTS.maxNodes);
-  state.namespace = params.get("namespace") ?? "";
+  state.offset = number("offset", DEFAULTS.offset, 0, 10_000_000);
+  state.limit = number("limit", DEFAULTS.limit, 1, 1000);
+}
+
+/** The query string of a state: the parameters of its view that differ from the defaults. */
+function addressOf(target) {
+  const params = new URLSearchParams();
+  for (const key of VIEW_KEYS[target.view]) {
+    const value = target[key];
+    if ((value !== DEFAULTS[key] || key === "view") && value !== "") params.set(key, String(value));
+  }
+  return params.size ? `?${params}` : "";
 }
 
 function writeUrl(push) {
-  const params = new URLSearchParams();
-  for (const [key, value] of Object.entries(state)) {
-    if (value !== DEFAULTS[key] || key === "nodeId") if (value !== "") params.set(key, String(value));
-  }
-  const url = `${window.location.pathname}${params.size ? `?${params}` : ""}`;
+  const url = `${window.location.pathname}${addressOf(state)}`;
   if (url !== `${window.location.pathname}${window.location.search}`)
     window.history[push ? "pushState" : "replaceState"]({}, "", url);
+}
+
+/** The state ``params`` lead to: the defaults, the graph's settings kept, and ``params``. */
+function nextState(params) {
+  return { ...DEFAULTS, ...Object.fromEntries(KEPT.map((key) => [key, state[key]])), ...params };
+}
+
+/** Open the view ``params`` name (see nextState), as a new entry of the browser's history. */
+function navigate(params) {
+  Object.assign(state, nextState(params));
+  syncControls();
+  writeUrl(true);
+  render(true);
+}
+
+/**
+ * A link to another view of the page: an ordinary address (it opens in a new tab as well), followed here
+ * without reloading the page.
+ */
+function link(params, attrs, ...children) {
+  const target = nextState(params);
+  return h(
+    "a",
+    {
+      ...attrs,
+      href: `${window.location.pathname}${addressOf(target)}`,
+      onclick: (event) => {
+        if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+        event.preventDefault();
+        navigate(target);
+      },
+    },
+    ...children,
+  );
 }
 
 function ensureOption(select, value, label = String(value)) {
@@ -71,6 +146,7 @@ const details = new DetailsPanel($("details"), {
   onRecenter: (id) => choose(id),
   onHighlight: (ids, pairs) => highlightColumns(ids, pairs),
   depth: () => state.depth,
+  link,
 });
 
 const view = new GraphView($("graph"), {
@@ -109,9 +185,117 @@ function highlightColumns(datasetIds, pairs) {
 }
 
 function choose(nodeId) {
-  state.nodeId = nodeId;
-  writeUrl(true);
-  loadGraph();
+  navigate({ nodeId });
+}
+
+/** Show the view the state names: the graph, or one of the pages (run history, run, events). */
+function render(focus = false) {
+  const graph = !state.view;
+  document.body.dataset.view = state.view || "graph";
+  $("graph-layout").hidden = !graph;
+  $("pages").hidden = graph;
+  $("skip-link").href = graph ? "#graph-pane" : "#pages";
+  $("skip-link").textContent = graph ? "Skip to the graph" : "Skip to the content";
+  for (const el of document.querySelectorAll(".graph-only")) el.hidden = !graph;
+  const events = $("events-link");
+  events.href = `${window.location.pathname}${addressOf(nextState({ view: "events" }))}`;
+  if (state.view === "events") events.setAttribute("aria-current", "page");
+  else events.removeAttribute("aria-current");
+  if (graph) {
+    pageController?.abort();
+    loadGraph();
+  } else {
+    loadController?.abort();
+    loadPage(focus);
+  }
+}
+
+/** What each page view needs, and the text shown while it loads. */
+const PAGES = {
+  runs: {
+    loading: () => `Loading the runs of ${state.jobName}…`,
+    missing: () => (!state.jobNamespace || !state.jobName ? "The run history needs jobNamespace and jobName." : ""),
+    show: (pages, context) =>
+      showRunHistory(
+        pages,
+        {
+          jobNamespace: state.jobNamespace,
+          jobName: state.jobName,
+          offset: state.offset,
+          limit: state.limit || PAGE_SIZE.runs,
+        },
+        context,
+      ),
+    failed: (error) =>
+      error instanceof ApiError && error.status === 404
+        ? `No job ${state.jobName} in namespace ${state.jobNamespace}: ${error.message}`
+        : `The runs could not be loaded: ${error.message}`,
+  },
+  run: {
+    loading: () => `Loading run ${state.runId}…`,
+    missing: () => (state.runId ? "" : "The run view needs a runId."),
+    show: (pages, context) => showRun(pages, { runId: state.runId }, context),
+    failed: (error) =>
+      error instanceof ApiError && error.status === 404
+        ? `No run ${state.runId} in this lineage store.`
+        : `The run could not be loaded: ${error.message}`,
+  },
+  events: {
+    loading: () => "Loading the events…",
+    missing: () => "",
+    show: (pages, context) =>
+      showEvents(
+        pages,
+        {
+          after: state.after,
+          before: state.before,
+          namespace: state.namespace,
+          job: state.job,
+          offset: state.offset,
+          limit: state.limit || PAGE_SIZE.events,
+        },
+        context,
+      ),
+    failed: (error) => `The events could not be loaded: ${error.message}`,
+  },
+};
+
+async function loadPage(focus) {
+  pageController?.abort();
+  pageController = new AbortController();
+  const signal = pageController.signal;
+  const page = PAGES[state.view];
+  const pages = $("pages");
+  const heading = { runs: "Run history", run: "Run", events: "Events" }[state.view];
+  const fail = (text) => {
+    pages.replaceChildren(h("h2", { id: "page-title", tabindex: "-1" }, heading), h("p", { class: "muted" }, text));
+    showError(text);
+    setStatus("");
+    setPageState("error");
+  };
+  $("cut-notice").hidden = true;
+  showError("");
+  document.title = `Lineage: ${heading}`;
+  if (page.missing()) fail(page.missing());
+  else {
+    setPageState("loading");
+    setStatus(page.loading());
+    pages.replaceChildren(
+      h("h2", { id: "page-title", tabindex: "-1" }, heading),
+      h("p", { class: "muted" }, "Loading…"),
+    );
+    try {
+      const { title, status } = await page.show(pages, { link, navigate, signal });
+      if (signal.aborted) return;
+      document.title = `Lineage: ${title}`;
+      setStatus(status);
+      setPageState("ready");
+    } catch (error) {
+      if (error.name === "AbortError" || signal.aborted) return;
+      fail(page.failed(error));
+    }
+  }
+  if (focus) $("page-title")?.focus();
 }
 
 function showCut(shown) {
@@ -253,10 +437,15 @@ function bindControls() {
     event.preventDefault();
     choose("");
   });
+  $("events-link").addEventListener("click", (event) => {
+    if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+    event.preventDefault();
+    navigate({ view: "events" });
+  });
   window.addEventListener("popstate", () => {
     readUrl();
     syncControls();
-    loadGraph();
+    render(true);
   });
 }
 
@@ -295,4 +484,4 @@ syncControls();
 bindControls();
 bindTheme();
 loadNamespaces();
-loadGraph();
+render();

@@ -3,60 +3,10 @@
 
 import { ApiError, columnLineage, findNode, runs } from "./api.js";
 import { durationBetween, formatDuration, formatTime, h, kindBadge, stateClass } from "./dom.js";
-
-const SUPPLY_CHAIN = "egeria_informationSupplyChain";
-const GOVERNANCE_ACTION = "egeria_governanceAction";
+import { egeriaSummary, facetList, GOVERNANCE_ACTION, SUPPLY_CHAIN } from "./facets.js";
 
 function message(error) {
   return error instanceof ApiError ? error.message : String(error);
-}
-
-function facetBody(facet) {
-  return Object.fromEntries(Object.entries(facet ?? {}).filter(([key]) => !["_producer", "_schemaURL"].includes(key)));
-}
-
-/** Every facet as a disclosure holding its JSON; Egeria's facets are summarised by the caller. */
-function facetList(facets, emptyText) {
-  const names = Object.keys(facets ?? {}).sort();
-  if (!names.length) return h("p", { class: "muted" }, emptyText);
-  return h(
-    "div",
-    { class: "facets" },
-    names.map((name) => h("details", {}, h("summary", {}, name), h("pre", {}, JSON.stringify(facets[name], null, 2)))),
-  );
-}
-
-function egeriaSummary(facets) {
-  const parts = [];
-  const chain = facets?.[SUPPLY_CHAIN];
-  if (chain?.iscQualifiedName) {
-    parts.push(
-      h(
-        "p",
-        { class: "egeria supply-chain" },
-        h("strong", {}, "Information supply chain"),
-        h("br"),
-        h("span", { class: "value" }, chain.iscQualifiedName),
-      ),
-    );
-  }
-  const action = facets?.[GOVERNANCE_ACTION];
-  if (action) {
-    const fields = Object.entries(facetBody(action));
-    parts.push(
-      h(
-        "div",
-        { class: "egeria governance-action" },
-        h("strong", {}, "Egeria governance action"),
-        h(
-          "dl",
-          {},
-          fields.map(([key, value]) => [h("dt", {}, key), h("dd", {}, String(value))]),
-        ),
-      ),
-    );
-  }
-  return parts;
 }
 
 function describeTransformation(transformations) {
@@ -79,13 +29,16 @@ export class DetailsPanel {
   /**
    * @param {HTMLElement} element
    * @param {{onRecenter: (id: string) => void, depth: () => number,
-   *          onHighlight: (datasetIds: Set<string>, pairs: [string, string][]) => void}} callbacks
+   *          onHighlight: (datasetIds: Set<string>, pairs: [string, string][]) => void,
+   *          link: (params: object, attrs: object, ...children: any) => HTMLAnchorElement}} callbacks
+   *   ``link`` makes a link to another view of the page (app.js), e.g. a run's own view.
    */
-  constructor(element, { onRecenter, onHighlight, depth }) {
+  constructor(element, { onRecenter, onHighlight, depth, link }) {
     this.el = element;
     this.onRecenter = onRecenter;
     this.onHighlight = onHighlight;
     this.depth = depth;
+    this.link = link;
     this.controller = null;
     this.initial = [...element.childNodes].map((node) => node.cloneNode(true));
   }
@@ -194,13 +147,23 @@ export class DetailsPanel {
         ? h("ul", { class: "runs" }, h("li", { class: "run", "data-run-id": run.id }, this.runSummary(run)))
         : h("p", { class: "muted" }, "No run received for this job."),
     );
+    const historyLink = h(
+      "p",
+      { class: "history-link" },
+      this.link(
+        { view: "runs", jobNamespace: node.namespace, jobName: node.name },
+        { id: "details-history-link" },
+        "Run history",
+      ),
+    );
+    runsSection.append(historyLink);
     const io = h(
       "section",
       { id: "details-io" },
       h("h3", {}, "Inputs and outputs"),
       h("p", { class: "muted" }, "Loading…"),
     );
-    this.loadRuns(node, runsSection, signal);
+    this.loadRuns(node, runsSection, historyLink, signal);
     this.io = io;
     return [runsSection, io];
   }
@@ -219,11 +182,11 @@ export class DetailsPanel {
       h("dt", {}, "Duration"),
       h("dd", { class: "duration" }, run.endedAt ? formatDuration(duration) : "still running"),
       h("dt", {}, "Run id"),
-      h("dd", { class: "id" }, run.id),
+      h("dd", { class: "id" }, this.link({ view: "run", runId: run.id }, { class: "run-link" }, run.id)),
     );
   }
 
-  async loadRuns(node, section, signal) {
+  async loadRuns(node, section, historyLink, signal) {
     try {
       const answer = await runs(node.namespace, node.name, 5, signal);
       const items = answer.runs.map((run) => {
@@ -245,12 +208,14 @@ export class DetailsPanel {
       section.replaceChildren(
         h("h3", {}, `Latest runs (${answer.runs.length} of ${answer.totalCount})`),
         items.length ? h("ul", { class: "runs" }, items) : h("p", { class: "muted" }, "No runs."),
+        historyLink,
       );
     } catch (error) {
       if (error.name !== "AbortError")
         section.replaceChildren(
           h("h3", {}, "Latest runs"),
           h("p", { class: "muted" }, `Could not load the runs: ${message(error)}`),
+          historyLink,
         );
     }
   }

@@ -66,3 +66,9 @@ export function durationBetween(startIso, endIso) {
 export function stateClass(state) {
   return ["NEW", "RUNNING", "COMPLETED", "FAILED", "ABORTED"].includes(state) ? state : "OTHER";
 }
+
+/** How long a run took: its duration, "still running" (started, not ended), or "—". */
+export function runDuration(run) {
+  if (run.endedAt) return formatDuration(run.durationMs ?? durationBetween(run.startedAt, run.endedAt));
+  return ["RUNNING", "NEW"].includes(run.state) ? "still running" : "—";
+}
