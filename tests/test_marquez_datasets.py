@@ -336,3 +336,31 @@ def test_a_namespace_limited_key_sees_only_its_datasets_and_the_runs_of_its_jobs
         sources = _as(keyed, key, "/api/v1/sources", "SourceList")
         assert [source["name"] for source in sources["sources"]] == ["orders-db"] and sources["totalCount"] == 1
     assert _as(keyed, ADMIN, "/api/v1/sources", "SourceList")["totalCount"] == 4
+
+
+def test_a_page_of_datasets_costs_the_same_statements_whatever_its_size(client: TestClient) -> None:
+    from sqlalchemy import event
+
+    post(client, events())
+    for i in range(30):
+        run = str(uuid.uuid4())
+        writes = [dataset(f"bulk_{i:02}", namespace=NS, fields=["id"])]
+        post(client, [run_event("START", f"bulk{i}", run, time=i, outputs=writes)])
+        post(client, [run_event("COMPLETE", f"bulk{i}", run, time=i + 1, outputs=writes)])
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    engine = client.app.state.store.engine
+    counts = {}
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        for limit in (2, 31):
+            statements.clear()
+            page = get(client, path(NS), "DatasetList", limit=limit)
+            assert len(page["datasets"]) == limit and all("currentVersion" in found for found in page["datasets"])
+            counts[limit] = len(statements)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert 6 <= counts[2] == counts[31] <= 12, counts

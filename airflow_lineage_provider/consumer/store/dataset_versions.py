@@ -10,12 +10,13 @@ hashed until one matches (cheap: no event is read for that).
 
 ``createdAt``: the time of the run's first event that listed the output (the run's first event time when
 retention pruned its events); order: the run's first event time, newest first (ties by run id).
-``createdByRun``: the run (Marquez's ``Run``). ``description``: the ``documentation`` facet of the version
-(the schema requires the member: ``""`` without one). ``tags`` is left out: Marquez's description types it
-as a string where Marquez answers a list, and no value satisfies both; the fields carry their tags.
+``createdByRun``: the run as the jobs API shows it (:func:`.marquez_runs.run_objects`). ``description``: the
+``documentation`` facet of the version (the schema requires the member: ``""`` without one). ``tags`` is left
+out: Marquez's description types it as a string where Marquez answers a list, and no value satisfies both;
+the fields carry their tags.
 
-Bounded work: the runs come from the indexes (see :mod:`.marquez_datasets`), the total is counted in SQL,
-and only the events of the page's runs are read (``ix_lineage_events_run_uuid``) and decoded.
+Bounded work: the writing runs come from index lookups (:func:`.marquez_datasets.writes`), and only the
+events of the page's runs are read (``ix_lineage_events_run_uuid``) and decoded.
 """
 
 from __future__ import annotations
@@ -24,42 +25,19 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, select
 
 from airflow_lineage_provider.consumer.marquez_values import dataset_type
 from airflow_lineage_provider.consumer.store import facets as facet_readers
 from airflow_lineage_provider.consumer.store import tables, tags
-from airflow_lineage_provider.consumer.store.marquez_datasets import (
-    description,
-    marquez_fields,
-    version_id,
-    writer_runs,
-)
-from airflow_lineage_provider.consumer.store.marquez_runs import run_objects
+from airflow_lineage_provider.consumer.store.marquez_datasets import description, marquez_fields, version_id, writes
+from airflow_lineage_provider.consumer.store.marquez_runs import run_objects, runs_query
 from airflow_lineage_provider.consumer.store.sources import source_of
 from airflow_lineage_provider.consumer.store.text import iso
 from airflow_lineage_provider.consumer.store.visibility import Visible, scrub
 
 #: Run ids per ``IN (...)`` list when reading events.
 _EVENTS_CHUNK = 900
-
-
-def _runs_query(dataset_id: int, dialect: str, visible: Visible) -> Any:
-    query, r, job = writer_runs(dataset_id, dialect, visible)
-    return query.with_only_columns(
-        r.c.run_uuid,
-        r.c.job_id,
-        r.c.state,
-        r.c.created_at,
-        r.c.updated_at,
-        r.c.started_at,
-        r.c.ended_at,
-        r.c.nominal_start_time,
-        r.c.nominal_end_time,
-        r.c.facets,
-        job.c.namespace,
-        job.c.name,
-    ).order_by(r.c.created_at.desc(), r.c.run_uuid.desc())
 
 
 class _Written:
@@ -101,9 +79,11 @@ def _written(conn: Connection, run_ids: list[str], namespace: str, name: str) ->
 
 
 def _versions(
-    conn: Connection, dataset_id: int, namespace: str, name: str, rows: list[Any], visible: Visible
+    conn: Connection, dataset_id: int, namespace: str, name: str, run_ids: list[str], visible: Visible
 ) -> list[dict[str, Any]]:
     shown = None if visible is None else frozenset(visible)
+    found = {row.run_uuid: row for row in conn.execute(runs_query().where(tables.runs.c.run_uuid.in_(run_ids)))}
+    rows = [found[run] for run in run_ids]
     written = _written(conn, [row.run_uuid for row in rows], namespace, name)
     field_tags = tags.field_tags(conn, dataset_id)
     runs = run_objects(conn, rows, shown)
@@ -135,10 +115,9 @@ def list_versions(
 ) -> tuple[list[dict[str, Any]], int]:
     """The versions of the dataset (node ``dataset_id``, named ``namespace``/``name``), newest first, a page of
     them, and how many there are."""
-    query = _runs_query(dataset_id, conn.dialect.name, visible)
-    total = conn.execute(select(func.count()).select_from(query.order_by(None).subquery())).scalar_one()
-    rows = conn.execute(query.limit(limit).offset(offset)).all()
-    return _versions(conn, dataset_id, namespace, name, rows, visible), total
+    written = writes(conn, [dataset_id], visible).get(dataset_id, [])
+    page = [write.run_uuid for write in written[offset : offset + limit]]
+    return _versions(conn, dataset_id, namespace, name, page, visible), len(written)
 
 
 def get_version(
@@ -146,10 +125,6 @@ def get_version(
 ) -> dict[str, Any] | None:
     """The version ``version`` of the dataset, or None when no (visible) run of it has that id."""
     wanted = version.strip().lower()
-    query = _runs_query(dataset_id, conn.dialect.name, visible)
-    runs = conn.execute(query.with_only_columns(query.selected_columns.run_uuid).order_by(None)).scalars()
-    match = next((run for run in runs if version_id(namespace, name, run) == wanted), None)
-    if match is None:
-        return None
-    rows = conn.execute(query.where(query.selected_columns.run_uuid == match)).all()
-    return _versions(conn, dataset_id, namespace, name, rows, visible)[0]
+    written = writes(conn, [dataset_id], visible).get(dataset_id, [])
+    match = next((write.run_uuid for write in written if version_id(namespace, name, write.run_uuid) == wanted), None)
+    return None if match is None else _versions(conn, dataset_id, namespace, name, [match], visible)[0]

@@ -16,7 +16,8 @@ Every value comes from the stored events (see docs/marquez-api.md, "Datasets, ve
 A run "wrote" a dataset when one of its events listed it as an output (``lineage_run_io``). The runs are
 found from the dataset through the graph's indexes — its incoming edges (``ix_lineage_edges_destination``)
 give the jobs that wrote it, their runs (``ix_lineage_runs_job``), each checked against ``lineage_run_io``'s
-key — so a page of datasets costs one statement for all of them, whatever the size of the store.
+key (:func:`writes`) — so a page of datasets costs a fixed number of statements, each an index lookup, and
+reads the runs of the jobs that wrote them, not the store.
 
 ``visible`` (see :mod:`.visibility`): a dataset in a hidden namespace is not found; runs of jobs in hidden
 namespaces count for nothing (no version, no ``lastModifiedAt``); facets lose objects naming a hidden namespace.
@@ -25,6 +26,9 @@ namespaces count for nothing (no version, no ``lastModifiedAt``); facets lose ob
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
@@ -32,13 +36,14 @@ from sqlalchemy import Connection, and_, func, select
 from airflow_lineage_provider.consumer.marquez_values import dataset_type
 from airflow_lineage_provider.consumer.store import tables, tags
 from airflow_lineage_provider.consumer.store.ingest import node_key
-from airflow_lineage_provider.consumer.store.nodes import CHUNK, visible_facets
 from airflow_lineage_provider.consumer.store.sources import source_of
 from airflow_lineage_provider.consumer.store.text import iso, loads
-from airflow_lineage_provider.consumer.store.visibility import Visible, namespace_in
+from airflow_lineage_provider.consumer.store.visibility import Visible, scrub
 
 #: The namespace of dataset version UUIDs (``uuid5(VERSIONS, namespace NUL name NUL run id)``).
 VERSIONS = uuid.UUID("6f1d5c2e-8a43-5b9e-9c1a-3e7d2b40a8f1")
+#: Ids per ``IN (...)`` list.
+_CHUNK = 900
 #: Marquez's word for a field type the schema does not say.
 UNKNOWN_TYPE = "UNKNOWN"
 
@@ -80,57 +85,72 @@ def _field(item: dict[str, Any], field_tags: list[str]) -> dict[str, Any]:
     return out
 
 
-def writer_runs(dataset: Any, dialect: str, visible: Visible = None) -> tuple[Any, Any, Any]:
-    """The runs that wrote ``dataset`` (a node id or a correlated column): ``(statement, runs, job)``, the
-    statement selecting ``runs.run_uuid`` (choose others with ``with_only_columns``) from the ``runs`` alias
-    of ``lineage_runs`` joined to the ``job`` alias of ``lineage_nodes``."""
-    e, r, io = tables.edges.alias("w_edges"), tables.runs.alias("w_runs"), tables.run_io.alias("w_io")
-    job = tables.nodes.alias("w_job")
-    query = (
-        select(r.c.run_uuid)
-        .select_from(e)
-        .join(r, r.c.job_id == e.c.origin_id)
-        .join(
-            io,
-            and_(io.c.run_uuid == r.c.run_uuid, io.c.dataset_id == e.c.destination_id, io.c.direction == "output"),
-        )
-        .join(job, job.c.id == r.c.job_id)
-        .where(e.c.destination_id == dataset)
-    )
+@dataclass(frozen=True)
+class Write:
+    """A run that wrote a dataset: what the dataset's ``lastModifiedAt``, ``currentVersion`` and versions need."""
+
+    run_uuid: str
+    state: str
+    created_at: datetime
+    ended_at: datetime | None
+
+
+def _chunks(items: list[Any]) -> Iterator[list[Any]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def writes(conn: Connection, dataset_ids: list[int], visible: Visible = None) -> dict[int, list[Write]]:
+    """The runs that wrote each dataset (of jobs in ``visible`` namespaces), newest first: ``{id: [Write]}``.
+
+    Stepwise, one table per statement and each statement an index lookup whatever the planner knows (a
+    PostgreSQL without statistics would otherwise start from a scan of ``lineage_run_io``): the datasets'
+    incoming edges (``ix_lineage_edges_destination``) give the jobs that wrote them, the jobs' runs come from
+    ``ix_lineage_runs_job``, and ``lineage_run_io``'s key says which of those runs wrote which dataset.
+    """
+    e, r, io, n = tables.edges.c, tables.runs.c, tables.run_io.c, tables.nodes.c
+    writers: set[int] = set()
+    for chunk in _chunks(dataset_ids):
+        writers.update(conn.execute(select(e.origin_id).where(e.destination_id.in_(chunk))).scalars())
+    jobs = sorted(writers)
     if visible is not None:
-        query = query.where(namespace_in(job.c.namespace, visible, dialect))
-    return query, r, job
+        shown = frozenset(visible)
+        jobs = [
+            job
+            for chunk in _chunks(jobs)
+            for job, namespace in conn.execute(select(n.id, n.namespace).where(n.id.in_(chunk)))
+            if namespace in shown
+        ]
+    runs: dict[str, Write] = {}
+    for chunk in _chunks(jobs):
+        query = select(r.run_uuid, r.state, r.created_at, r.ended_at).where(r.job_id.in_(chunk))
+        runs.update((row.run_uuid, Write(*row)) for row in conn.execute(query))
+    found: dict[int, list[Write]] = {}
+    for datasets_chunk in _chunks(dataset_ids):
+        for chunk in _chunks(list(runs)):
+            query = select(io.run_uuid, io.dataset_id).where(
+                io.run_uuid.in_(chunk), io.dataset_id.in_(datasets_chunk), io.direction == "output"
+            )
+            for run_uuid, dataset in conn.execute(query):
+                found.setdefault(dataset, []).append(runs[run_uuid])
+    for written in found.values():
+        written.sort(key=lambda write: (write.created_at, write.run_uuid), reverse=True)
+    return found
 
 
-def _details_query(dialect: str, visible: Visible) -> Any:
+def _details_query() -> Any:
     n, d = tables.nodes.c, tables.datasets.c
-    writes, r, _job = writer_runs(n.id, dialect, visible)
-    last_modified = writes.with_only_columns(func.max(r.c.ended_at)).where(r.c.state == "COMPLETED").scalar_subquery()
-    current_run = (
-        writes.with_only_columns(r.c.run_uuid)
-        .order_by(r.c.created_at.desc(), r.c.run_uuid.desc())
-        .limit(1)
-        .scalar_subquery()
-    )
-    return (
-        select(
-            n.id,
-            n.namespace,
-            n.name,
-            n.created_at,
-            n.updated_at,
-            d.fields,
-            d.facets,
-            last_modified.label("last_modified"),
-            current_run.label("current_run"),
-        )
-        .select_from(tables.nodes)
-        .outerjoin(tables.datasets, d.node_id == n.id)
+    return select(n.id, n.namespace, n.name, n.created_at, n.updated_at, d.fields, d.facets).outerjoin_from(
+        tables.nodes, tables.datasets, d.node_id == n.id
     )
 
 
 def _dataset(
-    row: Any, node_tags: list[str], field_tags: dict[str, list[str]], visible: frozenset[str] | None
+    row: Any,
+    node_tags: list[str],
+    field_tags: dict[str, list[str]],
+    written: list[Write],
+    visible: frozenset[str] | None,
 ) -> dict[str, Any]:
     facets = loads(row.facets, {})
     data: dict[str, Any] = {
@@ -145,33 +165,36 @@ def _dataset(
         "fields": marquez_fields(loads(row.fields, []), field_tags),
         "tags": node_tags,
     }
-    if row.last_modified is not None:
-        data["lastModifiedAt"] = iso(row.last_modified)
+    completed = [write.ended_at for write in written if write.state == "COMPLETED" and write.ended_at is not None]
+    if completed:
+        data["lastModifiedAt"] = iso(max(completed))
     state = lifecycle_state(facets)
     if state is not None:
         data["lastLifecycleState"] = state
     text = description(facets)
     if text is not None:
         data["description"] = text
-    data["facets"] = visible_facets(row.facets, visible)
-    if row.current_run is not None:
-        data["currentVersion"] = version_id(row.namespace, row.name, row.current_run)
+    data["facets"] = facets if visible is None else scrub(facets, visible)
+    if written:
+        data["currentVersion"] = version_id(row.namespace, row.name, written[0].run_uuid)
     data["deleted"] = state is not None and state.upper() == "DROP"
     return data
 
 
 def datasets(conn: Connection, ids: list[int], visible: Visible = None) -> dict[int, dict[str, Any]]:
-    """``id → Dataset`` (Marquez's shape) for the datasets ``ids``: three statements per :data:`CHUNK` ids."""
+    """``id → Dataset`` (Marquez's shape) for the datasets ``ids``: a fixed number of statements per
+    :data:`_CHUNK` ids (see :func:`writes`)."""
     shown = None if visible is None else frozenset(visible)
-    query = _details_query(conn.dialect.name, visible)
+    query = _details_query()
     found: dict[int, dict[str, Any]] = {}
-    for start in range(0, len(ids), CHUNK):
-        chunk = ids[start : start + CHUNK]
+    for chunk in _chunks(ids):
         rows = conn.execute(query.where(tables.nodes.c.id.in_(chunk))).all()
         on_nodes = tags.node_tags(conn, chunk)
         on_fields = tags.fields_tags(conn, chunk)
+        written = writes(conn, chunk, visible)
         for row in rows:
-            found[row.id] = _dataset(row, on_nodes.get(row.id, []), on_fields.get(row.id, {}), shown)
+            node = row.id
+            found[node] = _dataset(row, on_nodes.get(node, []), on_fields.get(node, {}), written.get(node, []), shown)
     return found
 
 
