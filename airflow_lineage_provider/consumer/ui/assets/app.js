@@ -72,6 +72,7 @@ function addressOf(target) {
   const params = new URLSearchParams();
   for (const key of VIEW_KEYS[target.view]) {
     const value = target[key];
+    if (key === "limit" && value === PAGE_SIZE[target.view]) continue;
     if ((value !== DEFAULTS[key] || key === "view") && value !== "") params.set(key, String(value));
   }
   return params.size ? `?${params}` : "";
