@@ -244,7 +244,7 @@ def test_every_write_prune_and_refusal_is_in_the_audit_log(keyed: TestClient, ca
         "lineage audit: prune by key 'operator': older than 30 days; removed 2 events, 1 runs -> 200",
         "lineage audit: refused admin (prune or reset the lineage store) with a header credential "
         "at POST /api/v1/retention -> 403",
-        "lineage audit: refused write (ingest events) anonymous at POST /api/v1/lineage -> 401",
+        "lineage audit: refused write (ingest events or change tags) anonymous at POST /api/v1/lineage -> 401",
     ]
     assert all(level == "INFO" for level in (r.levelname for r in caplog.records if r.name == AUDIT))
     assert not any(secret in caplog.text for secret in (READ, WRITE, ADMIN))

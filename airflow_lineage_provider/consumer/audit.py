@@ -5,7 +5,7 @@ Airflow user's name, or ``anonymous`` — never a secret), what (events, namespa
 
     lineage audit: ingest by key 'producers': 3 received, 2 stored, 1 duplicate, 0 refused; namespaces airflow -> 200
     lineage audit: prune by user 'admin': older than 30 days; removed 1200 events, 80 runs -> 200
-    lineage audit: refused write (ingest events) anonymous at POST /api/v1/lineage -> 401
+    lineage audit: refused write (ingest events or change tags) anonymous at POST /api/v1/lineage -> 401
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from airflow_lineage_provider.consumer.access import ANONYMOUS, Access, KeyRing,
 ACTIONS: dict[Access, str] = {
     Access.PAGE: "open the lineage page",
     Access.READ: "read lineage",
-    Access.WRITE: "ingest events",
+    Access.WRITE: "ingest events or change tags",
     Access.ADMIN: "prune or reset the lineage store",
 }
 KEY_HEADERS = "X-API-Key: <key> or Authorization: Bearer <key>"
