@@ -3,8 +3,11 @@ job's latest, on both databases."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -97,10 +100,20 @@ _V3_DATASET_EDGES = sa.Table(
 )
 
 
+def _to_version_5(conn: sa.Connection) -> None:
+    """Take off what version 6 added: each run's job facets and their time."""
+    conn.exec_driver_sql("ALTER TABLE lineage_runs DROP COLUMN job_facets")
+    conn.exec_driver_sql("ALTER TABLE lineage_runs DROP COLUMN job_facets_time")
+
+
 def _old_store(engine: sa.Engine, version: int) -> None:
-    """A store as ``version`` (1 to 4) left it: its tables, version 1's foreign keys and its version stamp."""
+    """A store as ``version`` (1 to 5) left it: its tables, version 1's foreign keys and its version stamp."""
     with engine.begin() as conn:
         tables.metadata.create_all(conn)
+        _to_version_5(conn)
+        if version == 5:
+            conn.execute(tables.schema_version.insert().values(version=5, applied_at=datetime.now(timezone.utc)))
+            return
         tables.node_tags.drop(conn)  # added by version 5
         tables.tags.drop(conn)
         if version == 4:
@@ -139,11 +152,11 @@ def test_a_version_1_store_is_migrated_forward_keeping_its_lineage(store_url: st
                 node_key="old", kind="job", namespace="pipelines", name="old", created_at=datetime.now(timezone.utc),
                 updated_at=datetime.now(timezone.utc),
             ))  # fmt: skip
-        assert migrate(engine) == LATEST == 5
+        assert migrate(engine) == LATEST == 6
         with engine.begin() as conn:
             kept = set(sa.inspect(conn).get_table_names())
             assert all(not sa.inspect(conn).get_foreign_keys(name) for name, _, _ in _V1_FOREIGN_KEYS if name in kept)
-            assert conn.execute(sa.select(tables.schema_version.c.version)).scalars().all() == [1, 2, 3, 4, 5]
+            assert conn.execute(sa.select(tables.schema_version.c.version)).scalars().all() == [1, 2, 3, 4, 5, 6]
             assert conn.execute(sa.select(tables.nodes.c.version)).scalars().all() == [1]
             assert ingest_events(conn, [event]).stored == 1
             assert ingest_events(conn, [event]).duplicates == 1
@@ -301,7 +314,7 @@ def test_a_version_4_store_gains_empty_tag_tables_that_take_tags(store_url: str)
     engine = create_store_engine(store_url)
     try:
         _old_store(engine, 4)
-        assert migrate(engine) == LATEST == 5
+        assert migrate(engine) == LATEST == 6
         with engine.begin() as conn:
             assert tags.list_tags(conn, 10, 0) == ([], 0)
             node = _node(conn, "dataset", "orders")
@@ -328,3 +341,69 @@ def test_tag_names_are_checked() -> None:
     for bad, message in (("", "must not be empty"), ("x" * 256, "at most 255"), ("a\nb", "control characters")):
         with pytest.raises(ValueError, match=message):
             check_tag_name(bad)
+
+
+def _with_job_facets(event: dict, **facets: Any) -> dict:
+    event["job"]["facets"] = {
+        name: {"_producer": "tests", "_schemaURL": "https://example.com/facet.json", **members}
+        for name, members in facets.items()
+    }
+    return event
+
+
+def test_a_version_5_store_gains_each_runs_latest_job_facets_and_keeps_its_job_versions(store_url: str) -> None:
+    """Version 6 reads each run's latest job facets from its stored events; every job version stays the same."""
+    from support.consumer_helpers import dataset, run_event
+
+    from airflow_lineage_provider.consumer.store import marquez_jobs
+    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
+
+    changed, documented, bare, tied = (str(uuid.uuid4()) for _ in range(4))
+    io = {"inputs": [dataset("src")], "outputs": [dataset("dst")]}
+    batches = [
+        [
+            _with_job_facets(run_event("START", "job", changed, time=0, **io), location={"url": "v1"}),
+            _with_job_facets(run_event("COMPLETE", "job", changed, time=60, **io), location={"url": "v2\u0000"}),
+            _with_job_facets(run_event("START", "job", documented, time=100, **io), documentation={"x": "doc"}),
+            run_event("COMPLETE", "job", documented, time=130, **io),
+            run_event("START", "job", bare, time=200, inputs=[dataset("src")]),
+            _with_job_facets(run_event("START", "job", tied, time=300, **io), location={"url": "first"}),
+        ],
+        [_with_job_facets(run_event("RUNNING", "job", tied, time=300, **io), location={"url": "stored last"})],
+    ]
+    engine = create_store_engine(store_url)
+    try:
+        migrate(engine)
+        with engine.begin() as conn:
+            for batch in batches:
+                ingest_events(conn, [parse_event(event) for event in batch])
+        runs = tables.runs.c
+        stored = sa.select(runs.run_uuid, runs.job_facets, runs.job_facets_time).order_by(runs.run_uuid)
+
+        def answers(conn: sa.Connection) -> tuple[Any, ...]:
+            job = marquez_jobs.find_job(conn, "pipelines", "job")
+            assert job is not None
+            return (
+                marquez_jobs.job_objects(conn, [job]),
+                marquez_jobs.list_job_runs(conn, job, 10, 0),
+                marquez_jobs.job_versions(conn, job),
+            )
+
+        with engine.begin() as conn:
+            expected, before = conn.execute(stored).all(), answers(conn)
+            _to_version_5(conn)
+            conn.execute(tables.schema_version.update().values(version=5))  # a new store has one stamp: 6
+        assert migrate(engine) == LATEST == 6
+        with engine.begin() as conn:
+            assert conn.execute(stored).all() == expected
+            assert answers(conn) == before
+        facets = {run: json.loads(text) if text else None for run, text, _ in expected}
+        assert facets[changed]["location"]["url"] == "v2\u0000"  # NUL: read as U+FFFD only on PostgreSQL
+        assert facets[documented]["documentation"]["x"] == "doc"
+        assert facets[bare] is None
+        assert facets[tied]["location"]["url"] == "stored last"
+        versions = {run["id"]: run["jobVersion"]["version"] for run in before[1][0]}
+        assert len(set(versions.values())) == 4  # four contents, four versions
+    finally:
+        engine.dispose()

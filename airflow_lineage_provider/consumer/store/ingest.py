@@ -166,8 +166,9 @@ class _Changes:
             return
         assert event.job is not None
         job = self.node("job", event.job.namespace, event.job.name, at)
-        if event.job.facets:
-            _latest(self.job_facets, job, at, json.dumps(event.job.facets, sort_keys=True))
+        job_facets = json.dumps(event.job.facets, sort_keys=True) if event.job.facets else None
+        if job_facets is not None:
+            _latest(self.job_facets, job, at, job_facets)
         inputs = [self.dataset(ref, at) for ref in event.inputs]
         outputs = [self.dataset(ref, at) for ref in event.outputs]
         for source in inputs:
@@ -177,7 +178,7 @@ class _Changes:
         if inputs and outputs:
             self._io_group(job, inputs, outputs, at)
         if event.run_id is not None:
-            self._run(event, job, inputs, outputs)
+            self._run(event, job, inputs, outputs, job_facets)
 
     def _io_group(self, job: NodeKey, inputs: list[NodeKey], outputs: list[NodeKey], at: datetime) -> None:
         key = io_group_key(job, inputs, outputs)
@@ -187,7 +188,9 @@ class _Changes:
         elif at > known.last_seen:
             self.io_groups[key] = replace(known, last_seen=at)
 
-    def _run(self, event: LineageEvent, job: NodeKey, inputs: list[NodeKey], outputs: list[NodeKey]) -> None:
+    def _run(
+        self, event: LineageEvent, job: NodeKey, inputs: list[NodeKey], outputs: list[NodeKey], job_facets: str | None
+    ) -> None:
         assert event.run_id is not None and event.event_type is not None
         row = lifecycle.RunRow.from_event(
             event.run_id,
@@ -197,6 +200,7 @@ class _Changes:
             facet_readers.nominal_times(event.run_facets),
             facet_readers.parent_run_id(event.run_facets),
             json.dumps(event.run_facets, sort_keys=True) if event.run_facets else None,
+            job_facets,
         )
         known = self.runs.get(event.run_id)
         self.runs[event.run_id] = row if known is None else lifecycle.merge(known, row)

@@ -49,6 +49,8 @@ class RunRow:
     facets_time: datetime | None
     created_at: datetime
     updated_at: datetime
+    job_facets: str | None = None
+    job_facets_time: datetime | None = None
 
     @classmethod
     def from_event(
@@ -60,6 +62,7 @@ class RunRow:
         nominal: tuple[datetime | None, datetime | None],
         parent_run_uuid: str | None,
         facets: str | None,
+        job_facets: str | None = None,
     ) -> RunRow:
         state, rank = STATE_OF_EVENT[event_type]
         return cls(
@@ -77,6 +80,8 @@ class RunRow:
             facets_time=event_time if facets else None,
             created_at=event_time,
             updated_at=event_time,
+            job_facets=job_facets,
+            job_facets_time=event_time if job_facets else None,
         )
 
 
@@ -97,6 +102,7 @@ def merge(old: RunRow, new: RunRow) -> RunRow:
     """``old`` updated by ``new`` under the lifecycle rule (order of the two arguments is arrival order)."""
     state = new if supersedes(new.state_rank, new.state_time, old.state_rank, old.state_time) else old
     facets = new if _newer(new.facets_time, old.facets_time) else old
+    job_facets = new if _newer(new.job_facets_time, old.job_facets_time) else old
     return replace(
         old,
         state=state.state,
@@ -109,6 +115,8 @@ def merge(old: RunRow, new: RunRow) -> RunRow:
         parent_run_uuid=new.parent_run_uuid or old.parent_run_uuid,
         facets=facets.facets,
         facets_time=facets.facets_time,
+        job_facets=job_facets.job_facets,
+        job_facets_time=job_facets.job_facets_time,
         created_at=min(old.created_at, new.created_at),
         updated_at=max(old.updated_at, new.updated_at),
     )
@@ -141,6 +149,7 @@ def upsert_values(excluded: Any) -> dict[str, Any]:
         and_(excluded.state_rank == runs.state_rank, excluded.state_time >= runs.state_time),
     )
     facets_win = newer_sql(excluded.facets_time, runs.facets_time)
+    job_facets_win = newer_sql(excluded.job_facets_time, runs.job_facets_time)
     return {
         "state": case((wins, excluded.state), else_=runs.state),
         "state_rank": case((wins, excluded.state_rank), else_=runs.state_rank),
@@ -158,6 +167,8 @@ def upsert_values(excluded: Any) -> dict[str, Any]:
         ),
         "facets": case((facets_win, excluded.facets), else_=runs.facets),
         "facets_time": case((facets_win, excluded.facets_time), else_=runs.facets_time),
+        "job_facets": case((job_facets_win, excluded.job_facets), else_=runs.job_facets),
+        "job_facets_time": case((job_facets_win, excluded.job_facets_time), else_=runs.job_facets_time),
         "created_at": earliest_sql(runs.created_at, excluded.created_at),
         "updated_at": latest_sql(runs.updated_at, excluded.updated_at),
     }

@@ -12,16 +12,17 @@ statements whatever its size: no statement per job.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, literal, select, union_all
+from sqlalchemy import Connection, bindparam, func, literal, select, true, union_all
 
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.marquez_values import job_type
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.ingest import node_key
 from airflow_lineage_provider.consumer.store.marquez_runs import (
+    RUN_COLUMNS,
     description,
     iso,
     run_object,
@@ -35,8 +36,8 @@ from airflow_lineage_provider.consumer.store.visibility import Visible, namespac
 
 #: How many of its newest runs a Job lists in ``latestRuns``.
 LATEST_RUNS = 10
-#: Jobs per statement reading their newest runs (SQLite allows 500 terms in a compound SELECT).
-RUNS_CHUNK = 200
+#: Jobs per statement reading their newest runs.
+RUNS_CHUNK = 500
 #: Marquez's run states, the values ``runState`` may take.
 RUN_STATES = ("NEW", "RUNNING", "COMPLETED", "ABORTED", "FAILED")
 
@@ -87,29 +88,46 @@ def list_jobs(
     return [jobs[node] for node in ids], total
 
 
-@lru_cache(maxsize=32)
-def _newest_runs_statement(jobs: int, per_job: int) -> Any:
-    """The ``per_job`` newest runs of each of ``jobs`` jobs (parameters ``job_0`` ...): one index range each."""
-    parts = []
-    for index in range(jobs):
+@cache
+def _newest_runs_statement(dialect: str) -> Any:
+    """The :data:`LATEST_RUNS` newest runs of each job of ``:ids`` (expanding), one statement for a whole page.
+
+    Each job's runs are read newest first from its ``(job_id, created_at)`` index and no further than the
+    :data:`LATEST_RUNS`-th, however many it has: a ``LATERAL`` subquery per job on PostgreSQL; on SQLite
+    (no ``LATERAL``) the runs whose id is among the job's newest, a subquery correlated with the job.
+    """
+    ids = bindparam("ids", expanding=True)
+    if dialect == "postgresql":
+        jobs = select(_n.id.label("job")).where(_n.id.in_(ids)).subquery("page")
         newest = (
             runs_query()
-            .where(_r.job_id == bindparam(f"job_{index}"))
+            .where(_r.job_id == jobs.c.job)
             .order_by(_r.created_at.desc(), _r.run_uuid.desc())
-            .limit(per_job)
-            .subquery()
+            .limit(LATEST_RUNS)
+            .lateral("newest")
         )
-        parts.append(select(newest))
-    return parts[0] if jobs == 1 else union_all(*parts)
+        return select(newest).select_from(jobs).join(newest, true())
+    other = tables.runs.alias("other")
+    ranked = (
+        select(other.c.run_uuid)
+        .where(other.c.job_id == _n.id)
+        .order_by(other.c.created_at.desc(), other.c.run_uuid.desc())
+        .limit(LATEST_RUNS)
+        .correlate(tables.nodes)
+    )
+    # Joined by run id only (not by job id too): SQLite then looks each of the job's newest up by its key
+    # instead of visiting every run of the job.
+    return (
+        select(*RUN_COLUMNS).select_from(tables.nodes).join(tables.runs, _r.run_uuid.in_(ranked)).where(_n.id.in_(ids))
+    )
 
 
 def _newest_runs(conn: Connection, ids: list[int], latest: dict[int, str]) -> dict[int, list[Any]]:
     """Each job's newest runs (newest first), and its latest run wherever it ranks: ``id → rows``."""
     found: dict[int, list[Any]] = {node: [] for node in ids}
+    statement = _newest_runs_statement(conn.dialect.name)
     for start in range(0, len(ids), RUNS_CHUNK):
-        chunk = ids[start : start + RUNS_CHUNK]
-        statement = _newest_runs_statement(len(chunk), LATEST_RUNS)
-        for row in conn.execute(statement, {f"job_{index}": node for index, node in enumerate(chunk)}):
+        for row in conn.execute(statement, {"ids": ids[start : start + RUNS_CHUNK]}):
             found[row.job_id].append(row)
     seen = {row.run_uuid for rows in found.values() for row in rows}
     missing = [run for run in latest.values() if run not in seen]
@@ -121,24 +139,50 @@ def _newest_runs(conn: Connection, ids: list[int], latest: dict[int, str]) -> di
     return found
 
 
+@cache
+def _job_io_statement(dialect: str) -> Any:
+    """The datasets each job of ``:ids`` (expanding) read and wrote: ``(job, key, namespace, name)`` rows.
+
+    Each job's edges are read from the edge indexes, job by job: on PostgreSQL through a ``LATERAL``
+    subquery (``OFFSET 0`` keeps the planner from turning it back into a join, which it would run as a hash
+    join over every edge of the store).
+    """
+    job, dataset = tables.nodes.alias("job"), tables.nodes.alias("dataset")
+    ids = bindparam("ids", expanding=True)
+
+    def side(near: str, far: str, key: str) -> Any:
+        columns = (job.c.id.label("job"), literal(key).label("key"), dataset.c.namespace, dataset.c.name)
+        if dialect != "postgresql":
+            edges = tables.edges
+            return (
+                select(*columns)
+                .select_from(job)
+                .join(edges, edges.c[near] == job.c.id)
+                .join(dataset, dataset.c.id == edges.c[far])
+                .where(job.c.id.in_(ids))
+            )
+        found = select(_e[far].label("dataset_id")).where(_e[near] == job.c.id).offset(0).lateral(f"{key}_edges")
+        return (
+            select(*columns)
+            .select_from(job)
+            .join(found, true())
+            .join(dataset, dataset.c.id == found.c.dataset_id)
+            .where(job.c.id.in_(ids))
+        )
+
+    return union_all(side("destination_id", "origin_id", "inputs"), side("origin_id", "destination_id", "outputs"))
+
+
 def _job_io(conn: Connection, ids: list[int], visible: Visible) -> dict[int, dict[str, list[dict[str, str]]]]:
     """Every dataset each job read (``inputs``) and wrote (``outputs``), from the graph's edges, sorted."""
     found: dict[int, dict[str, list[dict[str, str]]]] = {node: {"inputs": [], "outputs": []} for node in ids}
     if not ids:
         return found
-    reads = (
-        select(_e.destination_id.label("job"), literal("inputs").label("key"), _n.namespace, _n.name)
-        .join_from(tables.edges, tables.nodes, _n.id == _e.origin_id)
-        .where(_e.destination_id.in_(ids))
-    )
-    writes = (
-        select(_e.origin_id.label("job"), literal("outputs").label("key"), _n.namespace, _n.name)
-        .join_from(tables.edges, tables.nodes, _n.id == _e.destination_id)
-        .where(_e.origin_id.in_(ids))
-    )
-    for row in sorted(conn.execute(union_all(reads, writes)), key=lambda row: (row.namespace, row.name)):
-        if visible is None or row.namespace in visible:
-            found[row.job][row.key].append({"namespace": row.namespace, "name": row.name})
+    rows = conn.execute(_job_io_statement(conn.dialect.name), {"ids": ids}).all()
+    rows.sort(key=lambda row: (row.namespace, row.name))
+    for job, key, namespace, name in rows:
+        if visible is None or namespace in visible:
+            found[job][key].append({"namespace": namespace, "name": name})
     return found
 
 

@@ -145,6 +145,10 @@ runs = Table(
     Column("facets_time", UtcDateTime),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    # The job facets of the run's latest event that carried some (JSON text, sorted keys), with that event's
+    # time: half of the run's job version (see ..marquez_runs), kept so that no read parses raw events.
+    Column("job_facets", Text),
+    Column("job_facets_time", UtcDateTime),
     Index("ix_lineage_runs_job", "job_id", "created_at"),
     Index("ix_lineage_runs_updated_at", "updated_at"),
 )
