@@ -101,9 +101,11 @@ _V3_DATASET_EDGES = sa.Table(
 
 
 def _to_version_5(conn: sa.Connection) -> None:
-    """Take off what version 6 added: each run's job facets and their time."""
+    """Take off what version 6 added: each run's job facets and their time, the name in the nodes' index."""
     conn.exec_driver_sql("ALTER TABLE lineage_runs DROP COLUMN job_facets")
     conn.exec_driver_sql("ALTER TABLE lineage_runs DROP COLUMN job_facets_time")
+    conn.exec_driver_sql("DROP INDEX ix_lineage_nodes_kind_namespace_name")
+    conn.exec_driver_sql("CREATE INDEX ix_lineage_nodes_kind_namespace ON lineage_nodes (kind, namespace)")
 
 
 def _old_store(engine: sa.Engine, version: int) -> None:
@@ -398,6 +400,12 @@ def test_a_version_5_store_gains_each_runs_latest_job_facets_and_keeps_its_job_v
         with engine.begin() as conn:
             assert conn.execute(stored).all() == expected
             assert answers(conn) == before
+            inspector = sa.inspect(conn)
+            assert [c["name"] for c in inspector.get_columns("lineage_runs")] == list(tables.runs.c.keys())
+            indexes = {
+                i["name"]: i["column_names"] for i in inspector.get_indexes("lineage_nodes") if i["name"][:3] == "ix_"
+            }
+            assert indexes == {i.name: [c.name for c in i.columns] for i in tables.nodes.indexes}
         facets = {run: json.loads(text) if text else None for run, text, _ in expected}
         assert facets[changed]["location"]["url"] == "v2\u0000"  # NUL: read as U+FFFD only on PostgreSQL
         assert facets[documented]["documentation"]["x"] == "doc"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, literal, select, true, union_all
+from sqlalchemy import Connection, and_, bindparam, func, select, true
 
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.marquez_values import job_type
@@ -24,10 +24,14 @@ from airflow_lineage_provider.consumer.store.ingest import node_key
 from airflow_lineage_provider.consumer.store.marquez_runs import (
     RUN_COLUMNS,
     description,
+    io_column,
     iso,
+    json_rows,
+    json_rows_value,
     run_object,
     run_versions,
     runs_query,
+    runs_with_io_query,
     version_location,
 )
 from airflow_lineage_provider.consumer.store.tags import node_tags
@@ -100,7 +104,7 @@ def _newest_runs_statement(dialect: str) -> Any:
     if dialect == "postgresql":
         jobs = select(_n.id.label("job")).where(_n.id.in_(ids)).subquery("page")
         newest = (
-            runs_query()
+            runs_with_io_query(dialect)
             .where(_r.job_id == jobs.c.job)
             .order_by(_r.created_at.desc(), _r.run_uuid.desc())
             .limit(LATEST_RUNS)
@@ -118,7 +122,10 @@ def _newest_runs_statement(dialect: str) -> Any:
     # Joined by run id only (not by job id too): SQLite then looks each of the job's newest up by its key
     # instead of visiting every run of the job.
     return (
-        select(*RUN_COLUMNS).select_from(tables.nodes).join(tables.runs, _r.run_uuid.in_(ranked)).where(_n.id.in_(ids))
+        select(*RUN_COLUMNS, io_column(dialect))
+        .select_from(tables.nodes)
+        .join(tables.runs, _r.run_uuid.in_(ranked))
+        .where(_n.id.in_(ids))
     )
 
 
@@ -132,58 +139,32 @@ def _newest_runs(conn: Connection, ids: list[int], latest: dict[int, str]) -> di
     seen = {row.run_uuid for rows in found.values() for row in rows}
     missing = [run for run in latest.values() if run not in seen]
     if missing:
-        for row in conn.execute(runs_query().where(_r.run_uuid.in_(missing))):
+        for row in conn.execute(runs_with_io_query(conn.dialect.name).where(_r.run_uuid.in_(missing))):
             found[row.job_id].append(row)
     for rows in found.values():
         rows.sort(key=lambda row: (row.created_at, row.run_uuid), reverse=True)
     return found
 
 
-@cache
-def _job_io_statement(dialect: str) -> Any:
-    """The datasets each job of ``:ids`` (expanding) read and wrote: ``(job, key, namespace, name)`` rows.
-
-    Each job's edges are read from the edge indexes, job by job: on PostgreSQL through a ``LATERAL``
-    subquery (``OFFSET 0`` keeps the planner from turning it back into a join, which it would run as a hash
-    join over every edge of the store).
-    """
-    job, dataset = tables.nodes.alias("job"), tables.nodes.alias("dataset")
-    ids = bindparam("ids", expanding=True)
-
-    def side(near: str, far: str, key: str) -> Any:
-        columns = (job.c.id.label("job"), literal(key).label("key"), dataset.c.namespace, dataset.c.name)
-        if dialect != "postgresql":
-            edges = tables.edges
-            return (
-                select(*columns)
-                .select_from(job)
-                .join(edges, edges.c[near] == job.c.id)
-                .join(dataset, dataset.c.id == edges.c[far])
-                .where(job.c.id.in_(ids))
-            )
-        found = select(_e[far].label("dataset_id")).where(_e[near] == job.c.id).offset(0).lateral(f"{key}_edges")
-        return (
-            select(*columns)
-            .select_from(job)
-            .join(found, true())
-            .join(dataset, dataset.c.id == found.c.dataset_id)
-            .where(job.c.id.in_(ids))
+def _io_columns(dialect: str) -> tuple[Any, Any]:
+    """Columns ``inputs`` and ``outputs`` of a query on job nodes: the datasets each job read and wrote (the
+    graph's edges), ``[[namespace, name], ...]``, each a subquery on an edge index."""
+    columns = []
+    for near, far, key in (("destination_id", "origin_id", "inputs"), ("origin_id", "destination_id", "outputs")):
+        dataset = tables.nodes.alias(f"{key}_dataset")
+        found = (
+            select(json_rows(dialect, dataset.c.namespace, dataset.c.name))
+            .join_from(tables.edges, dataset, dataset.c.id == _e[far])
+            .where(_e[near] == _n.id)
         )
+        columns.append(found.scalar_subquery().label(key))
+    return columns[0], columns[1]
 
-    return union_all(side("destination_id", "origin_id", "inputs"), side("origin_id", "destination_id", "outputs"))
 
-
-def _job_io(conn: Connection, ids: list[int], visible: Visible) -> dict[int, dict[str, list[dict[str, str]]]]:
-    """Every dataset each job read (``inputs``) and wrote (``outputs``), from the graph's edges, sorted."""
-    found: dict[int, dict[str, list[dict[str, str]]]] = {node: {"inputs": [], "outputs": []} for node in ids}
-    if not ids:
-        return found
-    rows = conn.execute(_job_io_statement(conn.dialect.name), {"ids": ids}).all()
-    rows.sort(key=lambda row: (row.namespace, row.name))
-    for job, key, namespace, name in rows:
-        if visible is None or namespace in visible:
-            found[job][key].append({"namespace": namespace, "name": name})
-    return found
+def _datasets(value: Any, visible: Visible) -> list[dict[str, str]]:
+    """An ``inputs`` or ``outputs`` column as Marquez's dataset ids, sorted, the hidden ones left out."""
+    pairs = sorted((namespace, name) for namespace, name in json_rows_value(value))
+    return [{"namespace": ns, "name": name} for ns, name in pairs if visible is None or ns in visible]
 
 
 def job_objects(conn: Connection, ids: list[int], visible: Visible = None) -> dict[int, dict[str, Any]]:
@@ -191,16 +172,19 @@ def job_objects(conn: Connection, ids: list[int], visible: Visible = None) -> di
     if not ids:
         return {}
     visible = None if visible is None else frozenset(visible)
+    inputs, outputs = _io_columns(conn.dialect.name)
     query = (
         select(_n.id, _n.namespace, _n.name, _n.created_at, _n.updated_at, _j.facets, _j.latest_run_uuid)
-        .join_from(tables.nodes, tables.jobs, _j.node_id == _n.id, isouter=True)
+        .add_columns(inputs, outputs)
+        # The page's ids on both sides: PostgreSQL would otherwise hash every row of lineage_jobs.
+        .join_from(tables.nodes, tables.jobs, and_(_j.node_id == _n.id, _j.node_id.in_(ids)), isouter=True)
         .where(_n.id.in_(ids), _n.kind == "job")
     )
     rows = list(conn.execute(query))
     latest = {row.id: row.latest_run_uuid for row in rows if row.latest_run_uuid}
     runs = _newest_runs(conn, [row.id for row in rows], latest)
     versions = run_versions(conn, [run for found in runs.values() for run in found])
-    io, tags = _job_io(conn, [row.id for row in rows], visible), node_tags(conn, [row.id for row in rows])
+    tags = node_tags(conn, [row.id for row in rows])
     jobs = {}
     for row in rows:
         facets = loads(row.facets, {})
@@ -215,8 +199,8 @@ def job_objects(conn: Connection, ids: list[int], visible: Visible = None) -> di
             "createdAt": iso(row.created_at),
             "updatedAt": iso(row.updated_at),
             "namespace": row.namespace,
-            "inputs": io[row.id]["inputs"],
-            "outputs": io[row.id]["outputs"],
+            "inputs": _datasets(row.inputs, visible),
+            "outputs": _datasets(row.outputs, visible),
             "location": version_location(facets),
             "description": description(facets),
             "latestRun": latest,
@@ -232,8 +216,8 @@ def job_objects(conn: Connection, ids: list[int], visible: Visible = None) -> di
 
 def list_job_runs(conn: Connection, job_id: int, limit: int, offset: int, visible: Visible = None) -> tuple[list, int]:
     """A page of a job's Runs, newest first (by creation, then run id), and how many it has."""
-    query = runs_query().where(_r.job_id == job_id).order_by(_r.created_at.desc(), _r.run_uuid.desc())
-    rows, total = page(conn, query, limit, offset)
+    query = runs_with_io_query(conn.dialect.name).where(_r.job_id == job_id)
+    rows, total = page(conn, query.order_by(_r.created_at.desc(), _r.run_uuid.desc()), limit, offset)
     versions = run_versions(conn, rows)
     visible = None if visible is None else frozenset(visible)
     return [run_object(row, versions[row.run_uuid], visible) for row in rows], total

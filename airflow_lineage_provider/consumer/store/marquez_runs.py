@@ -21,10 +21,10 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
+from functools import cache, cached_property, lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, select, true
+from sqlalchemy import Connection, bindparam, func, select, true
 
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.json_paths import json_member, member_value
@@ -34,6 +34,8 @@ from airflow_lineage_provider.consumer.store.visibility import Visible, scrub
 VERSION_NAMESPACE = uuid.UUID("5b0d6e1c-3f52-4c1e-9a8e-5d2a0a6f0c71")
 #: Ids per ``IN (...)`` list.
 CHUNK = 2000
+#: Job version ids remembered by content (a page of 100 jobs shows up to 1,000 runs' versions).
+VERSION_IDS_KEPT = 8192
 
 _r, _n = tables.runs.c, tables.nodes.c
 #: The ``lineage_runs`` columns a Run is made of, and its job's namespace and name.
@@ -59,14 +61,55 @@ def runs_query() -> Any:
     return select(*RUN_COLUMNS).join_from(tables.runs, tables.nodes, _n.id == _r.job_id)
 
 
+def json_rows(dialect: str, *members: Any) -> Any:
+    """SQL aggregating each row's ``members`` into one JSON array of arrays (``[[a, b], ...]``; none: NULL or
+    ``[]``), decoded by :func:`json_rows_value`."""
+    if dialect == "postgresql":
+        return func.json_agg(func.json_build_array(*members))
+    return func.json_group_array(func.json_array(*members))
+
+
+def json_rows_value(value: Any) -> list[list[Any]]:
+    """What :func:`json_rows` answered, as a list (psycopg2 decodes ``json`` itself; SQLite answers text)."""
+    if value is None:
+        return []
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def io_column(dialect: str) -> Any:
+    """A column ``io`` of a query on runs: what the run read and wrote, ``[[direction, namespace, name], ...]``.
+
+    A subquery per run on ``lineage_run_io``'s key, so a page of runs needs no statement of its own for it.
+    """
+    io, dataset = tables.run_io, tables.nodes.alias("io_dataset")
+    said = (
+        select(json_rows(dialect, io.c.direction, dataset.c.namespace, dataset.c.name))
+        .join_from(io, dataset, dataset.c.id == io.c.dataset_id)
+        .where(io.c.run_uuid == _r.run_uuid)
+    )
+    return said.scalar_subquery().label("io")
+
+
+def runs_with_io_query(dialect: str) -> Any:
+    """:func:`runs_query` with each run's :func:`io_column`: :func:`run_versions` then reads nothing more."""
+    return runs_query().add_columns(io_column(dialect))
+
+
 @dataclass(frozen=True)
 class Version:
-    """One job version: its id and content (inputs and outputs as sorted ``(namespace, name)``)."""
+    """One job version: its id and content (inputs and outputs as sorted ``(namespace, name)``, the job
+    facets as stored, decoded when first asked for)."""
 
     id: str
     inputs: tuple[tuple[str, str], ...]
     outputs: tuple[tuple[str, str], ...]
-    facets: dict[str, Any]
+    facets_text: str | None
+    dialect: str
+
+    @cached_property
+    def facets(self) -> dict[str, Any]:
+        """The job facets of the version."""
+        return _job_facets(self.facets_text, self.dialect)
 
 
 def version_id(namespace: str, name: str, inputs: Iterable[Any], outputs: Iterable[Any], facets: dict[str, Any]) -> str:
@@ -143,18 +186,39 @@ def _job_facets(text: str | None, dialect: str) -> dict[str, Any]:
     return facets if isinstance(facets, dict) else {}
 
 
+@lru_cache(maxsize=VERSION_IDS_KEPT)
+def _version_id_of(
+    namespace: str,
+    name: str,
+    inputs: tuple[tuple[str, str], ...],
+    outputs: tuple[tuple[str, str], ...],
+    facets_text: str | None,
+    dialect: str,
+) -> str:
+    """:func:`version_id` of a stored content, remembered: the same content has the same id (a pure function)."""
+    return version_id(namespace, name, inputs, outputs, _job_facets(facets_text, dialect))
+
+
 def run_versions(conn: Connection, runs: Iterable[Any]) -> dict[str, Version]:
     """The job version of each run (rows of :data:`RUN_COLUMNS`: ``run_uuid``, ``job_facets`` and its job's
-    ``namespace`` and ``name``); one statement, reading what each run read and wrote."""
+    ``namespace`` and ``name``); one statement reading what each run read and wrote, none for rows of
+    :func:`runs_with_io_query`."""
     rows = {row.run_uuid: row for row in runs}
-    io = _run_io(conn, list(rows))
+    if rows and all("io" in row._fields for row in rows.values()):  # from runs_with_io_query
+        io: dict[str, dict[str, list[tuple[str, str]]]] = {}
+        for run_uuid, row in rows.items():
+            said = io[run_uuid] = {"input": [], "output": []}
+            for direction, namespace, name in json_rows_value(row.io):
+                said[direction].append((namespace, name))
+    else:
+        io = _run_io(conn, list(rows))
+    dialect = conn.dialect.name
     versions = {}
     for run_uuid, row in rows.items():
         said = io.get(run_uuid, {"input": [], "output": []})
         inputs, outputs = tuple(sorted(set(said["input"]))), tuple(sorted(set(said["output"])))
-        job_facets = _job_facets(row.job_facets, conn.dialect.name)
-        version = version_id(row.namespace, row.name, inputs, outputs, job_facets)
-        versions[run_uuid] = Version(version, inputs, outputs, job_facets)
+        version = _version_id_of(row.namespace, row.name, inputs, outputs, row.job_facets, dialect)
+        versions[run_uuid] = Version(version, inputs, outputs, row.job_facets, dialect)
     return versions
 
 

@@ -158,13 +158,16 @@ _V5_RUNS = "SELECT run_uuid FROM lineage_runs WHERE run_uuid > :after ORDER BY r
 
 
 def _run_job_facets(conn: Connection) -> None:
-    """Version 6: ``lineage_runs.job_facets`` (and its time), so a job version is read without parsing events.
+    """Version 6: ``lineage_runs.job_facets`` (and its time), so a job version is read without parsing events;
+    the index on nodes' kind and namespace gains the name, so a page of jobs or datasets is read in order.
 
     Each run gets the job facets of its latest event that carried some (by event time, then by the order
     stored), as the ingest keeps them from now on, read from the stored events a page of runs at a time.
     """
     postgres = conn.dialect.name == "postgresql"
     timestamp = "TIMESTAMP WITH TIME ZONE" if postgres else "DATETIME"
+    conn.exec_driver_sql("CREATE INDEX ix_lineage_nodes_kind_namespace_name ON lineage_nodes (kind, namespace, name)")
+    conn.exec_driver_sql("DROP INDEX ix_lineage_nodes_kind_namespace")
     conn.exec_driver_sql("ALTER TABLE lineage_runs ADD COLUMN job_facets TEXT")
     conn.exec_driver_sql(f"ALTER TABLE lineage_runs ADD COLUMN job_facets_time {timestamp}")
     e, r = tables.events.c, tables.runs.c
@@ -201,7 +204,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (3, "node versions for the graph-card cache", _node_versions),
     (4, "table lineage as io groups, linear in inputs + outputs", _io_groups),
     (5, "tags on jobs, datasets and fields", _tags),
-    (6, "each run's latest job facets, for job versions read without parsing events", _run_job_facets),
+    (6, "each run's latest job facets, and nodes indexed by name", _run_job_facets),
 ]
 LATEST = MIGRATIONS[-1][0]
 

@@ -102,7 +102,8 @@ nodes = Table(
     # Counts the ingests that named the node: anything a graph answer shows about a node changes only
     # with an event naming it, so (id, version) keys a cached graph card (see ..graph_cards).
     Column("version", BigInteger, nullable=False, server_default="1"),
-    Index("ix_lineage_nodes_kind_namespace", "kind", "namespace"),
+    # Namespaces (a loose scan of its first two columns) and pages of jobs or datasets in name order.
+    Index("ix_lineage_nodes_kind_namespace_name", "kind", "namespace", "name"),
 )
 
 #: Per-dataset state: the latest schema (by event time) and the latest facets.

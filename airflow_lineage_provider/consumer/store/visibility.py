@@ -41,7 +41,7 @@ NODE_KINDS = ("job", "dataset")
 
 @cache
 def _namespaces_query() -> Any:
-    """The distinct namespaces of the nodes, by a loose index scan of ``ix_lineage_nodes_kind_namespace``.
+    """The distinct namespaces of the nodes, by a loose index scan of ``ix_lineage_nodes_kind_namespace_name``.
 
     Per kind, a chain of index probes (``min(namespace) WHERE kind = k AND namespace > previous``), one per
     namespace, instead of reading every node: 0.2-1 ms instead of ~100 ms for 1M nodes in 40 namespaces,
