@@ -15,7 +15,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, func, select, true
+from sqlalchemy import BigInteger, Connection, and_, bindparam, func, select, true
+from sqlalchemy.dialects import postgresql
 
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.marquez_values import job_type
@@ -28,6 +29,7 @@ from airflow_lineage_provider.consumer.store.marquez_runs import (
     iso,
     json_rows,
     json_rows_value,
+    named,
     run_object,
     run_versions,
     runs_query,
@@ -100,9 +102,13 @@ def _newest_runs_statement(dialect: str) -> Any:
     :data:`LATEST_RUNS`-th, however many it has: a ``LATERAL`` subquery per job on PostgreSQL; on SQLite
     (no ``LATERAL``) the runs whose id is among the job's newest, a subquery correlated with the job.
     """
-    ids = bindparam("ids", expanding=True)
     if dialect == "postgresql":
-        jobs = select(_n.id.label("job")).where(_n.id.in_(ids)).subquery("page")
+        # The ids as an array: reading them from lineage_nodes would scan it whole until it is analyzed.
+        jobs = (
+            func.unnest(bindparam("ids", type_=postgresql.ARRAY(BigInteger)))
+            .table_valued("job")
+            .render_derived(name="page")
+        )
         newest = (
             runs_with_io_query(dialect)
             .where(_r.job_id == jobs.c.job)
@@ -111,6 +117,7 @@ def _newest_runs_statement(dialect: str) -> Any:
             .lateral("newest")
         )
         return select(newest).select_from(jobs).join(newest, true())
+    ids = bindparam("ids", expanding=True)
     other = tables.runs.alias("other")
     ranked = (
         select(other.c.run_uuid)
@@ -151,12 +158,9 @@ def _io_columns(dialect: str) -> tuple[Any, Any]:
     graph's edges), ``[[namespace, name], ...]``, each a subquery on an edge index."""
     columns = []
     for near, far, key in (("destination_id", "origin_id", "inputs"), ("origin_id", "destination_id", "outputs")):
-        dataset = tables.nodes.alias(f"{key}_dataset")
-        found = (
-            select(json_rows(dialect, dataset.c.namespace, dataset.c.name))
-            .join_from(tables.edges, dataset, dataset.c.id == _e[far])
-            .where(_e[near] == _n.id)
-        )
+        rows, dataset = named(dialect, _e[far], tables.edges, f"{key}_dataset")
+        names = json_rows(dialect, dataset.c.namespace, dataset.c.name)
+        found = select(names).select_from(rows).where(_e[near] == _n.id)
         columns.append(found.scalar_subquery().label(key))
     return columns[0], columns[1]
 
