@@ -5,8 +5,12 @@ datasets of the layer before, START + COMPLETE with schema facets), at N = 1,000
 Measured per consumer and N: batch ingest (batches of 500) and single-event ingest in events/s, depth-3
 and depth-10 upstream walks from a last-layer dataset (median of repeated queries, with node counts so the
 answers can be compared; for this consumer also the first request, and the median from a second server on
-the same store with its graph-card cache off), the largest graph query, three correctness checks, and the
-server's memory.
+the same store with its graph-card cache off), the largest graph query, three correctness checks, the
+server's memory, and the listings (median and p99 of :data:`LISTING_REPEAT` requests each): for this
+consumer Marquez's get-job, list-jobs (a page of 100), get-dataset, list-runs and search; for Feast the
+comparable endpoints it has (all jobs, a job's runs, a dataset's versions; no single job, no single
+dataset, no search). On PostgreSQL the listings are measured twice: right after the load, and after an
+``ANALYZE`` (what autovacuum does within a minute of a load; it is off on the test server).
 
 Depth: both are asked the same ``depth``. This consumer counts jobs (Marquez's depth); Feast counts edges
 of its own graph, which also holds a direct dataset -> dataset edge for every input/output pair, and adds
@@ -15,6 +19,7 @@ every timing so the answers can be compared; at depth 10 both return the whole u
 
     .venv/bin/python bench/consumer_bench.py                       # everything, ~10 minutes
     .venv/bin/python bench/consumer_bench.py --sizes 1000 --consumers sqlite postgres
+    .venv/bin/python bench/consumer_bench.py --sizes 5000 --only-listings    # listings only, ~5 minutes
 """
 
 from __future__ import annotations
@@ -23,7 +28,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -44,12 +48,27 @@ PG_URL = os.environ.get("LINEAGE_TEST_PG_URL", "postgresql+psycopg2://postgres@1
 ROOT = "layer9.table_0"
 MIDDLE = "layer4.table_0"
 BATCH = 500
+#: The job and dataset the one-object listings ask for, and the search term (matches ~10% of the jobs).
+LISTED_JOB, LISTED_DATASET, SEARCH = "layer9.job_0", ROOT, "job_1"
+#: Requests per listing (p99 is their 99th percentile).
+LISTING_REPEAT = 200
 
 
 def _rss_kib(pid: int) -> tuple[int, int]:
     """(current, peak) resident memory of a process in KiB, from /proc."""
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+def _percentiles(call: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
+    """Median and 99th percentile wall time (ms) of ``repeat`` calls after two warm-up ones, and the last result."""
+    call(), call()
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = call()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times), statistics.quantiles(times, n=100)[98], result
 
 
 def _timed(call: Callable[[], Any], repeat: int) -> tuple[float, Any, float]:
@@ -100,6 +119,15 @@ class Consumer:
     def stored_events(self) -> int:
         raise NotImplementedError
 
+    def listings(self) -> dict[str, Callable[[], int] | None]:
+        """``name -> call`` answering how many items it listed; None where the consumer has no such endpoint."""
+        raise NotImplementedError
+
+    def _get(self, path: str, **params: Any) -> Any:
+        response = self.session.get(f"{self.url}{path}", params=params, timeout=600)
+        response.raise_for_status()
+        return response.json()
+
 
 class Ours(Consumer):
     store = ""
@@ -121,6 +149,18 @@ class Ours(Consumer):
 
     def stored_events(self) -> int:
         return self.session.get(f"{self.url}/api/v1/events", params={"limit": 1}, timeout=60).json()["totalCount"]
+
+    def listings(self) -> dict[str, Callable[[], int] | None]:
+        jobs = f"/api/v1/namespaces/{NAMESPACE}/jobs"
+        return {
+            "get_job": lambda: len(self._get(f"{jobs}/{LISTED_JOB}")["latestRuns"]),
+            "list_jobs": lambda: len(self._get(jobs, limit=100)["jobs"]),
+            "get_dataset": lambda: len(
+                self._get(f"/api/v1/namespaces/{NAMESPACE}/datasets/{LISTED_DATASET}")["fields"]
+            ),
+            "list_runs": lambda: len(self._get(f"{jobs}/{LISTED_JOB}/runs")["runs"]),
+            "search": lambda: len(self._get("/api/v1/search", q=SEARCH)["results"]),
+        }
 
 
 class Feast(Consumer):
@@ -151,6 +191,19 @@ class Feast(Consumer):
         found = self.session.get(f"{self.url}/api/v1/lineage/openlineage/runs/{run_id}", timeout=60).json()
         return str(found.get("state") or found.get("run", {}).get("state") or found)
 
+    def listings(self) -> dict[str, Callable[[], int] | None]:
+        base = "/api/v1/lineage/openlineage"
+        return {
+            "get_job": None,  # Feast has no one-job read
+            "list_jobs": lambda: len(self._get(f"{base}/jobs")["jobs"]),  # every job: no paging
+            "get_dataset": None,  # no one-dataset read; the nearest, a dataset's versions, is dataset_versions
+            "dataset_versions": lambda: len(
+                self._get(f"{base}/datasets/{NAMESPACE}/{LISTED_DATASET}/versions")["versions"]
+            ),
+            "list_runs": lambda: len(self._get(f"{base}/runs", job_namespace=NAMESPACE, job_name=LISTED_JOB)["runs"]),
+            "search": None,  # no search
+        }
+
     def stored_events(self) -> int:
         rows, offset = 0, 0
         while True:
@@ -166,41 +219,13 @@ class Feast(Consumer):
 @contextmanager
 def serve_ours(store: str, folder: Path, *options: str, tree: Path | None = None) -> Iterator[Ours]:
     """``airflow-lineage serve`` on ``store``, importing the package from ``tree`` when given (another checkout)."""
-    from support.consumer_helpers import free_port
+    from support.served import serve_consumer
 
-    port = free_port()
-    command = [
-        str(Path(sys.executable).parent / "airflow-lineage"),
-        "serve",
-        "--store",
-        store,
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-        *options,
-    ]
-    log = open(folder / "serve.log", "a")  # noqa: SIM115
-    env = {**os.environ, "PYTHONPATH": str(tree)} if tree is not None else None
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    consumer = Ours(f"http://127.0.0.1:{port}")
-    consumer.store = store
-    consumer.pid = process.pid
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                consumer.session.get(f"{consumer.url}/api/v1/namespaces", timeout=2).raise_for_status()
-                break
-            except requests.RequestException:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError((folder / "serve.log").read_text()[-2000:]) from None
-                time.sleep(0.2)
+    with serve_consumer(store, folder, *options, tree=tree) as served:
+        consumer = Ours(served.url)
+        consumer.store = store
+        consumer.pid = served.pid
         yield consumer
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        log.close()
 
 
 @contextmanager
@@ -255,7 +280,38 @@ def correctness(consumer: Consumer, events: list[dict[str, Any]]) -> dict[str, A
     }
 
 
-def measure(kind: str, n_jobs: int, folder: Path, budget: float) -> dict[str, Any]:
+def listings(consumer: Consumer, result: dict[str, Any], suffix: str = "") -> None:
+    """Median and p99 of each listing of ``consumer`` into ``result`` (None where it has no such endpoint)."""
+    repeat = LISTING_REPEAT if isinstance(consumer, Ours) else LISTING_REPEAT // 4
+    for name, call in consumer.listings().items():
+        if call is None:
+            result[f"{name}{suffix}"] = None
+            continue
+        median, p99, items = _percentiles(call, repeat)
+        result[f"{name}{suffix}"] = {"median_ms": median, "p99_ms": p99, "items": items, "requests": repeat}
+
+
+def _listings(consumer: Consumer, kind: str, result: dict[str, Any]) -> None:
+    """The listings of ``consumer``; on PostgreSQL first as loaded (no statistics), then after ``ANALYZE``."""
+    if kind == "postgres" and isinstance(consumer, Ours):
+        listings(consumer, result, "_unanalyzed")
+        analyze(consumer.store)
+    listings(consumer, result)
+
+
+def analyze(store: str) -> None:
+    """``ANALYZE`` a PostgreSQL store: what autovacuum does within a minute of a load (off on the test server)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(store)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("ANALYZE")
+    finally:
+        engine.dispose()
+
+
+def measure(kind: str, n_jobs: int, folder: Path, budget: float, only_listings: bool = False) -> dict[str, Any]:
     events = workload(n_jobs)
     single, rest = events[: min(500, len(events) // 10)], events[min(500, len(events) // 10) :]
     result: dict[str, Any] = {"consumer": kind, "jobs": n_jobs, "events": len(events)}
@@ -275,6 +331,10 @@ def measure(kind: str, n_jobs: int, folder: Path, budget: float) -> dict[str, An
         elapsed = time.perf_counter() - started
         result["batch_events_per_s"] = sent / elapsed
         result["batch_ingested"] = sent
+        if only_listings:
+            _listings(consumer, kind, result)
+            result["rss_mib"], result["peak_rss_mib"] = (v / 1024 for v in _rss_kib(consumer.pid))
+            return result
         repeat = 3 if kind == "feast" else 15
         for depth in (3, 10):
             seconds, body, first = _timed(lambda d=depth: consumer.walk(d), repeat)
@@ -292,6 +352,7 @@ def measure(kind: str, n_jobs: int, folder: Path, budget: float) -> dict[str, An
                 for depth in (3, 10):
                     seconds, _body, _first = _timed(lambda d=depth: uncached.walk(d), repeat)
                     result[f"walk_depth{depth}_no_cache_ms"] = seconds * 1000
+        _listings(consumer, kind, result)
         result.update(correctness(consumer, events))
         result["rss_mib"], result["peak_rss_mib"] = (v / 1024 for v in _rss_kib(consumer.pid))
     return result
@@ -306,6 +367,7 @@ def main() -> int:
     parser.add_argument(
         "--feast-budget", type=float, default=240, help="seconds of batch ingest allowed to Feast per size"
     )
+    parser.add_argument("--only-listings", action="store_true", help="ingest, then only the listings (no walks)")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "consumer_bench.json")
     args = parser.parse_args()
     results = []
@@ -313,7 +375,8 @@ def main() -> int:
     for n_jobs in args.sizes:
         for kind in args.consumers:
             budget = args.feast_budget if kind == "feast" else 3600
-            row = measure(kind, n_jobs, work / f"{kind}-{n_jobs}-{uuid.uuid4().hex[:6]}", budget)
+            folder = work / f"{kind}-{n_jobs}-{uuid.uuid4().hex[:6]}"
+            row = measure(kind, n_jobs, folder, budget, only_listings=args.only_listings)
             results.append(row)
             print(json.dumps(row), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
