@@ -15,8 +15,9 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, and_, bindparam, func, select, true
+from sqlalchemy import BigInteger, Connection, Text, and_, bindparam, cast, func, select, true
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.marquez_values import job_type
@@ -36,7 +37,7 @@ from airflow_lineage_provider.consumer.store.marquez_runs import (
     runs_with_io_query,
     version_location,
 )
-from airflow_lineage_provider.consumer.store.tags import node_tags
+from airflow_lineage_provider.consumer.store.tags import NODE
 from airflow_lineage_provider.consumer.store.text import loads
 from airflow_lineage_provider.consumer.store.visibility import Visible, namespace_in, scrub
 
@@ -165,6 +166,21 @@ def _io_columns(dialect: str) -> tuple[Any, Any]:
     return columns[0], columns[1]
 
 
+def _tags_column(dialect: str) -> Any:
+    """Column ``tags`` of a query on job nodes: the tags on the job itself (as :func:`..tags.node_tags`)."""
+    t = tables.node_tags.c
+    if dialect == "postgresql":  # ordered as node_tags orders them (the column's collation)
+        names = cast(func.json_agg(aggregate_order_by(t.tag, t.tag)), Text)
+    else:  # sorted in Python: SQLite's BINARY collation is code point order, as Python's
+        names = func.json_group_array(t.tag)
+    return select(names).where(t.node_id == _n.id, t.field_key == NODE).scalar_subquery().label("tags")
+
+
+def _tags(value: Any, dialect: str) -> list[str]:
+    tags = json_rows_value(value)
+    return tags if dialect == "postgresql" else sorted(tags)
+
+
 def _datasets(value: Any, visible: Visible) -> list[dict[str, str]]:
     """An ``inputs`` or ``outputs`` column as Marquez's dataset ids, sorted, the hidden ones left out."""
     pairs = sorted((namespace, name) for namespace, name in json_rows_value(value))
@@ -179,7 +195,7 @@ def job_objects(conn: Connection, ids: list[int], visible: Visible = None) -> di
     inputs, outputs = _io_columns(conn.dialect.name)
     query = (
         select(_n.id, _n.namespace, _n.name, _n.created_at, _n.updated_at, _j.facets, _j.latest_run_uuid)
-        .add_columns(inputs, outputs)
+        .add_columns(inputs, outputs, _tags_column(conn.dialect.name))
         # The page's ids on both sides: PostgreSQL would otherwise hash every row of lineage_jobs.
         .join_from(tables.nodes, tables.jobs, and_(_j.node_id == _n.id, _j.node_id.in_(ids)), isouter=True)
         .where(_n.id.in_(ids), _n.kind == "job")
@@ -188,7 +204,6 @@ def job_objects(conn: Connection, ids: list[int], visible: Visible = None) -> di
     latest = {row.id: row.latest_run_uuid for row in rows if row.latest_run_uuid}
     runs = _newest_runs(conn, [row.id for row in rows], latest)
     versions = run_versions(conn, [run for found in runs.values() for run in found])
-    tags = node_tags(conn, [row.id for row in rows])
     jobs = {}
     for row in rows:
         facets = loads(row.facets, {})
@@ -211,7 +226,7 @@ def job_objects(conn: Connection, ids: list[int], visible: Visible = None) -> di
             "latestRuns": list(newest.values())[:LATEST_RUNS],
             "facets": shown,
             "currentVersion": None if latest is None else latest["jobVersion"]["version"],
-            "tags": tags.get(row.id, []),
+            "tags": _tags(row.tags, conn.dialect.name),
             "nodeId": nodeids.node_id("job", row.namespace, row.name),
         }
         jobs[row.id] = {key: value for key, value in data.items() if value is not None}

@@ -25,7 +25,7 @@ from functools import cache, cached_property, lru_cache
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, bindparam, func, select, true
+from sqlalchemy import Connection, Text, bindparam, cast, func, select, true
 
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.json_paths import json_member, member_value
@@ -65,8 +65,8 @@ def runs_query() -> Any:
 def json_rows(dialect: str, *members: Any) -> Any:
     """SQL aggregating each row's ``members`` into one JSON array of arrays (``[[a, b], ...]``; none: NULL or
     ``[]``), decoded by :func:`json_rows_value`."""
-    if dialect == "postgresql":
-        return func.json_agg(func.json_build_array(*members))
+    if dialect == "postgresql":  # as text: msgspec decodes it ~4x faster than psycopg2's json.loads
+        return cast(func.json_agg(func.json_build_array(*members)), Text)
     return func.json_group_array(func.json_array(*members))
 
 
@@ -75,7 +75,7 @@ _decode = msgspec.json.Decoder().decode
 
 
 def json_rows_value(value: Any) -> list[list[Any]]:
-    """What :func:`json_rows` answered, as a list (psycopg2 decodes ``json`` itself; SQLite answers text)."""
+    """What :func:`json_rows` answered (JSON text), as a list."""
     if value is None:
         return []
     return _decode(value) if isinstance(value, str) else value
