@@ -116,7 +116,12 @@ def test_removing_the_outbox_folder_under_a_producer_loses_no_event_emitted_afte
     producer = Producer(sqlite_url(folder), 600)
     producer.read_until(150)
     os.link(database, kept / "outbox.db")  # the removed file, readable afterwards
-    shutil.rmtree(folder)
+    # ``rm -rf``, made atomic: rmtree alone can race the producer's next write (it lists the folder, the
+    # producer adds a journal file, rmdir fails "Directory not empty"). Renaming first takes the folder
+    # away from the path in one step, as the removal does for the producer; then it is deleted.
+    trash = tmp_path / "removed"
+    folder.rename(trash)
+    shutil.rmtree(trash)
     assert producer.finish() == 0
     assert producer.closed is True and len(producer.emitted) == 600
 
