@@ -6,7 +6,8 @@ Measured per consumer and N: batch ingest (batches of 500) and single-event inge
 and depth-10 upstream walks from a last-layer dataset (median of repeated queries, with node counts so the
 answers can be compared; for this consumer also the first request, and the median from a second server on
 the same store with its graph-card cache off), the largest graph query, three correctness checks, the
-server's memory, and the listings (median and p99 of :data:`LISTING_REPEAT` requests each): for this
+server's memory, and the listings (median and p99 of :data:`LISTING_REPEAT` requests each, 50 for Feast, timed
+to the last byte of the response without parsing it): for this
 consumer Marquez's get-job, list-jobs (a page of 100), get-dataset, list-runs and search; for Feast the
 comparable endpoints it has (all jobs, a job's runs, a dataset's versions; no single job, no single
 dataset, no search). On PostgreSQL the listings are measured twice: right after the load, and after a
@@ -52,6 +53,8 @@ BATCH = 500
 LISTED_JOB, LISTED_DATASET, SEARCH = "layer9.job_0", ROOT, "job_1"
 #: Requests per listing (p99 is their 99th percentile).
 LISTING_REPEAT = 200
+#: A listing request: path, query parameters, and the member of the answer holding the listed items.
+Listing = tuple[str, dict[str, Any], str]
 
 
 def _rss_kib(pid: int) -> tuple[int, int]:
@@ -119,14 +122,15 @@ class Consumer:
     def stored_events(self) -> int:
         raise NotImplementedError
 
-    def listings(self) -> dict[str, Callable[[], int] | None]:
-        """``name -> call`` answering how many items it listed; None where the consumer has no such endpoint."""
+    def listings(self) -> dict[str, Listing | None]:
+        """``name -> (path, params, key of the listed items)``; None where the consumer has no such endpoint."""
         raise NotImplementedError
 
-    def _get(self, path: str, **params: Any) -> Any:
+    def body(self, path: str, params: dict[str, Any]) -> bytes:
+        """The response body of a GET (timed to its last byte, without parsing it)."""
         response = self.session.get(f"{self.url}{path}", params=params, timeout=600)
         response.raise_for_status()
-        return response.json()
+        return response.content
 
 
 class Ours(Consumer):
@@ -150,16 +154,14 @@ class Ours(Consumer):
     def stored_events(self) -> int:
         return self.session.get(f"{self.url}/api/v1/events", params={"limit": 1}, timeout=60).json()["totalCount"]
 
-    def listings(self) -> dict[str, Callable[[], int] | None]:
+    def listings(self) -> dict[str, Listing | None]:
         jobs = f"/api/v1/namespaces/{NAMESPACE}/jobs"
         return {
-            "get_job": lambda: len(self._get(f"{jobs}/{LISTED_JOB}")["latestRuns"]),
-            "list_jobs": lambda: len(self._get(jobs, limit=100)["jobs"]),
-            "get_dataset": lambda: len(
-                self._get(f"/api/v1/namespaces/{NAMESPACE}/datasets/{LISTED_DATASET}")["fields"]
-            ),
-            "list_runs": lambda: len(self._get(f"{jobs}/{LISTED_JOB}/runs")["runs"]),
-            "search": lambda: len(self._get("/api/v1/search", q=SEARCH)["results"]),
+            "get_job": (f"{jobs}/{LISTED_JOB}", {}, "latestRuns"),
+            "list_jobs": (jobs, {"limit": 100}, "jobs"),
+            "get_dataset": (f"/api/v1/namespaces/{NAMESPACE}/datasets/{LISTED_DATASET}", {}, "fields"),
+            "list_runs": (f"{jobs}/{LISTED_JOB}/runs", {}, "runs"),
+            "search": ("/api/v1/search", {"q": SEARCH}, "results"),
         }
 
 
@@ -191,16 +193,14 @@ class Feast(Consumer):
         found = self.session.get(f"{self.url}/api/v1/lineage/openlineage/runs/{run_id}", timeout=60).json()
         return str(found.get("state") or found.get("run", {}).get("state") or found)
 
-    def listings(self) -> dict[str, Callable[[], int] | None]:
+    def listings(self) -> dict[str, Listing | None]:
         base = "/api/v1/lineage/openlineage"
         return {
             "get_job": None,  # Feast has no one-job read
-            "list_jobs": lambda: len(self._get(f"{base}/jobs")["jobs"]),  # every job: no paging
+            "list_jobs": (f"{base}/jobs", {}, "jobs"),  # every job: no paging
             "get_dataset": None,  # no one-dataset read; the nearest, a dataset's versions, is dataset_versions
-            "dataset_versions": lambda: len(
-                self._get(f"{base}/datasets/{NAMESPACE}/{LISTED_DATASET}/versions")["versions"]
-            ),
-            "list_runs": lambda: len(self._get(f"{base}/runs", job_namespace=NAMESPACE, job_name=LISTED_JOB)["runs"]),
+            "dataset_versions": (f"{base}/datasets/{NAMESPACE}/{LISTED_DATASET}/versions", {}, "versions"),
+            "list_runs": (f"{base}/runs", {"job_namespace": NAMESPACE, "job_name": LISTED_JOB}, "runs"),
             "search": None,  # no search
         }
 
@@ -283,12 +283,14 @@ def correctness(consumer: Consumer, events: list[dict[str, Any]]) -> dict[str, A
 def listings(consumer: Consumer, result: dict[str, Any], suffix: str = "") -> None:
     """Median and p99 of each listing of ``consumer`` into ``result`` (None where it has no such endpoint)."""
     repeat = LISTING_REPEAT if isinstance(consumer, Ours) else LISTING_REPEAT // 4
-    for name, call in consumer.listings().items():
-        if call is None:
+    for name, listing in consumer.listings().items():
+        if listing is None:
             result[f"{name}{suffix}"] = None
             continue
-        median, p99, items = _percentiles(call, repeat)
-        result[f"{name}{suffix}"] = {"median_ms": median, "p99_ms": p99, "items": items, "requests": repeat}
+        path, params, key = listing
+        median, p99, body = _percentiles(lambda p=path, q=params: consumer.body(p, q), repeat)
+        items = len(json.loads(body)[key])
+        result[f"{name}{suffix}"] = {"median_ms": median, "p99_ms": p99, "items": items, "bytes": len(body)}
 
 
 def _listings(consumer: Consumer, kind: str, result: dict[str, Any]) -> None:
