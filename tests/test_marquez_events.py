@@ -141,3 +141,18 @@ def test_a_namespace_limited_key_sees_and_counts_only_events_naming_its_namespac
             assert client.get(PATH).status_code == 401  # behind the same credentials as every read
     finally:
         app.state.store.dispose()
+
+
+def test_events_of_one_namespace_as_marquezs_client_asks(client: Any) -> None:
+    """``GET /api/v1/events/{namespace}`` (the client sends the name unencoded): the events of that namespace's
+    jobs only; ``/api/v1/events/lineage`` stays Marquez's listing, and ``?namespace=`` filters ``/events`` alike."""
+    for job, namespace in (("a", "pipelines"), ("b", "pipelines"), ("c", "s3://bucket/jobs")):
+        posted = client.post("/api/v1/lineage", json=run_event("COMPLETE", job, namespace=namespace))
+        assert posted.status_code == 201, posted.text
+    mine = client.get("/api/v1/events/pipelines").json()
+    assert mine["totalCount"] == 2 and {e["job"]["name"] for e in mine["events"]} == {"a", "b"}
+    slashed = client.get("/api/v1/events/s3://bucket/jobs").json()
+    assert [e["job"]["name"] for e in slashed["events"]] == ["c"]
+    assert client.get("/api/v1/events", params={"namespace": "pipelines"}).json()["totalCount"] == 2
+    assert client.get("/api/v1/events/nowhere").json() == {"events": [], "totalCount": 0}
+    assert client.get("/api/v1/events/lineage").json()["totalCount"] == 3  # Marquez's route, not a namespace

@@ -58,8 +58,8 @@ ROUTERS: tuple[APIRouter, ...] = (
     tags.router,
     search.router,
     runs.router,
+    marquez_events.router,  # before events: /api/v1/events/lineage is not the namespace 'lineage'
     events.router,
-    marquez_events.router,
     stats.router,
     retention.router,
 )

@@ -264,8 +264,10 @@ def list_events(
     *,
     kind: str | None = None,
     ascending: bool = False,
+    job_namespace: str | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Raw events as received, optionally of one run, one kind (``run``, ``job``, ``dataset``) or a time window.
+    """Raw events as received, optionally of one run, one kind (``run``, ``job``, ``dataset``), one job
+    namespace (the events of its jobs) or a time window.
 
     ``after`` is inclusive and ``before`` exclusive (``after <= eventTime < before``), so consecutive windows
     never share an event. Newest event time first, or oldest first with ``ascending``; events at the same
@@ -281,6 +283,8 @@ def list_events(
         conditions.append(e.run_uuid == run_uuid.lower())
     if kind is not None:
         conditions.append(e.kind == kind)
+    if job_namespace is not None:
+        conditions.append(e.job_namespace == job_namespace)
     if after is not None:
         conditions.append(e.event_time >= after)
     if before is not None:
