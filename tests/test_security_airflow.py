@@ -301,7 +301,8 @@ def test_writes_and_refusals_are_audited_without_secrets(airflow: Airflow) -> No
     assert httpx.post(f"{airflow.url}{LINEAGE}", json=_event(), timeout=10).status_code == 401
     expected = (
         "lineage audit: ingest by user 'admin': 1 received, 1 stored",
-        "lineage audit: refused write (ingest events or change tags) with a header credential at POST /lineage/api/v1/lineage -> 403",
+        "lineage audit: refused write (ingest events or change tags) with a header credential"
+        " at POST /lineage/api/v1/lineage -> 403",
         "lineage audit: refused write (ingest events or change tags) anonymous at POST /lineage/api/v1/lineage -> 401",
     )
     deadline = time.monotonic() + 10
