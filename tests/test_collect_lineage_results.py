@@ -9,6 +9,7 @@ import json
 import logging
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,13 @@ def results_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Resul
         yield db
         db.engine.dispose()
         return
+    with postgres_results_db() as db:
+        yield db
+
+
+@contextmanager
+def postgres_results_db() -> Iterator[ResultsDb]:
+    """A results database in a private PostgreSQL schema (tables named ``<schema>.<table>``), dropped after."""
     require_postgres()
     schema = f"alp_dq_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(PG_URL)
@@ -187,21 +195,10 @@ def test_failed_columns_are_the_current_runs_issues_of_the_given_tables(results_
 @pytest.mark.postgres
 @pytest.mark.parametrize("storage", ["jsonb", "pgjson", "composite", "text"])
 def test_every_postgresql_storage_of_the_issue_arrays_is_read(tmp_path: Path, storage: str) -> None:
-    require_postgres()
-    schema = f"alp_dq_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    db = ResultsDb(PG_URL, prefix=f"{schema}.")
-    try:
+    with postgres_results_db() as db:
         output = db.results_table("dq_output", OUTPUT_ROWS, storage=storage)
         found = read_failed_columns(db.engine, [output], CURRENT)
         assert found.columns == OUTPUT_FAILED and found.warnings == []
-    finally:
-        db.engine.dispose()
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        admin.dispose()
 
 
 def test_the_operator_walks_from_the_failed_columns_of_output_and_quarantine(
@@ -254,24 +251,16 @@ def test_a_missing_table_or_issue_column_gives_partial_and_the_rest(
 def test_an_unreadable_issue_column_gives_partial_not_a_failure(
     lineage_store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    require_postgres()
-    schema = f"alp_dq_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-        conn.exec_driver_sql(f"CREATE TABLE {schema}.dq (_errors text, _warnings text)")
-        conn.exec_driver_sql(f"""INSERT INTO {schema}.dq VALUES ('not json at all', '[{{"columns": ["amount"]}}]')""")
-    db = ResultsDb(PG_URL, prefix=f"{schema}.")
-    try:
-        result = _operator(db, monkeypatch, results_output_table=f"{schema}.dq").execute({"run_id": CURRENT})
+    with postgres_results_db() as db:
+        with db.engine.begin() as conn:
+            conn.exec_driver_sql(f"CREATE TABLE {db.prefix}dq (_errors text, _warnings text)")
+            conn.exec_driver_sql(
+                f"""INSERT INTO {db.prefix}dq VALUES ('not json at all', '[{{"columns": ["amount"]}}]')"""
+            )
+        result = _operator(db, monkeypatch, results_output_table=f"{db.prefix}dq").execute({"run_id": CURRENT})
         assert result["status"] == "partial"
         assert result["counts"]["column_upstream"] == 1  # _warnings was still read
         assert any("issue column '_errors'" in error and "could not be read" in error for error in result["errors"])
-    finally:
-        db.engine.dispose()
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        admin.dispose()
 
 
 def test_overwrite_replaces_the_rows_append_adds_them(
