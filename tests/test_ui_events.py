@@ -53,23 +53,6 @@ def _caption(page: LineagePage) -> str:
     return page.content("#pages .pager .range")
 
 
-def _click(page: LineagePage, selector: str) -> None:
-    page.driver.find_element(By.CSS_SELECTOR, selector).click()
-
-
-def _press(page: LineagePage, *keys: str) -> None:
-    for key in keys:
-        ActionChains(page.driver).send_keys(key).perform()
-
-
-def _tab_to(page: LineagePage, script: str, what: str, limit: int = 60) -> None:
-    for _ in range(limit):
-        _press(page, Keys.TAB)
-        if page.js(f"const el = document.activeElement; return !!({script})"):
-            return
-    raise AssertionError(f"Tab never reached {what}")
-
-
 def _nightly(i: int, state: str) -> list[str]:
     when = start_of(i) if state == "START" else end_of(i)
     assert when is not None
@@ -99,7 +82,7 @@ def test_the_time_range_chosen_in_the_form_includes_its_start_and_excludes_its_e
         """document.getElementById('events-after').value = '2026-04-09T02:00:00';
            document.getElementById('events-before').value = '2026-04-09T03:00:30';"""
     )
-    _click(page, "#events-apply")
+    page.click("#events-apply")
     page.wait_text("#pages .pager .range", f"Events 1{DASH}3 of 3")
     query = page.query()
     assert query.pop("after") in {"2026-04-09T02:00", "2026-04-09T02:00:00"}  # as the input writes it
@@ -138,17 +121,17 @@ def test_pages_of_events_move_forward_and_back(runs_page: LineagePage) -> None:
     assert _caption(page) == f"Events 1{DASH}10 of {TOTAL}"
     first = _rows(page)
     assert first[0] == _nightly(11, "START")
-    _click(page, ".pager a.next")
+    page.click(".pager a.next")
     page.wait_text("#pages .pager .range", f"Events 11{DASH}20 of {TOTAL}")
     assert page.query() == {"view": "events", "offset": "10", "limit": "10"}
-    _click(page, ".pager a.next")
+    page.click(".pager a.next")
     page.wait_text("#pages .pager .range", f"Events 21{DASH}29 of {TOTAL}")
     assert len(_rows(page)) == 9
     assert _rows(page)[-1] == _nightly(0, "START")  # the oldest
     assert page.texts(".pager .disabled") == ["Next page"]
-    _click(page, ".pager a.prev")
+    page.click(".pager a.prev")
     page.wait_text("#pages .pager .range", f"Events 11{DASH}20 of {TOTAL}")
-    _click(page, ".pager a.prev")
+    page.click(".pager a.prev")
     page.wait_text("#pages .pager .range", f"Events 1{DASH}10 of {TOTAL}")
     assert _rows(page) == first
 
@@ -158,17 +141,17 @@ def test_the_namespace_and_job_filters_page_through_matching_events(runs_page: L
     assert _rows(page) == [_check(2, "COMPLETE"), _check(2, "START")]
     assert page.content("#events-filters") == f"Events naming namespace {AUDIT}."
     assert page.js("return document.getElementById('events-namespace').value") == AUDIT
-    _click(page, ".pager a.next")
+    page.click(".pager a.next")
     wait_for(page.driver, lambda d: page.query().get("offset"), "the second page")
     page.wait_ready()
     assert _rows(page) == [_check(1, "COMPLETE"), _check(1, "START")]
-    _click(page, ".pager a.next")
+    page.click(".pager a.next")
     wait_for(page.driver, lambda d: _rows(page) == [_check(0, "COMPLETE"), _check(0, "START")], "the third page")
     page.wait_ready()
-    _click(page, ".pager a.prev")  # found by looking back from where the third page starts
+    page.click(".pager a.prev")  # found by looking back from where the third page starts
     wait_for(page.driver, lambda d: _rows(page) == [_check(1, "COMPLETE"), _check(1, "START")], "the second again")
     page.wait_ready()
-    _click(page, ".pager a.prev")
+    page.click(".pager a.prev")
     wait_for(page.driver, lambda d: _rows(page) == [_check(2, "COMPLETE"), _check(2, "START")], "the first again")
     limits = [int(r["limit"]) for r in page.api_requests("/api/v1/events/lineage")]
     assert 200 in limits and max(limits) == 200 and 2 not in limits  # read in chunks, not a page at a time
@@ -185,17 +168,17 @@ def test_the_namespace_and_job_filters_page_through_matching_events(runs_page: L
 
 def test_events_link_to_the_run_history_and_the_run(runs_page: LineagePage) -> None:
     page = runs_page.open(nodeId=f"job:{JOBS}:{NIGHTLY}")
-    _click(page, "#events-link")
+    page.click("#events-link")
     page.wait_text("#pages .pager .range", f"of {TOTAL}")
     assert page.query() == {"view": "events"}
     assert page.driver.find_element(By.ID, "events-link").get_attribute("aria-current") == "page"
     assert page.js("return [...document.querySelectorAll('.graph-only')].every(el => el.hidden)") is True
-    _click(page, f'#pages tr.event[data-run-id="{check_run(2)}"] a.job-link')
+    page.click(f'#pages tr.event[data-run-id="{check_run(2)}"] a.job-link')
     page.wait_text("#page-title", f"Run history of {CHECK}")
     assert page.query() == {"view": "runs", "jobNamespace": AUDIT, "jobName": CHECK}
-    _click(page, "#job-events-link")
+    page.click("#job-events-link")
     page.wait_text("#events-filters", f"Events naming namespace {AUDIT}, of jobs whose name contains")
-    _click(page, f'#pages tr.event[data-run-id="{check_run(1)}"] a.run-link')
+    page.click(f'#pages tr.event[data-run-id="{check_run(1)}"] a.run-link')
     page.wait_text("#page-title", f"Run of {CHECK}")
     assert page.query() == {"view": "run", "runId": check_run(1)}
 
@@ -209,20 +192,20 @@ def test_a_bad_time_is_explained(runs_page: LineagePage) -> None:
 def test_the_events_browser_works_from_the_keyboard(runs_page: LineagePage) -> None:
     page = runs_page.open(view="events", limit=10)
     page.js("document.activeElement.blur()")
-    _tab_to(page, "el.id === 'events-job'", "the job filter")
-    _press(page, "check", Keys.ENTER)  # Enter submits the filter form
+    page.tab_to("el.id === 'events-job'", "the job filter")
+    page.press("check", Keys.ENTER)  # Enter submits the filter form
     wait_for(page.driver, lambda d: page.query().get("job") == "check", "the job filter in the address")
     page.wait_ready()
     assert [row[2] for row in _rows(page)] == [CHECK] * 6
-    _tab_to(page, "el.classList.contains('json-toggle')", "the first Show JSON button")
+    page.tab_to("el.classList.contains('json-toggle')", "the first Show JSON button")
     assert page.js("return getComputedStyle(document.activeElement).outlineStyle") == "solid"  # visible focus
-    _press(page, Keys.ENTER)
+    page.press(Keys.ENTER)
     assert page.js("return document.activeElement.getAttribute('aria-expanded')") == "true"
-    _press(page, Keys.TAB)
+    page.press(Keys.TAB)
     assert page.js("return document.activeElement.tagName") == "PRE"  # the JSON scrolls: focusable
     ActionChains(page.driver).key_down(Keys.SHIFT).send_keys(Keys.TAB).key_up(Keys.SHIFT).perform()
     assert page.js("return document.activeElement.textContent") == "Hide JSON"
-    _press(page, " ")
+    page.press(" ")
     assert page.js("return document.activeElement.getAttribute('aria-expanded')") == "false"
 
 
@@ -230,7 +213,7 @@ def test_the_events_browser_works_from_the_keyboard(runs_page: LineagePage) -> N
 def test_the_events_browser_meets_wcag_aa_contrast(runs_page: LineagePage, scheme: str) -> None:
     set_color_scheme(runs_page.driver, scheme)
     page = runs_page.open(view="events", limit=10, offset=10)
-    _click(page, "#pages .json-toggle")
+    page.click("#pages .json-toggle")
     samples: list[Any] = page.js(TEXTS)
     assert len(samples) > 60
     low = [(what, fg, bg, round(contrast(fg, bg), 2)) for what, fg, bg in samples if contrast(fg, bg) < 4.5]

@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from selenium.webdriver.common.action_chains import ActionChains
-from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from support.browser import set_color_scheme, wait_for
 from support.ui_graph import JOBS, PG, WAREHOUSE
@@ -64,24 +62,6 @@ def _rows(page: LineagePage) -> list[dict[str, Any]]:
     )
 
 
-def _click(page: LineagePage, selector: str) -> None:
-    page.driver.find_element(By.CSS_SELECTOR, selector).click()
-
-
-def _press(page: LineagePage, *keys: str) -> None:
-    for key in keys:
-        ActionChains(page.driver).send_keys(key).perform()
-
-
-def _tab_to(page: LineagePage, script: str, what: str, limit: int = 60) -> None:
-    """Press Tab until ``script`` (run on the focused element as ``el``) is true."""
-    for _ in range(limit):
-        _press(page, Keys.TAB)
-        if page.js(f"const el = document.activeElement; return !!({script})"):
-            return
-    raise AssertionError(f"Tab never reached {what}")
-
-
 def test_the_run_history_pages_through_twelve_runs_five_at_a_time(runs_page: LineagePage) -> None:
     page = runs_page.open(**HISTORY, limit=5)
     assert page.details_title() == "Details"  # the graph's panel is hidden, not replaced
@@ -93,18 +73,18 @@ def test_the_run_history_pages_through_twelve_runs_five_at_a_time(runs_page: Lin
     assert page.js("return document.getElementById('graph-layout').hidden") is True
     page.screenshot(IMAGES / "lineage-ui-runs.png")
 
-    _click(page, ".pager a.next")
+    page.click(".pager a.next")
     page.wait_text("#runs-table caption", f"Runs 6{DASH}10 of 12")
     assert page.query() == {**HISTORY, "offset": "5", "limit": "5"}
     assert _rows(page) == [_expected_row(i) for i in (6, 5, 4, 3, 2)]
     assert [r["cells"][0] for r in _rows(page)] == ["FAILED", "COMPLETED", "ABORTED", "COMPLETED", "FAILED"]
 
-    _click(page, ".pager a.next")
+    page.click(".pager a.next")
     page.wait_text("#runs-table caption", f"Runs 11{DASH}12 of 12")
     assert _rows(page) == [_expected_row(i) for i in (1, 0)]
     assert page.texts(".pager .disabled") == ["Next page"]
 
-    _click(page, ".pager a.prev")
+    page.click(".pager a.prev")
     page.wait_text("#runs-table caption", f"Runs 6{DASH}10 of 12")
     page.driver.back()
     page.wait_text("#runs-table caption", f"Runs 11{DASH}12 of 12")
@@ -122,7 +102,7 @@ def test_the_page_size_is_chosen_and_kept_in_the_address(runs_page: LineagePage)
 
 def test_a_failed_run_shows_its_inputs_outputs_error_stack_trace_and_egeria_facets(runs_page: LineagePage) -> None:
     page = runs_page.open(**HISTORY, limit=5)
-    _click(page, f'#runs-table tr[data-run-id="{nightly_run(10)}"] a.run-link')
+    page.click(f'#runs-table tr[data-run-id="{nightly_run(10)}"] a.run-link')
     page.wait_text("#page-title", f"Run of {NIGHTLY}")
     page.wait_ready()
     assert page.query() == {"view": "run", "runId": nightly_run(10)}
@@ -165,7 +145,7 @@ def test_a_failed_run_shows_its_inputs_outputs_error_stack_trace_and_egeria_face
     assert page.texts("#run-events tbody tr.event td.type") == ["FAIL", "START"]
     page.screenshot(IMAGES / "lineage-ui-run.png")
 
-    _click(page, 'a.dataset-link[href*="refunds"]')
+    page.click('a.dataset-link[href*="refunds"]')
     wait_for(page.driver, lambda d: f"job:{JOBS}:{NIGHTLY}" in page.node_ids(), "the graph of shop.public.refunds")
     assert page.query() == {"nodeId": f"dataset:{PG}:shop.public.refunds"}
     assert page.js("return document.getElementById('pages').hidden") is True
@@ -188,7 +168,7 @@ def test_the_details_panel_links_to_the_run_history_and_to_each_run(runs_page: L
     job = f"job:{JOBS}:{NIGHTLY}"
     page = runs_page.open(nodeId=job)
     page.wait_text("#details-runs h3", "Latest runs (5 of 12)")
-    _click(page, "#details-history-link")
+    page.click("#details-history-link")
     page.wait_text("#runs-table caption", f"Runs 1{DASH}12 of 12, newest first")  # 20 a page by default
     assert page.query() == HISTORY
     assert len(_rows(page)) == 12
@@ -196,9 +176,9 @@ def test_the_details_panel_links_to_the_run_history_and_to_each_run(runs_page: L
     page.wait_ready()
     page.wait_text("#details-runs h3", "Latest runs (5 of 12)")
     assert page.query() == {"nodeId": job}
-    _click(page, f'#details-runs .run[data-run-id="{nightly_run(10)}"] a.run-link')
+    page.click(f'#details-runs .run[data-run-id="{nightly_run(10)}"] a.run-link')
     page.wait_text("#run-error", "disk full")
-    _click(page, "#run-history-link")
+    page.click("#run-history-link")
     page.wait_text("#runs-table caption", f"Runs 1{DASH}12 of 12")
 
 
@@ -217,18 +197,18 @@ def test_an_unknown_run_or_job_says_so(runs_page: LineagePage) -> None:
 def test_the_history_and_a_run_work_from_the_keyboard(runs_page: LineagePage) -> None:
     page = runs_page.open(**HISTORY, limit=5)
     page.js("document.activeElement.blur()")
-    _tab_to(page, "el.matches('.pager a.next')", "the next page link")
-    _press(page, Keys.ENTER)
+    page.tab_to("el.matches('.pager a.next')", "the next page link")
+    page.press(Keys.ENTER)
     page.wait_text("#runs-table caption", f"Runs 6{DASH}10 of 12")
     assert page.js("return document.activeElement.id") == "page-title"  # a new view takes the focus to its title
-    _tab_to(page, f"el.matches('a.run-link') && el.textContent === {nightly_run(6)!r}", "the link of run 6")
+    page.tab_to(f"el.matches('a.run-link') && el.textContent === {nightly_run(6)!r}", "the link of run 6")
     assert page.js("return getComputedStyle(document.activeElement).outlineStyle") == "solid"  # visible focus
-    _press(page, Keys.ENTER)
+    page.press(Keys.ENTER)
     page.wait_text("#run-error", "disk full")
     assert page.js("return document.activeElement.id") == "page-title"
-    _tab_to(page, "el.matches('#run-error .stack-trace')", "the stack trace (scrollable, so focusable)")
-    _tab_to(page, "el.matches('a.dataset-link')", "the first input")
-    _press(page, Keys.ENTER)
+    page.tab_to("el.matches('#run-error .stack-trace')", "the stack trace (scrollable, so focusable)")
+    page.tab_to("el.matches('a.dataset-link')", "the first input")
+    page.press(Keys.ENTER)
     wait_for(page.driver, lambda d: page.query().get("nodeId") == f"dataset:{PG}:shop.public.orders", "the graph")
 
 

@@ -106,6 +106,29 @@ class LineagePage:
 
         Select(self.driver.find_element(By.ID, element_id)).select_by_value(value)
 
+    def click(self, selector: str) -> None:
+        """Click the element ``selector`` (CSS) finds."""
+        from selenium.webdriver.common.by import By
+
+        self.driver.find_element(By.CSS_SELECTOR, selector).click()
+
+    def press(self, *keys: str) -> None:
+        """Send ``keys`` one at a time to the focused element, as a keyboard user would."""
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        for key in keys:
+            ActionChains(self.driver).send_keys(key).perform()
+
+    def tab_to(self, script: str, what: str, limit: int = 60) -> None:
+        """Press Tab until ``script`` (run on the focused element as ``el``) is true; fail naming ``what``."""
+        from selenium.webdriver.common.keys import Keys
+
+        for _ in range(limit):
+            self.press(Keys.TAB)
+            if self.js(f"const el = document.activeElement; return !!({script})"):
+                return
+        raise AssertionError(f"Tab never reached {what}")
+
     def query(self) -> dict[str, str]:
         """The page's current query parameters, decoded."""
         return self.js("return Object.fromEntries(new URLSearchParams(location.search))")
