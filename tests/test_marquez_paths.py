@@ -49,3 +49,11 @@ def test_encoded_names_reach_the_route_whole(mount: str | None, namespace: str, 
 def test_segment_undoes_only_the_escapes_of_slash_and_percent() -> None:
     assert segment("postgres:%2F%2Fdb:5432") == "postgres://db:5432"
     assert segment("100%25 done") == "100% done"
+
+
+def test_a_path_sent_as_raw_utf8_bytes_is_read_as_utf8() -> None:
+    from airflow_lineage_provider.consumer.marquez_paths import _segment_path
+
+    assert _segment_path("/api/v1/namespaces/ünï%2Fx/datasets/a%25b".encode()) == (
+        "/api/v1/namespaces/ünï%2Fx/datasets/a%25b"
+    )

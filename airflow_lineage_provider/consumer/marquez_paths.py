@@ -14,7 +14,7 @@ segment's ``/`` and ``%`` escaped (``%2F``, ``%25``); a route then reads its par
 from __future__ import annotations
 
 from typing import Annotated
-from urllib.parse import unquote
+from urllib.parse import unquote_to_bytes
 
 from fastapi import Depends, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -23,9 +23,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 PREFIXES = ("/api/v1/namespaces/",)
 
 
-def _segment_path(raw: str) -> str:
-    """``raw`` decoded segment by segment, each segment's ``%`` and ``/`` escaped again."""
-    return "/".join(unquote(part).replace("%", "%25").replace("/", "%2F") for part in raw.split("/"))
+def _segment_path(raw: bytes) -> str:
+    """``raw`` decoded segment by segment (UTF-8, escaped or not), each segment's ``%`` and ``/`` escaped again."""
+    return "/".join(
+        unquote_to_bytes(part).decode("utf-8", "replace").replace("%", "%25").replace("/", "%2F")
+        for part in raw.split(b"/")
+    )
 
 
 def segment(value: str) -> str:
@@ -43,8 +46,7 @@ class SegmentPaths:
         if scope["type"] == "http" and any(prefix in scope["path"] for prefix in PREFIXES):
             raw = scope.get("raw_path")
             if raw:
-                text = raw.decode("latin-1").split("?", 1)[0]
-                scope = {**scope, "path": _segment_path(text)}
+                scope = {**scope, "path": _segment_path(raw.split(b"?", 1)[0])}
         await self.app(scope, receive, send)
 
 
