@@ -70,6 +70,42 @@ def test_every_route_declares_the_one_auth_dependency() -> None:
     assert writes["/api/v1/lineage"] == {Access.WRITE} and writes["/api/v1/retention"] == {Access.ADMIN}
 
 
+def _route_calls(app: Any) -> list[tuple[str, str, Access]]:
+    """Every route of ``app`` as ``(method, path with placeholders filled, level it needs)``."""
+    levels = {requires(level): level for level in Access}
+
+    def needed(dependant: Any) -> set[Access]:
+        found = {levels[d.call] for d in dependant.dependencies if d.call in levels}
+        for sub in dependant.dependencies:
+            found |= needed(sub)
+        return found
+
+    calls = []
+    for route in app.routes:
+        path = route.path
+        for name in route.param_convertors:
+            path = path.replace(f"{{{name}:path}}", "x").replace(f"{{{name}}}", "x")
+        level = max(needed(route.dependant), key=list(Access).index)
+        calls += [(method, path, level) for method in sorted(route.methods - {"HEAD"})]
+    return calls
+
+
+def test_every_route_refuses_a_caller_without_the_access_it_needs(keyed: TestClient) -> None:
+    """Called, not only declared: every route answers 401 to an anonymous caller (the page and the API
+    description load without a key by design, holding no data) and 403 to a key one level too low."""
+    calls = _route_calls(keyed.app)
+    assert len(calls) > 40  # the Marquez routes included
+    below = {Access.WRITE: READ, Access.ADMIN: WRITE}
+    for method, path, level in calls:
+        if level is Access.PAGE:
+            continue
+        anonymous = keyed.request(method, path)
+        assert anonymous.status_code == 401, f"{method} {path}: {anonymous.status_code} to an anonymous caller"
+        if level in below:
+            too_low = keyed.request(method, path, headers={"X-API-Key": below[level]})
+            assert too_low.status_code == 403, f"{method} {path}: {too_low.status_code} to a key one level below"
+
+
 def test_keys_of_each_scope_get_what_their_scope_allows(keyed: TestClient) -> None:
     assert _calls(keyed, {}) == {"read": 401, "walk": 401, "ingest": 401, "prune": 401}
     assert _calls(keyed, {"X-API-Key": READ}) == {"read": 200, "walk": 200, "ingest": 403, "prune": 403}
