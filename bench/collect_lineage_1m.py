@@ -25,19 +25,22 @@ import os
 import random
 import statistics
 import sys
+import tempfile
 import time
-import uuid
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import make_url
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from consumer_bench import PG_URL  # noqa: E402
+from consumer_bench import postgres_schema  # noqa: E402
 from consumer_walk_1m import LAYERS, PER_LAYER, synthetic_graph  # noqa: E402
 
 from airflow_lineage_provider.consumer.store import LineageStore, graph, tables  # noqa: E402
@@ -223,6 +226,24 @@ def four_walks(store_url: str, walk: Any, source: int, repeat: int) -> dict[str,
     return {"walks_ms": statistics.median(times) * 1000, "edges": found}
 
 
+@contextmanager
+def _backend(kind: str) -> Iterator[tuple[str, str, str, str]]:
+    """A fresh store and warehouse: ``(store URL, warehouse connection URI, table prefix, warehouse URL)``.
+
+    On PostgreSQL both live in one private schema (the prefix qualifies the operator's tables, since an
+    Airflow connection carries no search path); on SQLite, two files in a temporary folder.
+    """
+    if kind == "postgres":
+        with postgres_schema() as store_url:
+            schema = make_url(store_url).query["options"].split("=", 1)[1]
+            yield store_url, "postgresql://postgres@127.0.0.1:5432/test", f"{schema}.", store_url
+        return
+    (HERE / "results").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=HERE / "results", prefix="collect-1m-") as folder:
+        warehouse_url = f"sqlite:///{Path(folder) / 'warehouse.db'}"
+        yield f"sqlite:///{Path(folder) / 'lineage.db'}", warehouse_url, "", warehouse_url
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", nargs="+", default=["postgres", "sqlite"], choices=["postgres", "sqlite"])
@@ -237,35 +258,7 @@ def main() -> int:
         flush=True,
     )
     for backend in args.backends:
-        cleanup: list[Any] = []
-        if backend == "postgres":
-            schema = f"alp_collect_{uuid.uuid4().hex[:8]}"
-            admin = sa.create_engine(PG_URL)
-            with admin.begin() as conn:
-                conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-            store_url = f"{PG_URL}?options=-csearch_path%3D{schema}"
-            conn_uri, prefix, warehouse_url = "postgresql://postgres@127.0.0.1:5432/test", f"{schema}.", store_url
-
-            def drop(schema: str = schema, admin: Any = admin) -> None:
-                with admin.begin() as conn:
-                    conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-                admin.dispose()
-
-            cleanup.append(drop)
-        else:
-            folder = HERE / "results" / f"collect-1m-{uuid.uuid4().hex[:6]}"
-            folder.mkdir(parents=True)
-            store_url = f"sqlite:///{folder / 'lineage.db'}"
-            conn_uri = warehouse_url = f"sqlite:///{folder / 'warehouse.db'}"
-            prefix = ""
-
-            def remove(folder: Path = folder) -> None:
-                for path in folder.iterdir():
-                    path.unlink()
-                folder.rmdir()
-
-            cleanup.append(remove)
-        try:
+        with _backend(backend) as (store_url, conn_uri, prefix, warehouse_url):
             seconds = load(store_url, rows)
             warehouse(warehouse_url)
             source = source_id(edges)
@@ -279,9 +272,6 @@ def main() -> int:
                 f"({recursive['edges']} edges)",
                 flush=True,
             )
-        finally:
-            for step in cleanup:
-                step()
     return 0
 
 
