@@ -50,42 +50,35 @@ def _calls(client: TestClient, headers: dict[str, str]) -> dict[str, int]:
     }
 
 
+def _needed(dependant: Any) -> set[Access]:
+    """The access levels a route's dependency tree asks for through the one auth dependency."""
+    levels = {requires(level): level for level in Access}
+    found = {levels[d.call] for d in dependant.dependencies if d.call in levels}
+    for sub in dependant.dependencies:
+        found |= _needed(sub)
+    return found
+
+
 def test_every_route_declares_the_one_auth_dependency() -> None:
     app = create_app(store_url="sqlite:///unused.db", keys=KEYS)
-    levels = {requires(level): level for level in Access}
-
-    def needed(dependant: Any) -> set[Access]:
-        found = {levels[d.call] for d in dependant.dependencies if d.call in levels}
-        for sub in dependant.dependencies:
-            found |= needed(sub)
-        return found
-
     paths = set()
     for route in app.routes:
         assert isinstance(route, APIRoute), f"{route.path} is not an API route: it would bypass the auth dependency"
-        assert needed(route.dependant), f"{route.path} answers without the auth dependency"
+        assert _needed(route.dependant), f"{route.path} answers without the auth dependency"
         paths.add(route.path)
     assert {"/api/v1/lineage", "/api/v1/retention", "/ui", "/docs", "/openapi.json"} <= paths
-    writes = {r.path: needed(r.dependant) for r in app.routes if "POST" in r.methods}
+    writes = {r.path: _needed(r.dependant) for r in app.routes if "POST" in r.methods}
     assert writes["/api/v1/lineage"] == {Access.WRITE} and writes["/api/v1/retention"] == {Access.ADMIN}
 
 
 def _route_calls(app: Any) -> list[tuple[str, str, Access]]:
     """Every route of ``app`` as ``(method, path with placeholders filled, level it needs)``."""
-    levels = {requires(level): level for level in Access}
-
-    def needed(dependant: Any) -> set[Access]:
-        found = {levels[d.call] for d in dependant.dependencies if d.call in levels}
-        for sub in dependant.dependencies:
-            found |= needed(sub)
-        return found
-
     calls = []
     for route in app.routes:
         path = route.path
         for name in route.param_convertors:
             path = path.replace(f"{{{name}:path}}", "x").replace(f"{{{name}}}", "x")
-        level = max(needed(route.dependant), key=list(Access).index)
+        level = max(_needed(route.dependant), key=list(Access).index)
         calls += [(method, path, level) for method in sorted(route.methods - {"HEAD"})]
     return calls
 
