@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -16,7 +15,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import PG_URL, require_postgres
+from conftest import PG_URL
+from sqlalchemy.engine import make_url
+from support.consumer_fixtures import postgres_schema_url
 from support.consumer_helpers import dataset, run_event
 
 from airflow_lineage_provider.consumer.store import LineageStore
@@ -113,19 +114,13 @@ def results_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Resul
 @contextmanager
 def postgres_results_db() -> Iterator[ResultsDb]:
     """A results database in a private PostgreSQL schema (tables named ``<schema>.<table>``), dropped after."""
-    require_postgres()
-    schema = f"alp_dq_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    db = ResultsDb(PG_URL, prefix=f"{schema}.")
-    try:
-        yield db
-    finally:
-        db.engine.dispose()
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        admin.dispose()
+    with postgres_schema_url() as url:
+        schema = make_url(url).query["options"].split("=", 1)[1]  # -csearch_path=<schema>
+        db = ResultsDb(PG_URL, prefix=f"{schema}.")
+        try:
+            yield db
+        finally:
+            db.engine.dispose()
 
 
 @pytest.fixture
