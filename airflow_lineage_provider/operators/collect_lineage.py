@@ -31,7 +31,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, column, delete, select, table
 
-from airflow_lineage_provider.operators.dq_results import DEFAULT_ISSUE_COLUMNS, read_failed_columns
+from airflow_lineage_provider.operators.dq_results import DEFAULT_ISSUE_COLUMNS, read_failed_columns, split_table_name
 from airflow_lineage_provider.operators.log_safety import sanitized
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class LineageSearch:
 
 def lineage_table(name: str, metadata: MetaData | None = None) -> Table:
     """The output table's definition (``schema.table`` names are split at the last dot)."""
-    schema, _, bare = name.rpartition(".")
+    schema, bare = split_table_name(name)
     return Table(
         bare,
         metadata or MetaData(),
@@ -89,7 +89,7 @@ def lineage_table(name: str, metadata: MetaData | None = None) -> Table:
         Column("target_table", Text),
         Column("source_column", Text),
         Column("target_column", Text),
-        schema=schema or None,
+        schema=schema,
     )
 
 
@@ -291,8 +291,8 @@ class CollectLineageOperator(BaseOperator):
 
     def _scalar_failed_columns(self, engine: Any, errors: list[str]) -> list[str]:
         assert self.failed_columns_table is not None
-        schema, _, name = self.failed_columns_table.rpartition(".")
-        failures = table(name, column(self.failed_columns_column), schema=schema or None)
+        schema, name = split_table_name(self.failed_columns_table)
+        failures = table(name, column(self.failed_columns_column), schema=schema)
         value = failures.c[self.failed_columns_column]
         query = select(value).distinct().where(value.is_not(None))
         try:

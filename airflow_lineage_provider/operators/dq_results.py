@@ -43,7 +43,8 @@ class FailedColumns:
     warnings: list[str] = field(default_factory=list)
 
 
-def _split(name: str) -> tuple[str | None, str]:
+def split_table_name(name: str) -> tuple[str | None, str]:
+    """``schema.table`` as ``(schema, table)``, split at the last dot; ``(None, table)`` without one."""
     schema, _, bare = name.rpartition(".")
     return schema or None, bare
 
@@ -87,9 +88,8 @@ def _issue_query_sqlite(source: Any, value: Any, run_id: str) -> Any:
     )
 
 
-def _issue_columns(engine: Engine, name: str) -> dict[str, bool] | None:
+def _issue_columns(engine: Engine, schema: str | None, bare: str) -> dict[str, bool] | None:
     """The table's columns → whether each holds text; None when the table does not exist."""
-    schema, bare = _split(name)
     with engine.connect() as conn:
         inspector = inspect(conn)
         if not inspector.has_table(bare, schema=schema):
@@ -107,8 +107,9 @@ def read_failed_columns(
     result = FailedColumns()
     found: set[str] = set()
     for name in tables:
+        schema, bare = split_table_name(name)
         try:
-            described = _issue_columns(engine, name)
+            described = _issue_columns(engine, schema, bare)
         except SQLAlchemyError as error:
             result.warnings.append(f"results table '{sanitized(name)}' could not be read: {sanitized(error)}")
             continue
@@ -122,7 +123,6 @@ def read_failed_columns(
                     "no failed columns read from it"
                 )
                 continue
-            schema, bare = _split(name)
             source = table(bare, column(issues), schema=schema)
             value = source.c[issues]
             if engine.dialect.name == "postgresql":
