@@ -21,7 +21,7 @@ from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
 from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
 from airflow_lineage_provider.consumer.marquez_paths import Dataset, Namespace
 from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, namespace_not_found
-from airflow_lineage_provider.consumer.store import dataset_versions, marquez_datasets
+from airflow_lineage_provider.consumer.store import dataset_versions, marquez_datasets, queries
 from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
 
 router = APIRouter(tags=["marquez: datasets"], dependencies=[Depends(requires(Access.READ))])
@@ -37,7 +37,7 @@ def dataset_not_found(dataset: str) -> MarquezError:
 
 def dataset_id(conn: Connection, namespace: str, dataset: str, visible: Visible) -> int:
     """The dataset's node id; Marquez's 404 for its namespace, then for itself, when unknown or hidden."""
-    if not marquez_datasets.namespace_exists(conn, namespace, visible):
+    if not queries.namespace_exists(conn, namespace, visible):
         raise namespace_not_found(namespace)
     found = marquez_datasets.find_dataset(conn, namespace, dataset, visible)
     if found is None:
@@ -54,7 +54,7 @@ async def list_datasets(
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
-            if not marquez_datasets.namespace_exists(conn, namespace, visible):
+            if not queries.namespace_exists(conn, namespace, visible):
                 raise namespace_not_found(namespace)
             items, total = marquez_datasets.list_datasets(conn, namespace, limit, offset, visible)
         return {"datasets": items, "totalCount": total}

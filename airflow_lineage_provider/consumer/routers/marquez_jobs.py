@@ -77,7 +77,7 @@ def run_states(
 RunStates = Annotated[list[str] | None, Depends(run_states)]
 
 
-def _job_id(conn: Connection, namespace: str, job: str, visible: Visible) -> int:
+def job_id(conn: Connection, namespace: str, job: str, visible: Visible) -> int:
     """The job's node id; Marquez's 404 for its namespace, then for itself, when unknown or hidden."""
     found = marquez_jobs.find_job(conn, namespace, job, visible)
     if found is not None:
@@ -109,7 +109,7 @@ async def get_job(store: Store, principal: Reader, namespace: Namespace, job: Jo
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
-            node = _job_id(conn, namespace, job, visible)
+            node = job_id(conn, namespace, job, visible)
             return marquez_jobs.job_objects(conn, [node], visible)[node]
 
     return await marquez_answer(run)
@@ -122,7 +122,7 @@ async def list_job_versions(
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
-            versions = marquez_jobs.job_versions(conn, _job_id(conn, namespace, job, visible), visible)
+            versions = marquez_jobs.job_versions(conn, job_id(conn, namespace, job, visible), visible)
         return {"versions": versions[offset : offset + limit], "totalCount": len(versions)}
 
     return await marquez_answer(run)
@@ -143,7 +143,7 @@ async def get_job_version(
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
-            versions = marquez_jobs.job_versions(conn, _job_id(conn, namespace, job, visible), visible)
+            versions = marquez_jobs.job_versions(conn, job_id(conn, namespace, job, visible), visible)
         for found in versions:
             if found["version"] == version.lower():
                 return found
@@ -161,7 +161,7 @@ async def list_job_runs(
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
-            node = _job_id(conn, namespace, job, visible)
+            node = job_id(conn, namespace, job, visible)
             items, total = marquez_jobs.list_job_runs(conn, node, limit, offset, visible)
         return {"runs": items, "totalCount": total}
 

@@ -20,7 +20,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Path, Response
 from pydantic import BaseModel, Field
-from sqlalchemy import Connection
 
 from airflow_lineage_provider.consumer import audit
 from airflow_lineage_provider.consumer.access import Access, Principal
@@ -30,9 +29,9 @@ from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marqu
 from airflow_lineage_provider.consumer.marquez_paths import Dataset, Job, Namespace, path_name
 from airflow_lineage_provider.consumer.marquez_paths import Field as FieldName
 from airflow_lineage_provider.consumer.routers.marquez_datasets import dataset_id
-from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, job_not_found, namespace_not_found
+from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, job_id
 from airflow_lineage_provider.consumer.store import marquez_datasets, marquez_jobs, tags
-from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
+from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
 router = APIRouter(tags=["marquez: tags"])
 
@@ -119,22 +118,13 @@ async def _tag_job(store: Store, principal: Principal, namespace: str, job: str,
         name = _checked(tag)
         with store.write() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
-            node = _job_id(conn, namespace, job, visible)
+            node = job_id(conn, namespace, job, visible)
             (tags.add_tag if add else tags.remove_tag)(conn, node, name)
             answer = marquez_jobs.job_objects(conn, [node], visible)[node]
         _audit(principal, f"{'add' if add else 'remove'} tag {name!r} on job {namespace!r} / {job!r}")
         return answer
 
     return await marquez_answer(run)
-
-
-def _job_id(conn: Connection, namespace: str, job: str, visible: Visible) -> int:
-    if not marquez_datasets.namespace_exists(conn, namespace, visible):
-        raise namespace_not_found(namespace)
-    found = marquez_jobs.find_job(conn, namespace, job, visible)
-    if found is None:
-        raise job_not_found(job)
-    return found
 
 
 def _audit(principal: Principal, what: str) -> None:

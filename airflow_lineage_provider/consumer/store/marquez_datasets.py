@@ -213,15 +213,6 @@ def has_field(conn: Connection, dataset_id: int, field: str) -> bool:
     return any(item.get("name") == field for item in loads(stored, []))
 
 
-def namespace_exists(conn: Connection, namespace: str, visible: Visible = None) -> bool:
-    """Whether a job or dataset lives in ``namespace`` (and ``visible`` shows it)."""
-    if visible is not None and namespace not in visible:
-        return False
-    n = tables.nodes.c
-    query = select(n.id).where(n.kind.in_(("job", "dataset")), n.namespace == namespace).limit(1)
-    return conn.execute(query).first() is not None
-
-
 def list_datasets(
     conn: Connection, namespace: str, limit: int, offset: int, visible: Visible = None
 ) -> tuple[list[dict[str, Any]], int]:
