@@ -7,6 +7,7 @@ Load them in a test module with ``pytest_plugins = ("support.ui_fixtures",)``.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -17,15 +18,24 @@ from support.ui_graph import post_events, sales_events
 from support.ui_page import LineagePage, ui_app
 
 
+@contextmanager
+def serving(
+    tmp_path_factory: pytest.TempPathFactory, folder: str, events: list[dict[str, Any]]
+) -> Iterator[LiveServer]:
+    """The consumer with the page, on uvicorn over a fresh SQLite store in ``folder``, holding ``events``."""
+    store = tmp_path_factory.mktemp(folder) / "lineage.db"
+    app = ui_app(f"sqlite:///{store}")
+    with LiveServer(app) as server:
+        post_events(server.url, events)
+        yield server
+    app.state.store.dispose()
+
+
 @pytest.fixture(scope="module")
 def sales_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """The consumer with the page, on uvicorn, holding :func:`support.ui_graph.sales_events`."""
-    store = tmp_path_factory.mktemp("ui-store") / "lineage.db"
-    app = ui_app(f"sqlite:///{store}")
-    with LiveServer(app) as server:
-        post_events(server.url, sales_events())
+    with serving(tmp_path_factory, "ui-store", sales_events()) as server:
         yield server
-    app.state.store.dispose()
 
 
 @pytest.fixture(scope="module")

@@ -13,20 +13,16 @@ from typing import Any
 import pytest
 
 from support.consumer_helpers import LiveServer
-from support.ui_graph import post_events
-from support.ui_page import LineagePage, ui_app
+from support.ui_fixtures import serving
+from support.ui_page import LineagePage
 from support.ui_runs import runs_events
 
 
 @pytest.fixture(scope="module")
 def runs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """The consumer with the page, on uvicorn over SQLite, holding :func:`runs_events`."""
-    store = tmp_path_factory.mktemp("ui-runs-store") / "lineage.db"
-    app = ui_app(f"sqlite:///{store}")
-    with LiveServer(app) as server:
-        post_events(server.url, runs_events())
+    with serving(tmp_path_factory, "ui-runs-store", runs_events()) as server:
         yield server
-    app.state.store.dispose()
 
 
 @pytest.fixture
