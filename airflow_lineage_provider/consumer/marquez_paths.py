@@ -50,15 +50,11 @@ class SegmentPaths:
         await self.app(scope, receive, send)
 
 
-def _path_name(request: Request, name: str) -> str:
-    return segment(request.path_params[name])
-
-
 def path_name(parameter: str) -> object:
     """A dependency giving path parameter ``parameter`` as the plain name."""
 
     def read(request: Request) -> str:
-        return _path_name(request, parameter)
+        return segment(request.path_params[parameter])
 
     return Depends(read)
 
