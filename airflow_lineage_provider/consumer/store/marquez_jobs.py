@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Connection, Text, and_, bindparam, cast, func, select, true
+from sqlalchemy import BigInteger, Connection, Text, and_, any_, bindparam, cast, func, select, true
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 
@@ -38,6 +38,7 @@ from airflow_lineage_provider.consumer.store.marquez_runs import (
     runs_with_io_query,
     version_location,
 )
+from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.tags import NODE
 from airflow_lineage_provider.consumer.store.text import loads
 from airflow_lineage_provider.consumer.store.visibility import Visible, namespace_in, scrub
@@ -196,6 +197,26 @@ def job_objects(conn: Connection, ids: list[int], visible: Visible = None) -> di
         return _job_objects(conn, ids, visible)
 
 
+@cache
+def _jobs_statement(dialect: str) -> Any:
+    """The page's jobs (``:ids``) with their facets, latest run, inputs, outputs and tags: built once."""
+    inputs, outputs = _io_columns(dialect)
+    if dialect == "postgresql":  # one array parameter, not a list rendered anew for every page
+        ids = any_(bindparam("ids", type_=postgresql.ARRAY(BigInteger)))
+        node_in, job_in = _n.id == ids, _j.node_id == ids
+    else:
+        ids = bindparam("ids", expanding=True)
+        node_in, job_in = _n.id.in_(ids), _j.node_id.in_(ids)
+    columns = (iso_utc(_n.created_at).label("created_at"), iso_utc(_n.updated_at).label("updated_at"))
+    return (
+        select(_n.id, _n.namespace, _n.name, *columns, _j.facets, _j.latest_run_uuid)
+        .add_columns(inputs, outputs, _tags_column(dialect))
+        # The page's ids on both sides: PostgreSQL would otherwise hash every row of lineage_jobs.
+        .join_from(tables.nodes, tables.jobs, and_(_j.node_id == _n.id, job_in), isouter=True)
+        .where(node_in, _n.kind == "job")
+    )
+
+
 def _job_objects(conn: Connection, ids: list[int], visible: Visible) -> dict[int, dict[str, Any]]:
     visible = None if visible is None else frozenset(visible)
     if conn.dialect.name == "postgresql":
@@ -203,15 +224,8 @@ def _job_objects(conn: Connection, ids: list[int], visible: Visible) -> dict[int
         # per-job subqueries pass jit_above_cost, and compiling them took ~20 ms of a ~20 ms page. For the
         # rest of this read transaction only.
         conn.exec_driver_sql("SET LOCAL jit = off")
-    inputs, outputs = _io_columns(conn.dialect.name)
-    query = (
-        select(_n.id, _n.namespace, _n.name, _n.created_at, _n.updated_at, _j.facets, _j.latest_run_uuid)
-        .add_columns(inputs, outputs, _tags_column(conn.dialect.name))
-        # The page's ids on both sides: PostgreSQL would otherwise hash every row of lineage_jobs.
-        .join_from(tables.nodes, tables.jobs, and_(_j.node_id == _n.id, _j.node_id.in_(ids)), isouter=True)
-        .where(_n.id.in_(ids), _n.kind == "job")
-    )
-    rows = list(conn.execute(query))
+    query = _jobs_statement(conn.dialect.name)
+    rows = list(conn.execute(query, {"ids": ids}))
     latest = {row.id: row.latest_run_uuid for row in rows if row.latest_run_uuid}
     runs = _newest_runs(conn, [row.id for row in rows], latest)
     versions = run_versions(conn, [run for found in runs.values() for run in found])
