@@ -100,8 +100,14 @@ _V3_DATASET_EDGES = sa.Table(
 )
 
 
+def _to_version_6(conn: sa.Connection) -> None:
+    """Take off what version 7 added: the record of retention prunes."""
+    tables.prunes.drop(conn)
+
+
 def _to_version_5(conn: sa.Connection) -> None:
     """Take off what version 6 added: each run's job facets and their time, the name in the nodes' index."""
+    _to_version_6(conn)
     conn.exec_driver_sql("ALTER TABLE lineage_runs DROP COLUMN job_facets")
     conn.exec_driver_sql("ALTER TABLE lineage_runs DROP COLUMN job_facets_time")
     conn.exec_driver_sql("DROP INDEX ix_lineage_nodes_kind_namespace_name")
@@ -154,11 +160,12 @@ def test_a_version_1_store_is_migrated_forward_keeping_its_lineage(store_url: st
                 node_key="old", kind="job", namespace="pipelines", name="old", created_at=datetime.now(timezone.utc),
                 updated_at=datetime.now(timezone.utc),
             ))  # fmt: skip
-        assert migrate(engine) == LATEST == 6
+        assert migrate(engine) == LATEST
         with engine.begin() as conn:
             kept = set(sa.inspect(conn).get_table_names())
             assert all(not sa.inspect(conn).get_foreign_keys(name) for name, _, _ in _V1_FOREIGN_KEYS if name in kept)
-            assert conn.execute(sa.select(tables.schema_version.c.version)).scalars().all() == [1, 2, 3, 4, 5, 6]
+            stamps = conn.execute(sa.select(tables.schema_version.c.version)).scalars().all()
+            assert stamps == list(range(1, LATEST + 1))
             assert conn.execute(sa.select(tables.nodes.c.version)).scalars().all() == [1]
             assert ingest_events(conn, [event]).stored == 1
             assert ingest_events(conn, [event]).duplicates == 1
@@ -316,7 +323,7 @@ def test_a_version_4_store_gains_empty_tag_tables_that_take_tags(store_url: str)
     engine = create_store_engine(store_url)
     try:
         _old_store(engine, 4)
-        assert migrate(engine) == LATEST == 6
+        assert migrate(engine) == LATEST
         with engine.begin() as conn:
             assert tags.list_tags(conn, 10, 0) == ([], 0)
             node = _node(conn, "dataset", "orders")
@@ -395,8 +402,8 @@ def test_a_version_5_store_gains_each_runs_latest_job_facets_and_keeps_its_job_v
         with engine.begin() as conn:
             expected, before = conn.execute(stored).all(), answers(conn)
             _to_version_5(conn)
-            conn.execute(tables.schema_version.update().values(version=5))  # a new store has one stamp: 6
-        assert migrate(engine) == LATEST == 6
+            conn.execute(tables.schema_version.update().values(version=5))  # a new store has one stamp: LATEST
+        assert migrate(engine) == LATEST
         with engine.begin() as conn:
             assert conn.execute(stored).all() == expected
             assert answers(conn) == before
@@ -413,5 +420,40 @@ def test_a_version_5_store_gains_each_runs_latest_job_facets_and_keeps_its_job_v
         assert facets[tied]["location"]["url"] == "stored last"
         versions = {run["id"]: run["jobVersion"]["version"] for run in before[1][0]}
         assert len(set(versions.values())) == 4  # four contents, four versions
+    finally:
+        engine.dispose()
+
+
+def _prunes_schema(conn: sa.Connection) -> tuple[object, ...]:
+    inspector = sa.inspect(conn)
+    columns = [(c["name"], str(c["type"]), c["nullable"]) for c in inspector.get_columns(tables.prunes.name)]
+    return columns, inspector.get_pk_constraint(tables.prunes.name)["constrained_columns"]
+
+
+def test_a_version_6_store_gains_the_prune_record_as_a_new_store_has_it(store_url: str) -> None:
+    """Version 7 adds an empty ``lineage_prunes``, the same table a new store gets, and keeps the lineage."""
+    from support.consumer_helpers import dataset, run_event
+
+    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.store.retention import PruneRecord, recent_prunes, record_prune
+    from airflow_lineage_provider.consumer.validation import parse_event
+
+    engine = create_store_engine(store_url)
+    try:
+        migrate(engine)
+        with engine.begin() as conn:
+            new = _prunes_schema(conn)
+            ingest_events(conn, [parse_event(run_event("COMPLETE", "load", outputs=[dataset("dst")]))])
+            _to_version_6(conn)
+            conn.execute(tables.schema_version.update().values(version=6))
+        assert migrate(engine) == LATEST
+        with engine.begin() as conn:
+            assert _prunes_schema(conn) == new
+            assert conn.execute(sa.select(sa.func.count()).select_from(tables.events)).scalar() == 1
+            assert recent_prunes(conn, 5) == []
+            now = datetime.now(timezone.utc)
+            record = PruneRecord(now, now - timedelta(days=3), "api", events=2, runs=1, duration_seconds=0.5)
+            record_prune(conn, record)
+            assert recent_prunes(conn, 5) == [record]
     finally:
         engine.dispose()

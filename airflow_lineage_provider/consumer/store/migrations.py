@@ -197,6 +197,27 @@ def _run_job_facets(conn: Connection) -> None:
             conn.execute(set_facets, rows)
 
 
+_PRUNES_TABLE = """
+CREATE TABLE lineage_prunes (
+    id {serial} NOT NULL,
+    pruned_at {timestamp} NOT NULL,
+    cutoff {timestamp} NOT NULL,
+    triggered_by VARCHAR(8) NOT NULL,
+    events BIGINT NOT NULL,
+    runs BIGINT NOT NULL,
+    duration_us BIGINT NOT NULL,
+    PRIMARY KEY (id)
+)
+"""
+
+
+def _prunes(conn: Connection) -> None:
+    """Version 7: ``lineage_prunes``, a row per retention prune (what ``GET /api/v1/retention`` reports), empty."""
+    postgres = conn.dialect.name == "postgresql"
+    serial, timestamp = ("BIGSERIAL", "TIMESTAMP WITH TIME ZONE") if postgres else ("INTEGER", "DATETIME")
+    conn.exec_driver_sql(_PRUNES_TABLE.format(serial=serial, timestamp=timestamp))
+
+
 #: ``(version, description, migration)`` in order. Append only; never edit a released entry.
 MIGRATIONS: list[tuple[int, str, Migration]] = [
     (1, "initial lineage store", _initial),
@@ -205,6 +226,7 @@ MIGRATIONS: list[tuple[int, str, Migration]] = [
     (4, "table lineage as io groups, linear in inputs + outputs", _io_groups),
     (5, "tags on jobs, datasets and fields", _tags),
     (6, "each run's latest job facets, and nodes indexed by name", _run_job_facets),
+    (7, "a record of each retention prune", _prunes),
 ]
 LATEST = MIGRATIONS[-1][0]
 

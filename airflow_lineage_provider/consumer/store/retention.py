@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, and_, delete, or_, select
+from sqlalchemy import Connection, and_, delete, func, insert, or_, select
 
 from airflow_lineage_provider.consumer.store import tables
 
@@ -39,3 +39,53 @@ def prune(conn: Connection, older_than: datetime) -> PruneResult:
     conn.execute(delete(tables.run_io).where(tables.run_io.c.run_uuid.in_(stale)))
     runs = conn.execute(delete(tables.runs).where(tables.runs.c.run_uuid.in_(stale))).rowcount
     return PruneResult(events=events or 0, runs=runs or 0)
+
+
+#: What can start a prune: the consumer's timer, ``POST /api/v1/retention``, or an ingest.
+TRIGGERS = ("timer", "api", "ingest")
+
+#: How many prune records the store keeps (the oldest go as new ones come).
+KEPT_PRUNES = 100
+
+
+@dataclass(frozen=True)
+class PruneRecord:
+    """One prune as ``lineage_prunes`` keeps it: when, the cut-off, what started it, what it removed."""
+
+    pruned_at: datetime
+    cutoff: datetime
+    trigger: str
+    events: int
+    runs: int
+    duration_seconds: float
+
+
+def record_prune(conn: Connection, record: PruneRecord) -> None:
+    """Append ``record`` to ``lineage_prunes`` and drop the records older than the latest :data:`KEPT_PRUNES`."""
+    if record.trigger not in TRIGGERS:
+        raise ValueError(f"a prune is triggered by one of {', '.join(TRIGGERS)}, not {record.trigger!r}")
+    p = tables.prunes.c
+    conn.execute(
+        insert(tables.prunes).values(
+            pruned_at=record.pruned_at,
+            cutoff=record.cutoff,
+            triggered_by=record.trigger,
+            events=record.events,
+            runs=record.runs,
+            duration_us=round(record.duration_seconds * 1_000_000),
+        )
+    )
+    kept = select(p.id).order_by(p.id.desc()).limit(KEPT_PRUNES).scalar_subquery()
+    oldest_kept = select(func.min(p.id)).where(p.id.in_(kept))
+    conn.execute(delete(tables.prunes).where(p.id < oldest_kept.scalar_subquery()))
+
+
+def recent_prunes(conn: Connection, limit: int) -> list[PruneRecord]:
+    """The latest ``limit`` prune records, newest first."""
+    p = tables.prunes.c
+    query = select(p.pruned_at, p.cutoff, p.triggered_by, p.events, p.runs, p.duration_us)
+    rows = conn.execute(query.order_by(p.pruned_at.desc(), p.id.desc()).limit(limit))
+    return [
+        PruneRecord(at, cutoff, trigger, events=events, runs=runs, duration_seconds=micros / 1_000_000)
+        for at, cutoff, trigger, events, runs, micros in rows
+    ]

@@ -257,3 +257,19 @@ node_tags = Table(
     Column("tagged_at", UtcDateTime, nullable=False),
     Index("ix_lineage_node_tags_tag", "tag"),
 )
+
+#: One row per retention prune, whoever ran it (``triggered_by``: ``timer``, ``api`` or ``ingest``): when, the
+#: cut-off, how many events and runs went and how long it took (microseconds). Kept in the store, not in a
+#: process, so ``GET /api/v1/retention`` answers the same in every process and after a restart; only the
+#: latest rows are kept (see :func:`..retention.record_prune`).
+prunes = Table(
+    "lineage_prunes",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("pruned_at", UtcDateTime, nullable=False),
+    Column("cutoff", UtcDateTime, nullable=False),
+    Column("triggered_by", String(8), nullable=False),
+    Column("events", BigInteger, nullable=False),
+    Column("runs", BigInteger, nullable=False),
+    Column("duration_us", BigInteger, nullable=False),
+)
