@@ -318,3 +318,33 @@ def test_graph_nodes_and_details_carry_the_types_the_events_said(marquez: TestCl
         "BATCH",
     ]
     assert details[ids[JOB]]["inputs"] == [{"namespace": NS, "name": "public.src"}]  # a STREAM job keeps its io
+
+
+def test_listed_jobs_kept_in_memory_are_never_stale(marquez: TestClient, store_url: str) -> None:
+    """Job listings keep each Job by its node's version: another process's ingest, tag writes and removals
+    show at once, and a listing from memory is exactly what a process without the cache answers."""
+    writer = create_app(store_url=store_url, anonymous=Access.ADMIN)
+    uncached = create_app(store_url=store_url, anonymous=Access.ADMIN, graph_cache_nodes=0)
+    listing = f"/api/v1/namespaces/{quote(NS, safe='')}/jobs"
+    try:
+        with TestClient(writer) as other, TestClient(uncached) as plain:
+
+            def listed() -> dict[str, Any]:
+                found = _get(marquez, listing)
+                assert found == _get(plain, listing) == {**_get(marquez, "/api/v1/jobs", namespace=NS)}
+                return found["jobs"][0]
+
+            assert listed()["latestRun"]["id"] == SECOND
+            assert len(marquez.app.state.store.job_objects) == 1  # kept after the first listing
+            third = str(uuid.uuid4())
+            assert other.post("/api/v1/lineage", json=_event("START", third, 300, "v3")).status_code == 201
+            job = listed()
+            assert (job["latestRun"]["id"], job["latestRun"]["state"]) == (third, "RUNNING")
+            assert [run["id"] for run in job["latestRuns"]] == [third, SECOND, FIRST]
+            assert other.post(f"{JOB_PATH}/tags/PII").status_code == 200
+            assert listed()["tags"] == ["PII"]
+            assert other.delete(f"{JOB_PATH}/tags/PII").status_code == 200
+            assert listed()["tags"] == []
+    finally:
+        writer.state.store.dispose()
+        uncached.state.store.dispose()

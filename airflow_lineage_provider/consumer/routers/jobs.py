@@ -34,7 +34,14 @@ async def get_jobs(
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
             items, total = marquez_jobs.list_jobs(
-                conn, limit, offset, namespace=namespace, name_contains=name_contains, states=states, visible=visible
+                conn,
+                limit,
+                offset,
+                namespace=namespace,
+                name_contains=name_contains,
+                states=states,
+                visible=visible,
+                cache=store.job_objects,
             )
         return {"jobs": items, "totalCount": total}
 

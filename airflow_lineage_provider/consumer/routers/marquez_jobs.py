@@ -97,7 +97,7 @@ async def list_jobs(
             if not queries.namespace_exists(conn, namespace, visible):
                 raise namespace_not_found(namespace)
             items, total = marquez_jobs.list_jobs(
-                conn, limit, offset, namespace=namespace, states=states, visible=visible
+                conn, limit, offset, namespace=namespace, states=states, visible=visible, cache=store.job_objects
             )
         return {"jobs": items, "totalCount": total}
 

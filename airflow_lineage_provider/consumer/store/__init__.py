@@ -16,7 +16,9 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCards
+from airflow_lineage_provider.consumer.store.marquez_jobs import JobObjects
 from airflow_lineage_provider.consumer.store.migrations import migrate
+from airflow_lineage_provider.consumer.store.versioned_cache import VersionedCache
 
 _WRITE = "lineage_write"
 
@@ -61,7 +63,8 @@ def create_store_engine(url: str, **kwargs: Any) -> Engine:
 class LineageStore:
     """A lineage store at ``url``: migrated on first use, then handing out connections.
 
-    ``graph_cache_nodes`` bounds the graph cards kept in memory (0 turns the cache off).
+    ``graph_cache_nodes`` bounds the graph cards kept in memory, and the Marquez job objects (0 turns the
+    caches off).
 
     Example::
 
@@ -77,6 +80,8 @@ class LineageStore:
         self._engine = engine
         #: What graph answers show of each node, by node version (see :mod:`.graph_cards`).
         self.graph_cards = GraphCards(graph_cache_nodes)
+        #: Marquez's Job objects of job listings, encoded, by node version (see :mod:`.marquez_jobs`).
+        self.job_objects: JobObjects = VersionedCache(graph_cache_nodes)
         self._ready = False
         self._lock = threading.Lock()
 

@@ -3,9 +3,10 @@
 A card is a node's ``id``, ``type`` and ``data`` (names, ``updatedAt``, a dataset's latest schema, a
 job's latest run), as the immutable structs a graph answer encodes. Everything on it changes only with an event
 naming the node, and every such ingest bumps ``lineage_nodes.version``; so a card is valid exactly as long
-as the node's version is the one it was read at, whichever process wrote since. A walk reads the picked
-nodes' versions with the walk and the data of the nodes whose card is missing or older (or, when the
-previous walk found less than half of its cards here, every node's data along with the walk).
+as the node's version is the one it was read at, whichever process wrote since (:mod:`.versioned_cache`).
+A walk reads the picked nodes' versions with the walk and the data of the nodes whose card is missing or
+older (or, when the previous walk found less than half of its cards here, every node's data along with the
+walk).
 
 Overlapping graphs (a page and its neighbours, repeated impact queries) then fetch and encode only the
 nodes that changed. The cache is per store and bounded (least recently used cards go first).
@@ -13,12 +14,12 @@ nodes that changed. The cache is per store and bounded (least recently used card
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
+
+from airflow_lineage_provider.consumer.store.versioned_cache import VersionedCache
 
 
 class GraphCard(msgspec.Struct, frozen=True):
@@ -29,35 +30,16 @@ class GraphCard(msgspec.Struct, frozen=True):
     data: Any
 
 
-class GraphCards:
+class GraphCards(VersionedCache[GraphCard]):
     """At most ``capacity`` cards by node id, each with the node version it was read at (0: no cache)."""
 
     def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._cards: OrderedDict[int, tuple[int, GraphCard]] = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__(capacity)
         self._last_hits = 0.0  # share of the last walk's nodes found here
 
     def mostly_hits(self) -> bool:
         """Whether the last walk found at least half of its nodes' cards (never without a cache)."""
         return self.capacity > 0 and self._last_hits >= 0.5
-
-    def lookup(self, versions: dict[int, int]) -> tuple[dict[int, GraphCard], list[int]]:
-        """``(cards found at their current version, ids to read)`` for ``node id → version``."""
-        if not self.capacity:
-            return {}, list(versions)
-        found: dict[int, GraphCard] = {}
-        missing: list[int] = []
-        with self._lock:
-            cards = self._cards
-            for node_id, version in versions.items():
-                entry = cards.get(node_id)
-                if entry is not None and entry[0] == version:
-                    found[node_id] = entry[1]
-                    cards.move_to_end(node_id)
-                else:
-                    missing.append(node_id)
-        return found, missing
 
     def store(self, read: Sequence[tuple[int, int, GraphCard]], hits: int) -> None:
         """Keep the ``(node id, version, card)`` a walk read, after ``hits`` cards it found here.
@@ -68,15 +50,4 @@ class GraphCards:
         if not self.capacity:
             return
         self._last_hits = hits / max(hits + len(read), 1)
-        with self._lock:
-            cards = self._cards
-            for node_id, version, card in read:
-                known = cards.get(node_id)
-                if known is None or known[0] <= version:  # never replace a newer card with an older read
-                    cards[node_id] = (version, card)
-                    cards.move_to_end(node_id)
-            while len(cards) > self.capacity:
-                cards.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._cards)
+        self.keep(read)

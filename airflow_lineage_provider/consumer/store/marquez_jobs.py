@@ -15,6 +15,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+import msgspec
 from sqlalchemy import BigInteger, Connection, Text, and_, any_, bindparam, cast, func, select, true
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import aggregate_order_by
@@ -41,6 +42,7 @@ from airflow_lineage_provider.consumer.store.marquez_runs import (
 from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.tags import NODE
 from airflow_lineage_provider.consumer.store.text import loads
+from airflow_lineage_provider.consumer.store.versioned_cache import VersionedCache
 from airflow_lineage_provider.consumer.store.visibility import Visible, namespace_in, scrub
 
 #: How many of its newest runs a Job lists in ``latestRuns``.
@@ -75,10 +77,15 @@ def list_jobs(
     name_contains: str | None = None,
     states: list[str] | None = None,
     visible: Visible = None,
-) -> tuple[list[dict[str, Any]], int]:
+    cache: JobObjects | None = None,
+) -> tuple[list[Any], int]:
     """A page of Jobs by namespace and name, and how many there are; ``states``: only jobs whose latest run
-    is in one of them."""
-    query = select(_n.id).where(_n.kind == "job").order_by(_n.namespace, _n.name)
+    is in one of them.
+
+    With ``cache`` (and no namespace limit), the Jobs come from it at their node's current version, as
+    encoded JSON (:class:`msgspec.Raw`); only the jobs missing there are read and built.
+    """
+    query = select(_n.id, _n.version).where(_n.kind == "job").order_by(_n.namespace, _n.name)
     if namespace is not None:
         query = query.where(_n.namespace == namespace)
     if name_contains:
@@ -92,9 +99,30 @@ def list_jobs(
     if visible is not None:
         query = query.where(namespace_in(_n.namespace, visible, conn.dialect.name))
     rows, total = page(conn, query, limit, offset)
+    if cache is not None and visible is None:
+        found = cached_job_objects(conn, {row.id: row.version for row in rows}, cache)
+        return [found[row.id] for row in rows], total
     ids = [row.id for row in rows]
     jobs = job_objects(conn, ids, visible)
     return [jobs[node] for node in ids], total
+
+
+#: Jobs as encoded JSON by node id, at the version they were built at (see :mod:`.versioned_cache`).
+JobObjects = VersionedCache[msgspec.Raw]
+
+
+def cached_job_objects(conn: Connection, versions: dict[int, int], cache: JobObjects) -> dict[int, msgspec.Raw]:
+    """``id → Job`` (encoded) for the jobs of ``versions`` (``id → node version`` read in this transaction):
+    from ``cache`` at those versions, the others built (with no namespace limit) and kept there."""
+    found, missing = cache.lookup(versions)
+    if missing:
+        built = [(node, versions[node], msgspec.Raw(_encode(job))) for node, job in job_objects(conn, missing).items()]
+        cache.keep(built)
+        found.update((node, job) for node, _, job in built)
+    return found
+
+
+_encode = msgspec.json.Encoder().encode
 
 
 @cache

@@ -16,6 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.ingest import field_key
+from airflow_lineage_provider.consumer.store.versioned_cache import bump_versions
 
 #: Longest tag name accepted (Marquez's column is ``VARCHAR(255)``).
 MAX_TAG_LENGTH = 255
@@ -62,7 +63,8 @@ def add_tag(conn: Connection, node_id: int, tag: str, field: str | None = None) 
         "field": field,
         "tagged_at": datetime.now(timezone.utc),
     }
-    conn.execute(_insert(conn, tables.node_tags).on_conflict_do_nothing(), row)
+    if conn.execute(_insert(conn, tables.node_tags).on_conflict_do_nothing(), row).rowcount:
+        bump_versions(conn, node_id)  # job objects kept by version show their tags
 
 
 def remove_tag(conn: Connection, node_id: int, tag: str, field: str | None = None) -> bool:
@@ -71,7 +73,10 @@ def remove_tag(conn: Connection, node_id: int, tag: str, field: str | None = Non
     where = and_(
         t.node_id == node_id, t.field_key == (NODE if field is None else field_key(node_id, field)), t.tag == tag
     )
-    return bool(conn.execute(delete(tables.node_tags).where(where)).rowcount)
+    removed = bool(conn.execute(delete(tables.node_tags).where(where)).rowcount)
+    if removed:
+        bump_versions(conn, node_id)
+    return removed
 
 
 def node_tags(conn: Connection, node_ids: Iterable[int]) -> dict[int, list[str]]:
