@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from airflow_lineage_provider.get_provider_info import CONFIG
 from airflow_lineage_provider.version import __version__
+
+if TYPE_CHECKING:
+    from airflow_lineage_provider.consumer.namespace_aliases import NamespaceAliases
 
 SECTION = "lineage_provider"
 DEFAULT_PRODUCER = f"https://pypi.org/project/airflow-lineage-provider/{__version__}/"
@@ -222,6 +226,31 @@ def consumer_graph_cache_nodes() -> int:
 
 
 def consumer_retention_days() -> float | None:
-    """``[lineage_provider] consumer_retention_days``: days of raw events and runs kept (None: all)."""
+    """``[lineage_provider] consumer_retention_days``: days of raw events and runs kept (None: all).
+
+    The consumer's ``retention_days``; ``[lineage_provider] retention_days`` is the outbox's.
+    """
     value = _get("consumer_retention_days").strip()
     return float(value) if value else None
+
+
+def consumer_retention_check_interval_hours() -> float:
+    """``[lineage_provider] consumer_retention_check_interval_hours``: how often the consumer prunes (default 24)."""
+    value = _get("consumer_retention_check_interval_hours").strip() or "24"
+    try:
+        hours = float(value)
+    except ValueError:
+        hours = 0.0
+    if not hours > 0:
+        raise ValueError(f"consumer_retention_check_interval_hours must be a number of hours above 0, got {value!r}")
+    return hours
+
+
+def consumer_namespace_aliases() -> NamespaceAliases:
+    """``[lineage_provider] consumer_namespace_aliases``: ``alias=canonical`` entries, by newline or comma."""
+    from airflow_lineage_provider.consumer.namespace_aliases import NamespaceAliases
+
+    try:
+        return NamespaceAliases.parse(_get("consumer_namespace_aliases"))
+    except ValueError as error:
+        raise ValueError(f"consumer_namespace_aliases: {error}") from None

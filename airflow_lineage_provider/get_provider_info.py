@@ -192,6 +192,20 @@ CONSUMER_OPTIONS: dict[str, Any] = {
         "90",
         "integer",
     ),
+    "consumer_retention_check_interval_hours": _option(
+        "How often the consumer prunes when ``consumer_retention_days`` is set, in hours (a timer in the API "
+        "server; the interval counts from the store's last scheduled prune, whichever process ran it).\n",
+        "24",
+        "6",
+        "float",
+    ),
+    "consumer_namespace_aliases": _option(
+        "Other spellings of namespaces, as ``alias=canonical`` entries separated by newlines or commas "
+        "(exact strings; chains resolve to their end). The consumer shows and walks an alias's jobs and "
+        "datasets under the canonical namespace, at read time: stored events are never rewritten.\n",
+        "",
+        "postgresql://db.internal:5432=postgres://db:5432",
+    ),
     "consumer_graph_cache_nodes": _option(
         "Nodes whose graph data the consumer keeps in memory for graph answers, keyed by a version every "
         "event naming the node bumps (never stale); about 1 KB each. 0: read every node from the store.\n",

@@ -20,6 +20,7 @@ import os
 from airflow_lineage_provider.cli import CommandError
 from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing, load_keys_file
 from airflow_lineage_provider.consumer.hosts import serve_hosts
+from airflow_lineage_provider.consumer.namespace_aliases import NamespaceAliases
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6580
@@ -121,6 +122,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--retention-days", type=float, metavar="DAYS", help="prune raw events and runs older than this"
     )
     parser.add_argument(
+        "--retention-check-interval-hours",
+        type=float,
+        default=24.0,
+        metavar="HOURS",
+        help="with --retention-days, prune every HOURS hours on a timer (default 24; fractions allowed)",
+    )
+    parser.add_argument(
+        "--namespace-alias",
+        action="append",
+        default=[],
+        metavar="ALIAS=CANONICAL",
+        help="show and walk namespace ALIAS as CANONICAL, e.g. postgresql://db.internal:5432=postgres://db:5432 "
+        "(repeatable; exact strings, applied when reading: stored events are never rewritten)",
+    )
+    parser.add_argument(
         "--graph-cache-nodes",
         type=int,
         default=20_000,
@@ -156,6 +172,8 @@ def serve(args: argparse.Namespace) -> int:
             strict=args.strict,
             spec_dir=args.spec_dir,
             retention_days=args.retention_days,
+            retention_check_interval_hours=args.retention_check_interval_hours,
+            namespace_aliases=namespace_aliases(args.namespace_alias),
             graph_cache_nodes=args.graph_cache_nodes,
             max_batch_events=args.max_batch_events,
             max_clock_skew_hours=args.max_clock_skew_hours,
@@ -188,6 +206,21 @@ def serve(args: argparse.Namespace) -> int:
         http=guarded_protocol(args.header_timeout, args.stall_timeout),
     )
     return 0
+
+
+def namespace_aliases(entries: list[str]) -> NamespaceAliases:
+    """The ``--namespace-alias`` entries as :class:`NamespaceAliases`; each entry is one ``ALIAS=CANONICAL``
+    (a comma belongs to the names, unlike in the configuration option)."""
+    pairs = []
+    for entry in entries:
+        alias, sep, canonical = entry.partition("=")
+        if not sep or not alias.strip() or not canonical.strip():
+            raise ValueError(
+                f"--namespace-alias takes ALIAS=CANONICAL, e.g. postgresql://db.internal:5432=postgres://db:5432, "
+                f"got {entry!r}"
+            )
+        pairs.append((alias.strip(), canonical.strip()))
+    return NamespaceAliases(tuple(pairs))
 
 
 def is_loopback(host: str) -> bool:

@@ -119,6 +119,8 @@ def create_app(
     app.state.store = LineageStore(store_url, engine=engine, graph_cache_nodes=config.graph_cache_nodes)
     app.state.spec_validator = spec_validator
     app.state.retention = RetentionSchedule(config)
+    #: Other spellings of namespaces, read by the store's queries (docs/consumer.md, "Namespace aliases").
+    app.state.namespace_aliases = config.namespace_aliases
     app.state.walks = WalkLimiter(config.max_concurrent_walks, config.max_waiting_walks, config.walk_answer_bytes)
     app.add_middleware(SegmentPaths)  # Marquez's percent-encoded names in paths (marquez_paths.py)
     if config.allowed_hosts:

@@ -96,7 +96,7 @@ class RetentionSchedule:
 
     def __init__(self, settings: ConsumerSettings) -> None:
         self.days = settings.retention_days
-        self.interval = settings.retention_interval_hours * 3600
+        self.interval = settings.retention_check_interval_hours * 3600
         self._last = 0.0
         self._lock = threading.Lock()
 

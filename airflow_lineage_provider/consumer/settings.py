@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 
 from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing
+from airflow_lineage_provider.consumer.namespace_aliases import NamespaceAliases, aliases_from
 
 
 @dataclass(frozen=True)
@@ -62,12 +64,21 @@ class ConsumerSettings:
     folder of the OpenLineage repository at the version you target). Read only in strict mode."""
 
     retention_days: float | None = None
-    """Prune raw events and runs whose last event is older than this many days, checked after ingest at
-    most every ``retention_interval_hours``. None (the default) keeps everything. The graph itself
-    (jobs, datasets, edges, schemas, each job's latest run) is never pruned."""
+    """Prune raw events and runs whose last event is older than this many days, every
+    ``retention_check_interval_hours`` (a timer started with the app, see :mod:`.service`). None (the
+    default) keeps everything. The graph itself (jobs, datasets, edges, schemas, each job's latest run) is
+    never pruned."""
 
-    retention_interval_hours: float = 24.0
-    """How often scheduled retention runs at most, in hours."""
+    retention_check_interval_hours: float = 24.0
+    """How often retention runs when ``retention_days`` is set, in hours (a fraction is fine: 0.25 is every
+    15 minutes). The interval counts from the store's last scheduled prune, whichever process ran it."""
+
+    retention_interval_hours: float | None = None
+    """Deprecated name of ``retention_check_interval_hours`` (given, it sets it, with a DeprecationWarning)."""
+
+    namespace_aliases: NamespaceAliases = field(default_factory=NamespaceAliases)
+    """Other spellings of namespaces, ``alias → canonical`` (:mod:`.namespace_aliases`), applied when the
+    store reads; text (``"a=b, c=d"``) or ``(alias, canonical)`` pairs are accepted too. Empty by default."""
 
     default_max_nodes: int = 1000
     """``maxNodes`` of a graph query that does not give one."""
@@ -103,3 +114,26 @@ class ConsumerSettings:
             )
         if self.retention_days is not None and self.retention_days <= 0:
             raise ValueError(f"retention_days must be positive (or None to keep everything), got {self.retention_days}")
+        self._check_retention_interval()
+        object.__setattr__(self, "namespace_aliases", aliases_from(self.namespace_aliases))
+
+    def _check_retention_interval(self) -> None:
+        """Take the deprecated ``retention_interval_hours`` over, then check the interval."""
+        if self.retention_interval_hours is not None:
+            warnings.warn(
+                "retention_interval_hours is deprecated: use retention_check_interval_hours",
+                DeprecationWarning,
+                stacklevel=4,
+            )
+            if self.retention_check_interval_hours not in (24.0, self.retention_interval_hours):
+                raise ValueError(
+                    "retention_interval_hours (deprecated) and retention_check_interval_hours disagree "
+                    f"({self.retention_interval_hours} and {self.retention_check_interval_hours}): give only "
+                    "retention_check_interval_hours"
+                )
+            object.__setattr__(self, "retention_check_interval_hours", float(self.retention_interval_hours))
+            object.__setattr__(self, "retention_interval_hours", None)
+        if not self.retention_check_interval_hours > 0:
+            raise ValueError(
+                f"retention_check_interval_hours must be more than 0, got {self.retention_check_interval_hours}"
+            )

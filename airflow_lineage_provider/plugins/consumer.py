@@ -57,6 +57,8 @@ def consumer_apps() -> list[dict[str, Any]]:
             strict=conf.consumer_strict(),
             spec_dir=conf.consumer_spec_dir(),
             retention_days=conf.consumer_retention_days(),
+            retention_check_interval_hours=conf.consumer_retention_check_interval_hours(),
+            namespace_aliases=conf.consumer_namespace_aliases(),
             graph_cache_nodes=conf.consumer_graph_cache_nodes(),
             max_batch_events=conf.consumer_max_batch_events(),
             max_clock_skew_hours=conf.consumer_max_clock_skew_hours(),
