@@ -100,8 +100,18 @@ _V3_DATASET_EDGES = sa.Table(
 )
 
 
+def _to_version_7(conn: sa.Connection) -> None:
+    """Take off what version 8 added: claim keys, producers, dataset groups and the store's settings."""
+    for table in (tables.node_producers, tables.dataset_members, tables.store_settings):
+        table.drop(conn)
+    conn.exec_driver_sql("DROP INDEX ix_lineage_symlinks_alias")
+    for column in ("alias_key", "via", "producer"):
+        conn.exec_driver_sql(f"ALTER TABLE lineage_symlinks DROP COLUMN {column}")
+
+
 def _to_version_6(conn: sa.Connection) -> None:
     """Take off what version 7 added: the record of retention prunes."""
+    _to_version_7(conn)
     tables.prunes.drop(conn)
 
 

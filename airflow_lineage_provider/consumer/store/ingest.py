@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from airflow_lineage_provider.consumer.store import facets as facet_readers
-from airflow_lineage_provider.consumer.store import lifecycle
+from airflow_lineage_provider.consumer.store import identity, lifecycle
 from airflow_lineage_provider.consumer.store.statements import Statement, Statements, statements
 from airflow_lineage_provider.consumer.store.tables import as_utc
 from airflow_lineage_provider.consumer.validation import DatasetRef, LineageEvent
@@ -31,6 +31,10 @@ NodeKey = str
 def node_key(kind: str, namespace: str, name: str) -> NodeKey:
     """Unique key of a job or dataset node (SHA-1 of kind, namespace and name)."""
     return hashlib.sha1(f"{kind}\x00{namespace}\x00{name}".encode()).hexdigest()
+
+
+def _sha1(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
 
 
 def field_key(dataset_id: int, name: str) -> str:
@@ -136,7 +140,11 @@ class _Changes:
     edges: dict[tuple[NodeKey, NodeKey], tuple[datetime, datetime]] = field(default_factory=dict)
     io_groups: dict[str, _IoGroup] = field(default_factory=dict)
     column_edges: dict[tuple[NodeKey, str, NodeKey, str], tuple[datetime, str | None]] = field(default_factory=dict)
-    symlinks: set[tuple[NodeKey, str, str, str | None]] = field(default_factory=set)
+    #: Names datasets claim (see ..identity): ``(dataset, namespace, name, type, via) → producer``, the first
+    #: producer of the batch that said it.
+    claims: dict[tuple[NodeKey, str, str, str | None, str], str | None] = field(default_factory=dict)
+    #: ``(dataset, producer)`` of each producer that named a dataset.
+    producers: set[tuple[NodeKey, str]] = field(default_factory=set)
 
     def node(self, kind: str, namespace: str, name: str, at: datetime) -> NodeKey:
         key = node_key(kind, namespace, name)
@@ -144,8 +152,10 @@ class _Changes:
         _span(self.node_times, key, at)
         return key
 
-    def dataset(self, ref: DatasetRef, at: datetime) -> NodeKey:
+    def dataset(self, ref: DatasetRef, at: datetime, producer: str | None) -> NodeKey:
         key = self.node("dataset", ref.namespace, ref.name, at)
+        if producer:
+            self.producers.add((key, producer))
         if not ref.facets:
             return key
         _latest(self.dataset_facets, key, at, json.dumps(ref.facets, sort_keys=True))
@@ -153,7 +163,10 @@ class _Changes:
         if fields is not None:
             _latest(self.schemas, key, at, json.dumps(fields))  # already in the API's shape
         for namespace, name, kind in facet_readers.symlinks(ref.facets):
-            self.symlinks.add((key, namespace, name, kind))
+            self.claims.setdefault((key, namespace, name, kind, "symlink"), producer)
+        source = identity.data_source_alias(ref.namespace, ref.facets)
+        if source is not None:
+            self.claims.setdefault((key, source, ref.name, None, "dataSource"), producer)
         for link in facet_readers.column_links(ref.facets):
             source = self.node("dataset", link.source_namespace, link.source_name, at)
             _latest(self.column_edges, (source, link.source_field, key, link.target_field), at, link.transformation)
@@ -162,15 +175,15 @@ class _Changes:
     def add(self, event: LineageEvent) -> None:
         at = event.event_time
         if event.dataset is not None:
-            self.dataset(event.dataset, at)
+            self.dataset(event.dataset, at, event.producer)
             return
         assert event.job is not None
         job = self.node("job", event.job.namespace, event.job.name, at)
         job_facets = json.dumps(event.job.facets, sort_keys=True) if event.job.facets else None
         if job_facets is not None:
             _latest(self.job_facets, job, at, job_facets)
-        inputs = [self.dataset(ref, at) for ref in event.inputs]
-        outputs = [self.dataset(ref, at) for ref in event.outputs]
+        inputs = [self.dataset(ref, at, event.producer) for ref in event.inputs]
+        outputs = [self.dataset(ref, at, event.producer) for ref in event.outputs]
         for source in inputs:
             _span(self.edges, (source, job), at)
         for target in outputs:
@@ -255,11 +268,13 @@ def _apply(conn: Connection, changes: _Changes) -> None:
     sql = statements(conn.dialect.name)
     ids = _write_nodes(conn, sql, changes)
     _write_datasets(conn, sql, changes, ids)
+    claimed = _write_claims(conn, sql, changes, ids)
     _write_jobs(conn, sql, changes, ids)
     _write_runs(conn, sql, changes, ids)
     _write_edges(conn, sql, changes, ids)
     _write_io_groups(conn, sql, changes, ids)
     _write_columns(conn, sql, changes, ids)
+    _regroup(conn, changes, ids, claimed)
 
 
 def _write_nodes(conn: Connection, sql: Statements, changes: _Changes) -> dict[NodeKey, int]:
@@ -297,18 +312,44 @@ def _write_datasets(conn: Connection, sql: Statements, changes: _Changes, ids: d
             )
     if rows:
         _write(conn, sql.datasets, rows)
-    if changes.symlinks:
-        links = {
-            (ids[key], node_key("symlink", ns, name)): {
-                "dataset_id": ids[key],
-                "symlink_key": node_key("symlink", ns, name),
-                "namespace": ns,
-                "name": name,
-                "type": t,
-            }
-            for key, ns, name, t in changes.symlinks
+    if changes.producers:
+        seen = datetime.now(timezone.utc)
+        producers = [
+            {"node_id": ids[key], "producer_key": _sha1(producer), "producer": producer, "first_seen": seen}
+            for key, producer in changes.producers
+        ]
+        _write(conn, sql.node_producers, producers)
+
+
+def _write_claims(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> set[int]:
+    """Store the names datasets claim; the datasets whose claims are new."""
+    links: dict[tuple[int, str], dict[str, Any]] = {}
+    for (key, ns, name, kind, via), producer in changes.claims.items():
+        row = {
+            "dataset_id": ids[key],
+            "symlink_key": node_key("symlink", ns, name),
+            "namespace": ns,
+            "name": name,
+            "type": kind,
+            "alias_key": node_key("dataset", ns, name),
+            "via": via,
+            "producer": producer,
         }
-        _write(conn, sql.symlinks, list(links.values()))
+        known = links.setdefault((row["dataset_id"], row["symlink_key"]), row)
+        if known["via"] != "symlink" and via == "symlink":  # a symlink says more (a type) than a dataSource
+            links[(row["dataset_id"], row["symlink_key"])] = row
+    if not links:
+        return set()
+    return set(_execute(conn, sql.symlinks, list(links.values())).scalars())
+
+
+def _regroup(conn: Connection, changes: _Changes, ids: dict[NodeKey, int], claimed: set[int]) -> None:
+    """Let groups form or change around the batch's datasets (see :mod:`.identity`)."""
+    aliases = identity.stored_namespace_aliases(conn)
+    datasets = [key for key, (kind, _ns, _name) in changes.nodes.items() if kind == "dataset"]
+    seeds = claimed | identity.ungrouped_candidates(conn, datasets, aliases)
+    if seeds:
+        identity.regroup(conn, seeds, aliases)
 
 
 def _write_jobs(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:

@@ -185,7 +185,7 @@ def _attach_symlinks(
     for start in range(0, len(datasets), CHUNK):
         query = (
             select(s.dataset_id, s.namespace, s.name, s.type)
-            .where(s.dataset_id.in_(datasets[start : start + CHUNK]))
+            .where(s.dataset_id.in_(datasets[start : start + CHUNK]), s.via == "symlink")
             .order_by(s.namespace, s.name)
         )
         for node, namespace, name, kind in conn.execute(query):

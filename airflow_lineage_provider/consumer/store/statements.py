@@ -125,6 +125,7 @@ class Statements:
     node_ids: Any
     datasets: Statement
     symlinks: Statement
+    node_producers: Statement
     jobs: Statement
     runs: Statement
     run_io: Statement
@@ -210,7 +211,14 @@ def statements(dialect: str) -> Statements:
         nodes=_done(nodes, "node_key"),
         node_ids=select(t.nodes.c.node_key, t.nodes.c.id).where(t.nodes.c.node_key.in_(keys)),
         datasets=_done(datasets, "node_id"),
-        symlinks=_done(_insert(dialect, t.symlinks).on_conflict_do_nothing(), "dataset_id", "symlink_key"),
+        # Answers the claims it inserted: their datasets' groups may change (see ..identity).
+        symlinks=_done(
+            _insert(dialect, t.symlinks).on_conflict_do_nothing(),
+            "dataset_id",
+            "symlink_key",
+            returning=("dataset_id",),
+        ),
+        node_producers=_done(_insert(dialect, t.node_producers).on_conflict_do_nothing(), "node_id", "producer_key"),
         jobs=_done(jobs, "node_id"),
         runs=_done(runs, "run_uuid"),
         run_io=_done(_insert(dialect, t.run_io).on_conflict_do_nothing(), "run_uuid", "dataset_id", "direction"),

@@ -222,7 +222,10 @@ column_edges = Table(
     Index("ix_lineage_column_edges_target", "target_field_id", "source_field_id"),
 )
 
-#: Other names of a dataset, from ``symlinks`` facets.
+#: Other names a dataset claims: each identifier of its ``symlinks`` facets (``via`` ``symlink``) and the name
+#: under its ``dataSource`` facet's URI (``via`` ``dataSource``), with the producer that said it first.
+#: ``alias_key`` is the node key the name would have as a dataset (:func:`..ingest.node_key`), so a claim finds
+#: the dataset of that name whenever it is stored, before or after the claim (see ..identity).
 symlinks = Table(
     "lineage_symlinks",
     metadata,
@@ -231,6 +234,41 @@ symlinks = Table(
     Column("namespace", Text, nullable=False),
     Column("name", Text, nullable=False),
     Column("type", Text),
+    Column("alias_key", String(40)),
+    Column("via", String(10), nullable=False, server_default="symlink"),
+    Column("producer", Text),
+    Index("ix_lineage_symlinks_alias", "alias_key", "dataset_id"),
+)
+
+#: The producers whose events named each node by its own name (``producer_key``: SHA-1 of the producer URI).
+node_producers = Table(
+    "lineage_node_producers",
+    metadata,
+    Column("node_id", Id, primary_key=True),
+    Column("producer_key", String(40), primary_key=True),
+    Column("producer", Text, nullable=False),
+    Column("first_seen", UtcDateTime, nullable=False),
+)
+
+#: Datasets known under several names, one group per dataset (see ..identity): a row ``(node, member)`` for
+#: every two nodes of a group (itself included), and the group's ``canonical_id``. A dataset known under one
+#: name has no row. Derived from ``lineage_symlinks`` and the configured namespace aliases, rewritten whenever
+#: a group changes; never an event.
+dataset_members = Table(
+    "lineage_dataset_members",
+    metadata,
+    Column("node_id", Id, primary_key=True),
+    Column("member_id", Id, primary_key=True),
+    Column("canonical_id", Id, nullable=False),
+    Index("ix_lineage_dataset_members_canonical", "canonical_id"),
+)
+
+#: Settings the store's derived tables were computed with (``namespace_aliases``: the mapping, as JSON).
+store_settings = Table(
+    "lineage_store_settings",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
 )
 
 
