@@ -31,6 +31,10 @@ REFERENCES = [
     ("lineage_column_edges", "source_field_id", "lineage_fields", "id"),
     ("lineage_column_edges", "target_field_id", "lineage_fields", "id"),
     ("lineage_symlinks", "dataset_id", "lineage_nodes", "id"),
+    ("lineage_node_producers", "node_id", "lineage_nodes", "id"),
+    ("lineage_dataset_members", "node_id", "lineage_nodes", "id"),
+    ("lineage_dataset_members", "member_id", "lineage_nodes", "id"),
+    ("lineage_dataset_members", "canonical_id", "lineage_nodes", "id"),
 ]
 
 
