@@ -259,3 +259,31 @@ def test_a_version_7_store_gets_its_stored_symlinks_grouped_on_upgrade(store_url
         assert group_of(store, *FILES) == (TABLE, {TABLE, FILES})
     finally:
         store.dispose()
+
+
+def test_a_store_opened_with_namespace_aliases_applies_them_once(store_url: str) -> None:
+    writer = LineageStore(store_url)
+    events = [
+        run_event("COMPLETE", "dbt.orders", str(uuid.uuid4()), outputs=[dataset("orders", namespace="pg://a")]),
+        run_event("COMPLETE", "export", str(uuid.uuid4()), inputs=[dataset("orders", namespace="pg://b")]),
+    ]
+    try:
+        ingest(writer, *events)
+        assert group_of(writer, "pg://a", "orders") is None
+    finally:
+        writer.dispose()
+    opened = LineageStore(store_url, namespace_aliases={"pg://a": "pg://b"})
+    try:
+        assert group_of(opened, "pg://a", "orders") == (
+            ("pg://b", "orders"),
+            {("pg://a", "orders"), ("pg://b", "orders")},
+        )
+        with opened.read() as conn:
+            assert identity.stored_namespace_aliases(conn) == {"pg://a": "pg://b"}
+    finally:
+        opened.dispose()
+    plain = LineageStore(store_url, namespace_aliases={})  # a process configured without them takes them off
+    try:
+        assert group_of(plain, "pg://a", "orders") is None
+    finally:
+        plain.dispose()

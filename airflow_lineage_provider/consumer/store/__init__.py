@@ -6,8 +6,9 @@ Airflow imports the plugin in every process) costs nothing until the first reque
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,13 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCards
+from airflow_lineage_provider.consumer.store.identity import apply_namespace_aliases
 from airflow_lineage_provider.consumer.store.marquez_jobs import JobObjects
 from airflow_lineage_provider.consumer.store.migrations import migrate
 from airflow_lineage_provider.consumer.store.versioned_cache import VersionedCache
 
 _WRITE = "lineage_write"
+log = logging.getLogger(__name__)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -64,7 +67,9 @@ class LineageStore:
     """A lineage store at ``url``: migrated on first use, then handing out connections.
 
     ``graph_cache_nodes`` bounds the graph cards kept in memory, and the Marquez job objects (0 turns the
-    caches off).
+    caches off). ``namespace_aliases`` (``alias → canonical``), when given, becomes the store's namespace
+    aliases when it is first opened (:func:`.identity.apply_namespace_aliases`: the groups of the datasets
+    they concern are derived again if it changed).
 
     Example::
 
@@ -75,9 +80,17 @@ class LineageStore:
             graph = walk_graph(conn, root, depth=3)
     """
 
-    def __init__(self, url: str, engine: Engine | None = None, graph_cache_nodes: int = 20_000) -> None:
+    def __init__(
+        self,
+        url: str,
+        engine: Engine | None = None,
+        graph_cache_nodes: int = 20_000,
+        namespace_aliases: Mapping[str, str] | None = None,
+    ) -> None:
         self.url = url
         self._engine = engine
+        #: ``alias → canonical`` namespaces to apply when the store is first opened (None: keep the store's).
+        self.namespace_aliases = None if namespace_aliases is None else dict(namespace_aliases)
         #: What graph answers show of each node, by node version (see :mod:`.graph_cards`).
         self.graph_cards = GraphCards(graph_cache_nodes)
         #: Marquez's Job objects of job listings, encoded, by node version (see :mod:`.marquez_jobs`).
@@ -94,9 +107,20 @@ class LineageStore:
                     self._engine = create_store_engine(self.url)
                 if not self._ready:
                     migrate(self._engine)
+                    if self.namespace_aliases is not None:
+                        self._apply_namespace_aliases(self._engine, self.namespace_aliases)
                     self._ready = True
         assert self._engine is not None
         return self._engine
+
+    @staticmethod
+    def _apply_namespace_aliases(engine: Engine, aliases: dict[str, str]) -> None:
+        with engine.connect() as conn:
+            conn = conn.execution_options(**{_WRITE: True})
+            with conn.begin():
+                changed = apply_namespace_aliases(conn, aliases)
+        if changed:
+            log.info("lineage store: namespace aliases %s applied; %d datasets changed group", aliases, len(changed))
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
