@@ -18,6 +18,7 @@ from sqlalchemy.engine import make_url
 
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCards
 from airflow_lineage_provider.consumer.store.identity import apply_namespace_aliases
+from airflow_lineage_provider.consumer.store.ingest import AFTER_COMMIT
 from airflow_lineage_provider.consumer.store.marquez_jobs import JobObjects
 from airflow_lineage_provider.consumer.store.migrations import migrate
 from airflow_lineage_provider.consumer.store.versioned_cache import VersionedCache
@@ -130,11 +131,19 @@ class LineageStore:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """A connection in a write transaction, committed on success (IMMEDIATE on SQLite)."""
+        """A connection in a write transaction, committed on success (IMMEDIATE on SQLite); then the writes'
+        :func:`.ingest.after_commit` callbacks run."""
         with self.engine.connect() as conn:
             conn = conn.execution_options(**{_WRITE: True})
-            with conn.begin():
-                yield conn
+            conn.info.pop(AFTER_COMMIT, None)
+            try:
+                with conn.begin():
+                    yield conn
+            except BaseException:
+                conn.info.pop(AFTER_COMMIT, None)
+                raise
+            for callback in conn.info.pop(AFTER_COMMIT, ()):  # committed: what the writes asked to do now
+                callback()
 
     def dispose(self) -> None:
         """Close every pooled connection."""

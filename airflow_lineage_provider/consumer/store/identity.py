@@ -37,13 +37,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import Connection, delete, distinct, func, insert, or_, select, tuple_
+from sqlalchemy import Connection, delete, distinct, func, insert, select, tuple_
 
 from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store.store_settings import NAMESPACE_ALIASES, read_settings, write_setting
 from airflow_lineage_provider.consumer.store.versioned_cache import bump_versions
 
-#: ``lineage_store_settings`` row holding the namespace aliases the groups were derived with (JSON object).
-NAMESPACE_ALIASES = "namespace_aliases"
 #: Ids or keys per ``IN (...)`` list.
 CHUNK = 900
 
@@ -104,10 +103,10 @@ class _UnionFind:
         self.parent[self.find(a)] = self.find(b)
 
 
-def stored_namespace_aliases(conn: Connection) -> dict[str, str]:
-    """The ``alias → canonical`` namespaces the store's groups were derived with (empty: none)."""
-    settings = tables.store_settings.c
-    value = conn.execute(select(settings.value).where(settings.name == NAMESPACE_ALIASES)).scalar()
+def stored_namespace_aliases(conn: Connection, settings: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The ``alias → canonical`` namespaces the store's groups were derived with (empty: none), from its
+    ``settings`` when already read (:func:`.store_settings.read_settings`)."""
+    value = (read_settings(conn) if settings is None else settings).get(NAMESPACE_ALIASES)
     return dict(json.loads(value)) if value else {}
 
 
@@ -283,9 +282,7 @@ def apply_namespace_aliases(conn: Connection, aliases: Mapping[str, str]) -> set
     old = stored_namespace_aliases(conn)
     if old == aliases:
         return set()
-    settings = tables.store_settings
-    conn.execute(delete(settings).where(settings.c.name == NAMESPACE_ALIASES))
-    conn.execute(insert(settings).values(name=NAMESPACE_ALIASES, value=json.dumps(aliases)))
+    write_setting(conn, NAMESPACE_ALIASES, json.dumps(aliases))
     seeds: set[int] = set()
     for chunk in _chunks(set(_equivalents(old)) | set(_equivalents(aliases))):
         seeds |= set(conn.execute(select(_n.id).where(_n.kind == "dataset", _n.namespace.in_(chunk))).scalars())
@@ -293,18 +290,22 @@ def apply_namespace_aliases(conn: Connection, aliases: Mapping[str, str]) -> set
     return regroup(conn, seeds, aliases)
 
 
-def ungrouped_candidates(conn: Connection, keys: Iterable[str], aliases: Mapping[str, str]) -> set[int]:
-    """Of the datasets with node ``keys`` (a batch just stored), those in no group that another dataset
-    claims or that live in an aliased namespace: a group may now form around them."""
-    found: set[int] = set()
+def ungrouped_candidates(conn: Connection, datasets: Mapping[str, str], aliases: Mapping[str, str]) -> set[int]:
+    """Of the datasets a batch just stored (``node key → namespace``), those in no group that another
+    dataset claims or that live in an aliased namespace: a group may now form around them.
+
+    Costs one probe of the claims' index per dataset, and nothing when the store holds no claim at all.
+    """
     equivalents = _equivalents(aliases)
+    candidates = {key for key, namespace in datasets.items() if namespace in equivalents}
+    if conn.execute(select(_s.alias_key).where(_s.alias_key.is_not(None)).limit(1)).first() is not None:
+        for chunk in _chunks(datasets):
+            candidates.update(conn.execute(select(_s.alias_key).where(_s.alias_key.in_(chunk)).distinct()).scalars())
+    found: set[int] = set()
     no_group = ~select(_m.node_id).where(_m.node_id == _n.id).exists()
-    for chunk in _chunks(keys):
-        claimed = select(_s.alias_key).where(_s.alias_key == _n.node_key).exists()
-        aliased = _n.namespace.in_(list(equivalents)) if equivalents else None
-        reason = claimed if aliased is None else or_(claimed, aliased)
-        query = select(_n.id).where(_n.node_key.in_(chunk), _n.kind == "dataset", no_group, reason)
-        found |= set(conn.execute(query).scalars())
+    for chunk in _chunks(candidates):
+        query = select(_n.id).where(_n.node_key.in_(chunk), _n.kind == "dataset", no_group)
+        found.update(conn.execute(query).scalars())
     return found
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -22,6 +23,7 @@ from sqlalchemy import Connection
 from airflow_lineage_provider.consumer.store import facets as facet_readers
 from airflow_lineage_provider.consumer.store import identity, lifecycle
 from airflow_lineage_provider.consumer.store.statements import Statement, Statements, statements
+from airflow_lineage_provider.consumer.store.store_settings import STORE_ID, read_settings
 from airflow_lineage_provider.consumer.store.tables import as_utc
 from airflow_lineage_provider.consumer.validation import DatasetRef, LineageEvent
 
@@ -231,7 +233,7 @@ def ingest_events(conn: Connection, events: Sequence[LineageEvent]) -> IngestRes
     for key in inserted:
         changes.add(unique[key])
     if inserted:
-        _apply(conn, changes)
+        after_commit(conn, _apply(conn, changes))
     return IngestResult(stored=len(inserted), duplicates=len(events) - len(inserted))
 
 
@@ -264,17 +266,32 @@ def _ids(conn: Connection, query: Any, keys: Iterable[str]) -> dict[str, int]:
     return found
 
 
-def _apply(conn: Connection, changes: _Changes) -> None:
+#: ``Connection.info`` key of what to do once the write transaction has committed (see ``LineageStore.write``).
+AFTER_COMMIT = "lineage_after_commit"
+
+
+def after_commit(conn: Connection, callback: Callable[[], None]) -> None:
+    """Call ``callback`` once ``conn``'s write transaction has committed (never if it rolls back).
+
+    Only :meth:`..LineageStore.write` runs these; on a connection from elsewhere nothing is ever called.
+    """
+    conn.info.setdefault(AFTER_COMMIT, []).append(callback)
+
+
+def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
     sql = statements(conn.dialect.name)
     ids = _write_nodes(conn, sql, changes)
     _write_datasets(conn, sql, changes, ids)
+    settings = read_settings(conn)
+    remember = _write_producers(conn, sql, changes, ids, settings.get(STORE_ID, ""))
     claimed = _write_claims(conn, sql, changes, ids)
     _write_jobs(conn, sql, changes, ids)
     _write_runs(conn, sql, changes, ids)
     _write_edges(conn, sql, changes, ids)
     _write_io_groups(conn, sql, changes, ids)
     _write_columns(conn, sql, changes, ids)
-    _regroup(conn, changes, ids, claimed)
+    _regroup(conn, changes, settings, claimed)
+    return remember
 
 
 def _write_nodes(conn: Connection, sql: Statements, changes: _Changes) -> dict[NodeKey, int]:
@@ -312,13 +329,22 @@ def _write_datasets(conn: Connection, sql: Statements, changes: _Changes, ids: d
             )
     if rows:
         _write(conn, sql.datasets, rows)
-    if changes.producers:
+
+
+def _write_producers(
+    conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int], store_id: str
+) -> Callable[[], None]:
+    """Record which producers named which datasets (those this process has not recorded yet); what to call
+    once the transaction has committed, to remember them."""
+    fresh = _producers.new(store_id, changes.producers)
+    if fresh:
         seen = datetime.now(timezone.utc)
-        producers = [
+        rows = [
             {"node_id": ids[key], "producer_key": _sha1(producer), "producer": producer, "first_seen": seen}
-            for key, producer in changes.producers
+            for key, producer in fresh
         ]
-        _write(conn, sql.node_producers, producers)
+        _write(conn, sql.node_producers, rows)
+    return lambda: _producers.recorded(store_id, fresh)
 
 
 def _write_claims(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> set[int]:
@@ -343,13 +369,40 @@ def _write_claims(conn: Connection, sql: Statements, changes: _Changes, ids: dic
     return set(_execute(conn, sql.symlinks, list(links.values())).scalars())
 
 
-def _regroup(conn: Connection, changes: _Changes, ids: dict[NodeKey, int], claimed: set[int]) -> None:
+def _regroup(conn: Connection, changes: _Changes, settings: dict[str, str], claimed: set[int]) -> None:
     """Let groups form or change around the batch's datasets (see :mod:`.identity`)."""
-    aliases = identity.stored_namespace_aliases(conn)
-    datasets = [key for key, (kind, _ns, _name) in changes.nodes.items() if kind == "dataset"]
+    aliases = identity.stored_namespace_aliases(conn, settings)
+    datasets = {key: ns for key, (kind, ns, _name) in changes.nodes.items() if kind == "dataset"}
     seeds = claimed | identity.ungrouped_candidates(conn, datasets, aliases)
     if seeds:
         identity.regroup(conn, seeds, aliases)
+
+
+class _RecordedProducers:
+    """Which ``(store, dataset, producer)`` this process has recorded already, so a batch writes only new
+    ones (most batches name datasets their producer named before). Keyed by the store's id, which a reset
+    changes (:mod:`.store_settings`), so nothing remembered outlives what it remembers. Bounded: forgotten
+    all at once past :data:`PRODUCERS_REMEMBERED` (a forgotten pair is written again, a no-op)."""
+
+    def __init__(self) -> None:
+        self._seen: set[int] = set()
+        self._lock = threading.Lock()
+
+    def new(self, store_id: str, pairs: Iterable[tuple[NodeKey, str]]) -> list[tuple[NodeKey, str]]:
+        with self._lock:
+            fresh = [pair for pair in pairs if hash((store_id, *pair)) not in self._seen]
+        return fresh
+
+    def recorded(self, store_id: str, pairs: Iterable[tuple[NodeKey, str]]) -> None:
+        with self._lock:
+            if len(self._seen) > PRODUCERS_REMEMBERED:
+                self._seen.clear()
+            self._seen.update(hash((store_id, *pair)) for pair in pairs)
+
+
+#: ``(store, dataset, producer)`` remembered per process (about 60 bytes each).
+PRODUCERS_REMEMBERED = 200_000
+_producers = _RecordedProducers()
 
 
 def _write_jobs(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:

@@ -18,6 +18,7 @@ from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.identity import regroup_everything
 from airflow_lineage_provider.consumer.store.ingest import io_group_key, node_key
 from airflow_lineage_provider.consumer.store.json_paths import json_member, member_value
+from airflow_lineage_provider.consumer.store.store_settings import new_store_id
 
 Migration = Callable[[Connection], None]
 
@@ -253,7 +254,7 @@ _V7_SYMLINKS = (
 def _dataset_identity(conn: Connection) -> None:
     """Version 8: one dataset under several names. Symlinks gain the key of the dataset they name, how the
     name was claimed and by which producer; the producers of each node, the groups of datasets known under
-    several names, and the settings they were derived with get tables. Existing symlinks are keyed and
+    several names, and the store's settings (its id, the namespace aliases) get tables. Existing symlinks are keyed and
     grouped (without namespace aliases, which the consumer applies when it opens the store)."""
     postgres = conn.dialect.name == "postgresql"
     bigint, timestamp = ("BIGINT", "TIMESTAMP WITH TIME ZONE") if postgres else ("INTEGER", "DATETIME")
@@ -273,6 +274,7 @@ def _dataset_identity(conn: Connection) -> None:
         after_id, after_key = rows[-1][0], rows[-1][1]
         updates = [{"b_id": d, "b_key": k, "b_alias": node_key("dataset", ns, n)} for d, k, ns, n in rows]
         conn.execute(keyed, updates)
+    new_store_id(conn)
     regroup_everything(conn)
 
 
@@ -313,6 +315,7 @@ def migrate(engine: Engine) -> int:
         now = datetime.now(timezone.utc)
         if version is None:
             tables.metadata.create_all(conn)
+            new_store_id(conn)
             conn.execute(tables.schema_version.insert().values(version=LATEST, applied_at=now))
             return LATEST
         if version > LATEST:
