@@ -23,6 +23,7 @@ from support.olschema import SHARED
 from airflow_lineage_provider.consumer.store import LineageStore, identity, tables
 from airflow_lineage_provider.consumer.store.ingest import ingest_events, node_key
 from airflow_lineage_provider.consumer.store.migrations import LATEST, migrate
+from airflow_lineage_provider.consumer.store.store_settings import new_store_id
 from airflow_lineage_provider.consumer.validation import parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
@@ -287,3 +288,24 @@ def test_a_store_opened_with_namespace_aliases_applies_them_once(store_url: str)
         assert group_of(plain, "pg://a", "orders") is None
     finally:
         plain.dispose()
+
+
+def test_producers_of_a_rolled_back_batch_are_recorded_when_it_is_sent_again(store: LineageStore) -> None:
+    event = airflow_reads_table()
+
+    def producers() -> set[str]:
+        with store.read() as conn:
+            return set(conn.execute(sa.select(tables.node_producers.c.producer)).scalars())
+
+    with pytest.raises(RuntimeError), store.write() as conn:
+        ingest_events(conn, [parse_event(event)])
+        raise RuntimeError("the transaction fails after the ingest")
+    assert producers() == set()
+    ingest(store, event)
+    assert producers() == {AIRFLOW}
+    with store.write() as conn:  # emptied behind this process's back, under a new store id (as a reset does)
+        conn.execute(tables.node_producers.delete())
+        conn.execute(tables.events.delete())
+        new_store_id(conn)
+    ingest(store, event)
+    assert producers() == {AIRFLOW}
