@@ -291,6 +291,22 @@ def listings(consumer: Consumer, result: dict[str, Any], suffix: str = "") -> No
         median, p99, body = _percentiles(lambda p=path, q=params: consumer.body(p, q), repeat)
         items = len(json.loads(body)[key])
         result[f"{name}{suffix}"] = {"median_ms": median, "p99_ms": p99, "items": items, "bytes": len(body)}
+    if isinstance(consumer, Ours) and not suffix:
+        result["list_jobs_first_read"] = first_reads(consumer)
+
+
+def first_reads(consumer: Ours) -> dict[str, Any]:
+    """Median and p99 of reading every other page of 100 jobs once (offsets 100, 200, ...): pages no request
+    has read before, so every Job on them is built from the store (none kept in memory yet)."""
+    path = f"/api/v1/namespaces/{NAMESPACE}/jobs"
+    total = json.loads(consumer.body(path, {"limit": 1}))["totalCount"]
+    times = []
+    for offset in range(100, total, 100):
+        start = time.perf_counter()
+        consumer.body(path, {"limit": 100, "offset": offset})
+        times.append((time.perf_counter() - start) * 1000)
+    p99 = statistics.quantiles(times, n=100)[98]
+    return {"median_ms": statistics.median(times), "p99_ms": p99, "pages": len(times)}
 
 
 def _listings(consumer: Consumer, kind: str, result: dict[str, Any]) -> None:
