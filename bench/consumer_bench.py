@@ -296,7 +296,7 @@ def listings(consumer: Consumer, result: dict[str, Any], suffix: str = "") -> No
 
 
 def first_reads(consumer: Ours) -> dict[str, Any]:
-    """Median and p99 of reading every other page of 100 jobs once (offsets 100, 200, ...): pages no request
+    """Median and p99 of reading each page of 100 jobs but the first once (offsets 100, 200, ...): pages no request
     has read before, so every Job on them is built from the store (none kept in memory yet)."""
     path = f"/api/v1/namespaces/{NAMESPACE}/jobs"
     total = json.loads(consumer.body(path, {"limit": 1}))["totalCount"]
