@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request, status
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse
 from sqlalchemy import Engine
@@ -65,6 +67,20 @@ ROUTERS: tuple[APIRouter, ...] = (
 )
 
 
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """While the app serves: the retention timer (when ``retention_days`` is set), stopped on shutdown.
+
+    Runs under ``airflow-lineage serve`` and inside Airflow's API server, which enters the lifespan of the
+    apps plugins mount; schedulers and workers that only import the plugin start nothing.
+    """
+    app.state.retention.start(app.state.store)
+    try:
+        yield
+    finally:
+        await run_in_threadpool(app.state.retention.stop)
+
+
 def create_app(
     store_url: str,
     api_key: str | None = None,
@@ -113,6 +129,7 @@ def create_app(
         docs_url=None,
         openapi_url=None,
         redoc_url=None,
+        lifespan=_lifespan,
     )
     app.state.settings = config
     app.state.guard = guard(keyring, config.anonymous)

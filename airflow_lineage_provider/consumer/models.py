@@ -127,4 +127,46 @@ class Pruned(BaseModel):
     runs: int
 
 
+class RetentionConfiguration(BaseModel):
+    """How this consumer prunes (``retention_days``, ``retention_check_interval_hours``) and its timer's state."""
+
+    retentionDays: float | None = Field(description="Days raw events and runs are kept; null: kept forever.")
+    enabled: bool = Field(description="Whether retention is on (retentionDays is set).")
+    checkIntervalHours: float = Field(description="How often the timer prunes, in hours.")
+    timerRunning: bool = Field(description="Whether this process's retention timer is running.")
+    nextCheckAt: str | None = Field(description="When this process's timer checks next (UTC); null without one.")
+
+
+class StoreStatistics(BaseModel):
+    """What the store holds now; the times are null when it holds no event."""
+
+    events: int
+    runs: int
+    jobs: int
+    datasets: int
+    oldestEventTime: str | None = Field(description="The earliest eventTime of the stored events.")
+    newestEventTime: str | None
+    oldestReceivedAt: str | None = Field(description="When the earliest stored event arrived.")
+    newestReceivedAt: str | None
+
+
+class PruneReport(BaseModel):
+    """One prune: when it ran, its cut-off, what started it and what it removed."""
+
+    prunedAt: str
+    cutoff: str = Field(description="Events that happened or arrived before this, and runs last seen before it.")
+    trigger: Literal["timer", "api", "ingest"]
+    events: int
+    runs: int
+    durationSeconds: float
+
+
+class RetentionStatus(BaseModel):
+    """``GET /api/v1/retention``: the configuration, the store's statistics and the last prune (by any process)."""
+
+    configuration: RetentionConfiguration
+    statistics: StoreStatistics
+    lastPrune: PruneReport | None
+
+
 IngestSummary.model_rebuild()

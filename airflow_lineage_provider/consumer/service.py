@@ -22,7 +22,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.ingest import IngestResult, ingest_events
-from airflow_lineage_provider.consumer.store.retention import PruneResult, prune
+from airflow_lineage_provider.consumer.store.retention import PruneRecord, last_scheduled_prune, prune, record_prune
 from airflow_lineage_provider.consumer.validation import LineageEvent
 
 log = logging.getLogger(__name__)
@@ -91,17 +91,64 @@ def _reason(error: SQLAlchemyError) -> str:
     return str(original or error).strip().splitlines()[0][:300]
 
 
+#: Seconds before a failed timer prune is tried again (at most the interval itself).
+RETRY_SECONDS = 300.0
+#: PostgreSQL advisory lock taken by scheduled prunes, so two processes due at once prune once.
+_PRUNE_LOCK = 6580007
+
+
 class RetentionSchedule:
-    """Runs :func:`prune` in a background thread at most once per interval, triggered by ingest."""
+    """When an app prunes by itself: every ``retention_check_interval_hours`` on a timer while the app runs,
+    and after an ingest at most once per interval per process. Nothing without ``retention_days``.
+
+    The timer (a daemon thread, :meth:`start` and :meth:`stop`, run by the app's lifespan) counts the interval
+    from the store's last scheduled prune (``timer`` or ``ingest``, in ``lineage_prunes``), whichever process
+    ran it: several processes sharing a store prune about once per interval between them, and a restarted
+    one does not prune again before the interval has passed. An app whose lifespan never runs (built and
+    called in code) still prunes after ingests.
+    """
 
     def __init__(self, settings: ConsumerSettings) -> None:
         self.days = settings.retention_days
         self.interval = settings.retention_check_interval_hours * 3600
+        #: When the timer will next check, while it runs (UTC); None otherwise.
+        self.next_check: datetime | None = None
         self._last = 0.0
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether the timer thread is running."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def start(self, store: LineageStore) -> bool:
+        """Start the timer (once; again after :meth:`stop`); False when retention is off."""
+        if self.days is None:
+            return False
+        with self._lock:
+            if not self.running:
+                self._stop = threading.Event()
+                self._thread = threading.Thread(
+                    target=self._tick, args=(store, self._stop), name="lineage-retention-timer", daemon=True
+                )
+                self._thread.start()
+        return True
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the timer and wait up to ``timeout`` seconds for a prune in progress to end."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._stop.set()
+        if thread is not None:
+            thread.join(timeout)
+        self.next_check = None
 
     def maybe_run(self, store: LineageStore) -> None:
-        """Start a prune when retention is on and the interval has passed since the last one."""
+        """After an ingest: start a prune when retention is on and this process has not started one within
+        the interval (the first ingest of a process always does)."""
         if self.days is None:
             return
         with self._lock:
@@ -109,20 +156,88 @@ class RetentionSchedule:
             if self._last and now - self._last < self.interval:
                 return
             self._last = now
-        threading.Thread(target=self._run, args=(store,), name="lineage-retention", daemon=True).start()
+        threading.Thread(target=self._after_ingest, args=(store,), name="lineage-retention", daemon=True).start()
 
-    def _run(self, store: LineageStore) -> None:
+    def _after_ingest(self, store: LineageStore) -> None:
         try:
-            result = prune_now(store, self.days or 0)
-            log.info("lineage retention pruned %s events and %s runs", result.events, result.runs)
+            prune_now(store, self.days or 0, trigger="ingest")
         except Exception:
             log.exception("lineage retention failed; it will be tried again after the next interval")
 
+    def _tick(self, store: LineageStore, stop: threading.Event) -> None:
+        """The timer: wait until a scheduled prune is due, prune, and again, until ``stop`` is set."""
+        while not stop.is_set():
+            try:
+                wait = self._seconds_until_due(store)
+                if wait <= 0:
+                    prune_when_due(store, self.days or 0, self.interval)
+                    continue
+            except Exception:
+                log.exception("lineage retention on the timer failed; it will be tried again")
+                wait = min(self.interval, RETRY_SECONDS)
+            self.next_check = datetime.now(timezone.utc) + timedelta(seconds=wait)
+            stop.wait(wait)
 
-def prune_now(store: LineageStore, days: float) -> PruneResult:
-    """Prune events and runs older than ``days`` days now."""
-    cutoff = datetime.now(timezone.utc) - timedelta(days=days)
+    def _seconds_until_due(self, store: LineageStore) -> float:
+        with store.read() as conn:
+            last = last_scheduled_prune(conn)
+        if last is None:
+            return 0.0
+        return (last + timedelta(seconds=self.interval) - datetime.now(timezone.utc)).total_seconds()
+
+
+def _pruning(days: float, trigger: str, due_after: float | None = None) -> Callable[[Connection], PruneRecord | None]:
+    """The work of one prune in a write transaction: prune, and record it in ``lineage_prunes``.
+
+    With ``due_after`` (seconds), first check under a lock that no scheduled prune ran within that time
+    (another process may just have pruned): None, and nothing done, when one did.
+    """
+
+    def work(conn: Connection) -> PruneRecord | None:
+        started = time.perf_counter()
+        if due_after is not None:
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PRUNE_LOCK})")
+            last = last_scheduled_prune(conn)
+            if last is not None and datetime.now(timezone.utc) - last < timedelta(seconds=due_after):
+                return None
+        at = datetime.now(timezone.utc)
+        cutoff = at - timedelta(days=days)
+        result = prune(conn, cutoff)
+        record = PruneRecord(at, cutoff, trigger, result.events, result.runs, time.perf_counter() - started)
+        record_prune(conn, record)
+        return record
+
+    return work
+
+
+def _run_prune(store: LineageStore, work: Callable[[Connection], T]) -> T:
     try:
-        return _retrying("lineage retention", lambda conn: prune(conn, cutoff), store)
+        return _retrying("lineage retention", work, store)
     except OperationalError as error:
         raise StoreUnavailable(f"the lineage store is unavailable: {_reason(error)}") from error
+
+
+def _logged(record: PruneRecord) -> PruneRecord:
+    log.info(
+        "lineage retention (%s) pruned %s events and %s runs older than %s",
+        record.trigger,
+        record.events,
+        record.runs,
+        record.cutoff.isoformat(timespec="seconds"),
+    )
+    return record
+
+
+def prune_now(store: LineageStore, days: float, trigger: str = "api") -> PruneRecord:
+    """Prune events and runs older than ``days`` days now, and record the prune (``trigger``: what asked)."""
+    record = _run_prune(store, _pruning(days, trigger))
+    assert record is not None
+    return _logged(record)
+
+
+def prune_when_due(store: LineageStore, days: float, interval: float) -> PruneRecord | None:
+    """The timer's prune: as :func:`prune_now`, unless a scheduled prune ran in the last ``interval`` seconds
+    (checked in the same transaction, under an advisory lock on PostgreSQL): None then."""
+    record = _run_prune(store, _pruning(days, "timer", due_after=interval))
+    return None if record is None else _logged(record)

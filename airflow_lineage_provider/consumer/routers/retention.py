@@ -1,28 +1,104 @@
-"""``POST /api/v1/retention``: prune old raw events and runs now (destructive: needs admin access)."""
+"""``/api/v1/retention``: what retention is set to and what it did (``GET``), and a prune now (``POST``).
+
+``GET`` needs read access: it shows the configuration, counts and times, no lineage. The counts are the
+whole store's, so a key limited to namespace patterns gets 403 unless its patterns match every namespace
+the store holds (it would otherwise learn the size of what it may not see). ``POST`` prunes: destructive,
+it needs admin access, and is recorded in the store's prune history like the timer's prunes.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer import audit
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import Admin, requires
-from airflow_lineage_provider.consumer.deps import Store
-from airflow_lineage_provider.consumer.models import Pruned
-from airflow_lineage_provider.consumer.service import StoreUnavailable, prune_now
+from airflow_lineage_provider.consumer.access import Access, NamespaceScope, Principal
+from airflow_lineage_provider.consumer.auth import Admin, Reader, requires
+from airflow_lineage_provider.consumer.deps import Store, stored_answer
+from airflow_lineage_provider.consumer.models import Problem, Pruned, RetentionStatus
+from airflow_lineage_provider.consumer.service import RetentionSchedule, StoreUnavailable, prune_now
+from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store.retention import PruneRecord, recent_prunes, statistics
+from airflow_lineage_provider.consumer.store.text import iso
+from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
-router = APIRouter(tags=["retention"], dependencies=[Depends(requires(Access.ADMIN))])
+router = APIRouter(tags=["retention"])
+
+#: Patterns that match every namespace: what a limited key's visible namespaces are compared with.
+_EVERY_NAMESPACE = NamespaceScope(("*",))
 
 
-@router.post("/api/v1/retention", response_model=Pruned, summary="Prune events and runs older than N days")
+def prune_report(record: PruneRecord) -> dict[str, Any]:
+    """A prune record as the API shows it."""
+    return {
+        "prunedAt": iso(record.pruned_at),
+        "cutoff": iso(record.cutoff),
+        "trigger": record.trigger,
+        "events": record.events,
+        "runs": record.runs,
+        "durationSeconds": record.duration_seconds,
+    }
+
+
+def retention_status(store: LineageStore, schedule: RetentionSchedule, principal: Principal) -> dict[str, Any]:
+    """The answer of ``GET /api/v1/retention``; 403 for a key that does not see every namespace."""
+    with store.read() as conn:
+        visible = visible_namespaces(conn, principal.namespaces)
+        if visible is not None and len(visible) < len(visible_namespaces(conn, _EVERY_NAMESPACE) or ()):
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                detail=f"{principal.who} sees only some namespaces; the retention statistics count the whole "
+                "store: ask with a key that sees every namespace",
+            )
+        held = statistics(conn)
+        last = recent_prunes(conn, 1)
+    next_check = schedule.next_check if schedule.running else None
+    return {
+        "configuration": {
+            "retentionDays": schedule.days,
+            "enabled": schedule.days is not None,
+            "checkIntervalHours": schedule.interval / 3600,
+            "timerRunning": schedule.running,
+            "nextCheckAt": iso(next_check),
+        },
+        "statistics": {
+            "events": held.events,
+            "runs": held.runs,
+            "jobs": held.jobs,
+            "datasets": held.datasets,
+            "oldestEventTime": iso(held.oldest_event_time),
+            "newestEventTime": iso(held.newest_event_time),
+            "oldestReceivedAt": iso(held.oldest_received_at),
+            "newestReceivedAt": iso(held.newest_received_at),
+        },
+        "lastPrune": prune_report(last[0]) if last else None,
+    }
+
+
+@router.get(
+    "/api/v1/retention",
+    response_model=RetentionStatus,
+    responses={403: {"model": Problem}},
+    dependencies=[Depends(requires(Access.READ))],
+    summary="Retention: its configuration, what the store holds, and the last prune",
+)
+async def get_retention(request: Request, store: Store, principal: Reader) -> Response:
+    return await stored_answer(lambda: retention_status(store, request.app.state.retention, principal))
+
+
+@router.post(
+    "/api/v1/retention",
+    response_model=Pruned,
+    dependencies=[Depends(requires(Access.ADMIN))],
+    summary="Prune events and runs older than N days",
+)
 async def post_retention(
     store: Store, principal: Admin, days: Annotated[float, Query(gt=0, le=100_000, description="Keep this many days.")]
 ) -> dict:
     try:
-        result = await run_in_threadpool(prune_now, store, days)
+        result = await run_in_threadpool(prune_now, store, days, "api")
     except StoreUnavailable:
         audit.prune(principal, days=days, events=None, runs=None, status=503)
         raise

@@ -43,6 +43,8 @@ def prune(conn: Connection, older_than: datetime) -> PruneResult:
 
 #: What can start a prune: the consumer's timer, ``POST /api/v1/retention``, or an ingest.
 TRIGGERS = ("timer", "api", "ingest")
+#: The triggers of scheduled prunes (with the configured ``retention_days``), which the timer counts from.
+SCHEDULED = ("timer", "ingest")
 
 #: How many prune records the store keeps (the oldest go as new ones come).
 KEPT_PRUNES = 100
@@ -89,3 +91,55 @@ def recent_prunes(conn: Connection, limit: int) -> list[PruneRecord]:
         PruneRecord(at, cutoff, trigger, events=events, runs=runs, duration_seconds=micros / 1_000_000)
         for at, cutoff, trigger, events, runs, micros in rows
     ]
+
+
+def last_scheduled_prune(conn: Connection) -> datetime | None:
+    """When the latest scheduled prune (:data:`SCHEDULED`) ran, by any process; None before the first."""
+    p = tables.prunes.c
+    return conn.execute(select(func.max(p.pruned_at)).where(p.triggered_by.in_(SCHEDULED))).scalar()
+
+
+@dataclass(frozen=True)
+class StoreStatistics:
+    """What the store holds: rows of each kind, and the span of its raw events (None when it has none)."""
+
+    events: int
+    runs: int
+    jobs: int
+    datasets: int
+    oldest_event_time: datetime | None
+    newest_event_time: datetime | None
+    oldest_received_at: datetime | None
+    newest_received_at: datetime | None
+
+
+def statistics(conn: Connection) -> StoreStatistics:
+    """Counts of events, runs, jobs and datasets, and the oldest and newest event by ``eventTime`` and by arrival.
+
+    Three statements: the events' count and span in one pass (``eventTime`` bounds from its index), the runs'
+    count, and the nodes counted per kind from the index on kind, namespace, name.
+    """
+    e, n = tables.events.c, tables.nodes.c
+    span = conn.execute(
+        select(
+            func.count(),
+            func.min(e.event_time),
+            func.max(e.event_time),
+            func.min(e.received_at),
+            func.max(e.received_at),
+        )
+    ).one()
+    runs = conn.execute(select(func.count()).select_from(tables.runs)).scalar() or 0
+    kinds = dict(
+        conn.execute(select(n.kind, func.count()).where(n.kind.in_(("job", "dataset"))).group_by(n.kind)).all()
+    )
+    return StoreStatistics(
+        events=span[0] or 0,
+        runs=runs,
+        jobs=kinds.get("job", 0),
+        datasets=kinds.get("dataset", 0),
+        oldest_event_time=span[1],
+        newest_event_time=span[2],
+        oldest_received_at=span[3],
+        newest_received_at=span[4],
+    )

@@ -1,0 +1,304 @@
+"""Operations of the consumer, on SQLite and PostgreSQL: ``GET /api/v1/retention`` (configuration, what the
+store holds, the last prune, kept in the store across processes and restarts), retention on a real timer, and
+the paged whole-graph listing ``GET /api/v1/graph``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from fastapi.testclient import TestClient
+from support.consumer_helpers import dataset, free_port, job_event, run_event
+
+from airflow_lineage_provider.consumer import create_app
+from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
+from airflow_lineage_provider.consumer.service import store_events
+from airflow_lineage_provider.consumer.settings import ConsumerSettings
+from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store.retention import KEPT_PRUNES, PruneRecord, recent_prunes, record_prune
+from airflow_lineage_provider.consumer.validation import parse_event
+
+pytest_plugins = ("support.consumer_fixtures",)
+
+ADMIN, READ, LIMITED, COVERING = "admin-secret-1", "read-secret-2", "limited-secret-3", "covering-secret-4"
+KEYS = (
+    ApiKey("ops", Access.ADMIN, ADMIN),
+    ApiKey("viewer", Access.READ, READ),
+    ApiKey("finance", Access.READ, LIMITED, NamespaceScope(("finance", "pipelines"))),
+    ApiKey("everything", Access.READ, COVERING, NamespaceScope(("*",))),
+)
+
+
+def _key(secret: str) -> dict[str, str]:
+    return {"X-API-Key": secret}
+
+
+def _dated(event: dict[str, Any], when: str) -> dict[str, Any]:
+    return {**event, "eventTime": when}
+
+
+def _until(check: Callable[[], Any], seconds: float = 20.0) -> Any:
+    """``check()``'s first truthy answer, asked every 50 ms for at most ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = check()
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+@pytest.fixture
+def keyed(store_url: str) -> Iterator[TestClient]:
+    app = create_app(store_url=store_url, keys=KEYS)
+    with TestClient(app) as client:
+        yield client
+    app.state.store.dispose()
+
+
+# -- GET /api/v1/retention ------------------------------------------------------------------------------------
+
+
+def test_an_empty_store_reports_its_configuration_and_nothing_held(keyed: TestClient) -> None:
+    answer = keyed.get("/api/v1/retention", headers=_key(READ))
+    assert answer.status_code == 200
+    assert answer.json() == {
+        "configuration": {
+            "retentionDays": None,
+            "enabled": False,
+            "checkIntervalHours": 24.0,
+            "timerRunning": False,
+            "nextCheckAt": None,
+        },
+        "statistics": {
+            "events": 0,
+            "runs": 0,
+            "jobs": 0,
+            "datasets": 0,
+            "oldestEventTime": None,
+            "newestEventTime": None,
+            "oldestReceivedAt": None,
+            "newestReceivedAt": None,
+        },
+        "lastPrune": None,
+    }
+
+
+def test_statistics_and_the_last_prune_are_reported_and_survive_a_restart(store_url: str) -> None:
+    old_run, io = str(uuid.uuid4()), {"inputs": [dataset("a")], "outputs": [dataset("b")]}
+    events = [
+        _dated(run_event("START", "load", old_run, inputs=[dataset("a")]), "2020-01-01T00:00:00Z"),
+        _dated(run_event("COMPLETE", "load", old_run, **io), "2020-01-02T00:00:00Z"),
+        _dated(run_event("COMPLETE", "load", **io), "2020-02-01T00:00:00Z"),
+        _dated(job_event("publish", [dataset("b")], [dataset("c", namespace="finance")]), "2020-03-01T00:00:00Z"),
+        _dated(run_event("START", "fresh"), datetime.now(timezone.utc).isoformat()),
+    ]
+    app = create_app(store_url=store_url, keys=KEYS)
+    before = datetime.now(timezone.utc)
+    with TestClient(app) as client:
+        assert client.post("/api/v1/lineage/batch", json=events, headers=_key(ADMIN)).status_code == 200
+        held = client.get("/api/v1/retention", headers=_key(READ)).json()["statistics"]
+        assert {k: held[k] for k in ("events", "runs", "jobs", "datasets")} == {
+            "events": 5,
+            "runs": 3,
+            "jobs": 3,
+            "datasets": 3,
+        }
+        assert held["oldestEventTime"] == "2020-01-01T00:00:00.000000Z"
+        assert _parse_time(held["newestEventTime"]) > before - timedelta(minutes=1)
+        assert before <= _parse_time(held["oldestReceivedAt"]) <= _parse_time(held["newestReceivedAt"])
+        assert client.post("/api/v1/retention", params={"days": 30}, headers=_key(ADMIN)).json() == {
+            "events": 4,
+            "runs": 1,
+        }
+        after = datetime.now(timezone.utc)
+    app.state.store.dispose()
+
+    # Another app on the same store (a restart, or another process) reports the same last prune.
+    again = create_app(store_url=store_url, keys=KEYS)
+    with TestClient(again) as client:
+        status = client.get("/api/v1/retention", headers=_key(READ)).json()
+    again.state.store.dispose()
+    last = status["lastPrune"]
+    assert (last["trigger"], last["events"], last["runs"]) == ("api", 4, 1)
+    assert before <= _parse_time(last["prunedAt"]) <= after
+    assert _parse_time(last["prunedAt"]) - _parse_time(last["cutoff"]) == timedelta(days=30)
+    assert 0 <= last["durationSeconds"] < 30
+    assert status["statistics"]["events"] == 1 and status["statistics"]["runs"] == 2  # each job's latest run stays
+    assert status["statistics"]["jobs"] == 3 and status["statistics"]["datasets"] == 3  # the graph stays
+
+
+def test_a_key_that_sees_only_some_namespaces_may_not_read_the_whole_stores_statistics(keyed: TestClient) -> None:
+    event = run_event("COMPLETE", "load", inputs=[dataset("a")], outputs=[dataset("b", namespace="finance")])
+    assert keyed.post("/api/v1/lineage", json=event, headers=_key(ADMIN)).status_code == 201
+    refused = keyed.get("/api/v1/retention", headers=_key(LIMITED))
+    assert refused.status_code == 403
+    assert refused.json()["detail"] == (
+        "key 'finance' sees only some namespaces; the retention statistics count the whole store: ask with a key "
+        "that sees every namespace"
+    )
+    assert keyed.get("/api/v1/retention", headers=_key(COVERING)).status_code == 200  # its patterns match all
+    assert keyed.get("/api/v1/retention", headers=_key(READ)).status_code == 200
+    assert keyed.get("/api/v1/retention").status_code == 401
+
+
+def test_the_store_keeps_the_latest_prunes_only(store_url: str) -> None:
+    store = LineageStore(store_url)
+    try:
+        start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+        for number in range(KEPT_PRUNES + 5):
+            at = start + timedelta(hours=number)
+            with store.write() as conn:
+                record_prune(conn, PruneRecord(at, at - timedelta(days=1), "timer", number, 0, 0.001))
+        with store.read() as conn:
+            kept = recent_prunes(conn, 1000)
+        assert len(kept) == KEPT_PRUNES
+        assert [record.events for record in kept] == list(range(KEPT_PRUNES + 4, 4, -1))  # newest first
+        with store.write() as conn, pytest.raises(ValueError, match="one of timer, api, ingest, not 'cron'"):
+            record_prune(conn, PruneRecord(start, start, "cron", 0, 0, 0.0))
+    finally:
+        store.dispose()
+
+
+# -- the timer ------------------------------------------------------------------------------------------------
+
+
+def _old_events(count: int) -> list[Any]:
+    """``count`` events of 2020 (older than any retention), each of its own job, parsed for the store."""
+    return [
+        parse_event(_dated(run_event("COMPLETE", f"old_{n}", outputs=[dataset(f"t{n}")]), "2020-01-01T00:00:00Z"))
+        for n in range(count)
+    ]
+
+
+def test_the_timer_prunes_every_interval_without_an_ingest_and_stops_with_the_app(
+    store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="airflow_lineage_provider.consumer.service")
+    app = create_app(store_url, anonymous=Access.ADMIN, retention_days=30, retention_check_interval_hours=0.001)
+    try:
+        with TestClient(app) as client:
+            # The first check prunes at once (the store had no scheduled prune): nothing to remove yet.
+            first = _until(lambda: client.get("/api/v1/retention").json()["lastPrune"])
+            assert first["trigger"] == "timer" and first["events"] == 0
+            config = client.get("/api/v1/retention").json()["configuration"]
+            assert config["timerRunning"] and config["enabled"] and config["checkIntervalHours"] == 0.001
+            # Old events written straight into the store: no ingest request, so only the timer can prune them.
+            assert store_events(app.state.store, _old_events(3))[0].stored == 3
+            assert client.get("/api/v1/retention").json()["statistics"]["events"] == 3
+
+            def pruned_by_timer() -> dict[str, Any] | None:
+                last = client.get("/api/v1/retention").json()["lastPrune"]
+                return last if last["trigger"] == "timer" and last["events"] == 3 else None
+
+            second = _until(pruned_by_timer, seconds=30)
+            assert second is not None, client.get("/api/v1/retention").json()
+            gap = _parse_time(second["prunedAt"]) - _parse_time(first["prunedAt"])
+            assert gap >= timedelta(seconds=3.5)  # 0.001 h = 3.6 s, counted from the store's last prune
+            assert client.get("/api/v1/retention").json()["statistics"]["events"] == 0
+            next_check = _parse_time(client.get("/api/v1/retention").json()["configuration"]["nextCheckAt"])
+            assert next_check > _parse_time(second["prunedAt"])
+            assert app.state.retention.running
+        assert not app.state.retention.running  # stopped on shutdown
+        assert "lineage retention (timer) pruned 3 events and 0 runs" in caplog.text  # each job's latest run stays
+    finally:
+        app.state.store.dispose()
+
+
+def test_a_second_process_counts_the_interval_from_the_stores_last_prune(store_url: str) -> None:
+    settings = {"anonymous": Access.ADMIN, "retention_days": 30, "retention_check_interval_hours": 1}
+    first, second = create_app(store_url, **settings), create_app(store_url, **settings)
+    try:
+        with TestClient(first) as one:
+            pruned = _until(lambda: one.get("/api/v1/retention").json()["lastPrune"])
+            assert pruned["trigger"] == "timer"
+            with TestClient(second) as two:
+                answer = _until(lambda: two.get("/api/v1/retention").json()["configuration"]["nextCheckAt"])
+                due = _parse_time(pruned["prunedAt"]) + timedelta(hours=1)
+                assert abs(_parse_time(answer) - due) < timedelta(seconds=5)
+                with second.state.store.read() as conn:
+                    assert len(recent_prunes(conn, 10)) == 1  # the second process did not prune again
+    finally:
+        first.state.store.dispose()
+        second.state.store.dispose()
+
+
+def test_without_the_apps_lifespan_an_ingest_still_prunes(tmp_path: Path) -> None:
+    app = create_app(f"sqlite:///{tmp_path / 'lineage.db'}", anonymous=Access.ADMIN, retention_days=30)
+    client = TestClient(app)  # not entered: no lifespan, no timer
+    try:
+        old = _dated(run_event("START", "copy"), "2020-01-01T00:00:00Z")
+        assert client.post("/api/v1/lineage", json=old).status_code == 201
+        last = _until(lambda: client.get("/api/v1/retention").json()["lastPrune"])
+        assert (last["trigger"], last["events"]) == ("ingest", 1)
+        assert not client.get("/api/v1/retention").json()["configuration"]["timerRunning"]
+    finally:
+        app.state.store.dispose()
+
+
+def test_retention_interval_hours_still_works_as_a_deprecated_name() -> None:
+    with pytest.warns(DeprecationWarning, match="use retention_check_interval_hours"):
+        settings = ConsumerSettings("sqlite://", retention_interval_hours=6)
+    assert settings.retention_check_interval_hours == 6.0 and settings.retention_interval_hours is None
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="disagree"):
+        ConsumerSettings("sqlite://", retention_interval_hours=6, retention_check_interval_hours=2)
+    with pytest.raises(ValueError, match="retention_check_interval_hours must be more than 0"):
+        ConsumerSettings("sqlite://", retention_check_interval_hours=0)
+
+
+def test_serve_runs_the_timer_at_the_interval_it_is_given(tmp_path: Path) -> None:
+    port = free_port()
+    command = [
+        str(Path(sys.executable).parent / "airflow-lineage"),
+        "serve",
+        "--store",
+        f"sqlite:///{tmp_path / 'served.db'}",
+        "--port",
+        str(port),
+        "--key",
+        f"ops:admin:{ADMIN}",
+        "--retention-days",
+        "30",
+        "--retention-check-interval-hours",
+        "0.5",
+        "--namespace-alias",
+        "pg://db=postgres://db:5432",
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/api/v1/retention"
+    try:
+
+        def status() -> dict[str, Any] | None:
+            try:
+                answer = requests.get(url, headers=_key(ADMIN), timeout=2)
+            except requests.ConnectionError:
+                assert process.poll() is None, process.stdout.read() if process.stdout else ""
+                return None
+            found = answer.json()
+            return found if found["lastPrune"] else None
+
+        found = _until(status, seconds=60)
+        assert found is not None
+        assert found["configuration"]["checkIntervalHours"] == 0.5 and found["configuration"]["timerRunning"]
+        assert found["lastPrune"]["trigger"] == "timer"
+        due = _parse_time(found["lastPrune"]["prunedAt"]) + timedelta(minutes=30)
+        assert abs(_parse_time(found["configuration"]["nextCheckAt"]) - due) < timedelta(seconds=5)
+    finally:
+        os.kill(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+    output = process.stdout.read() if process.stdout else ""
+    assert "lineage retention (timer) pruned 0 events and 0 runs" in output
