@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import requests
 from fastapi.testclient import TestClient
-from support.consumer_helpers import dataset, free_port, job_event, run_event
+from support.consumer_helpers import PRODUCER, dataset, dataset_event, free_port, job_event, run_event
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
@@ -302,3 +302,153 @@ def test_serve_runs_the_timer_at_the_interval_it_is_given(tmp_path: Path) -> Non
         process.wait(timeout=30)
     output = process.stdout.read() if process.stdout else ""
     assert "lineage retention (timer) pruned 0 events and 0 runs" in output
+
+
+# -- GET /api/v1/graph ----------------------------------------------------------------------------------------
+
+PG = "postgres://db:5432"
+
+
+def _graph_events() -> list[dict[str, Any]]:
+    """A graph across namespaces, with a namespace holding ``:`` and ``/`` and a symlink::
+
+    warehouse.raw -> pipelines.load -> postgres://db:5432 public.orders -> pipelines.report -> finance.summary
+    finance.ledger -> finance.close -> finance.summary ;  a DatasetEvent of warehouse.lonely
+    """
+    orders = dataset("public.orders", namespace=PG, fields=["id"], columns={"id": [("warehouse", "raw", "id")]})
+    events = [
+        run_event("COMPLETE", "load", inputs=[dataset("raw", fields=["id"])], outputs=[orders]),
+        run_event("COMPLETE", "report", inputs=[dataset("public.orders", namespace=PG)],
+                  outputs=[dataset("summary", namespace="finance")]),
+        run_event("COMPLETE", "close", namespace="finance", inputs=[dataset("ledger", namespace="finance")],
+                  outputs=[dataset("summary", namespace="finance")]),
+        dataset_event(dataset("lonely")),
+    ]  # fmt: skip
+    events[0]["outputs"][0]["facets"]["symlinks"] = {
+        "_producer": PRODUCER,
+        "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/SymlinksDatasetFacet.json#/$defs/SymlinksDatasetFacet",
+        "identifiers": [
+            {"namespace": "hive://metastore:9083", "name": "public.orders", "type": "TABLE"},
+            {"namespace": "finance", "name": "orders_view", "type": "VIEW"},
+        ],
+    }
+    return events
+
+
+ALL_NODES = [
+    "dataset:finance:ledger",
+    "dataset:finance:summary",
+    f"dataset:{PG}:public.orders",
+    "dataset:warehouse:lonely",
+    "dataset:warehouse:raw",
+    "job:finance:close",
+    "job:pipelines:load",
+    "job:pipelines:report",
+]
+ALL_EDGES = sorted(
+    [
+        (f"dataset:{PG}:public.orders", "job:pipelines:report"),
+        ("dataset:finance:ledger", "job:finance:close"),
+        ("dataset:warehouse:raw", "job:pipelines:load"),
+        ("job:finance:close", "dataset:finance:summary"),
+        ("job:pipelines:load", f"dataset:{PG}:public.orders"),
+        ("job:pipelines:report", "dataset:finance:summary"),
+    ]
+)
+
+
+def _pages(client: TestClient, limit: int, headers: dict[str, str], **params: Any) -> list[dict[str, Any]]:
+    pages, offset = [], 0
+    while True:
+        answer = client.get("/api/v1/graph", params={"limit": limit, "offset": offset, **params}, headers=headers)
+        assert answer.status_code == 200, answer.text
+        pages.append(answer.json())
+        offset += limit
+        if offset >= pages[-1]["totalCount"]:
+            return pages
+
+
+@pytest.fixture
+def graph_client(keyed: TestClient) -> TestClient:
+    answer = keyed.post("/api/v1/lineage/batch", json=_graph_events(), headers=_key(ADMIN))
+    assert answer.status_code == 200, answer.text
+    return keyed
+
+
+@pytest.mark.parametrize("limit", [1, 3, 100])
+def test_paging_through_the_graph_yields_every_node_and_every_edge_once(graph_client: TestClient, limit: int) -> None:
+    pages = _pages(graph_client, limit, _key(READ))
+    assert {page["totalCount"] for page in pages} == {len(ALL_NODES)}
+    nodes = [node["id"] for page in pages for node in page["nodes"]]
+    assert nodes == ALL_NODES  # kind, namespace, name order; each once
+    edges = [(edge["origin"], edge["destination"]) for page in pages for edge in page["edges"]]
+    assert sorted(edges) == ALL_EDGES and len(edges) == len(set(edges))
+    for page in pages:  # an edge is on the page of its origin
+        assert {edge["origin"] for edge in page["edges"]} <= {node["id"] for node in page["nodes"]}
+    edge = next(e for page in pages for e in page["edges"] if e["origin"] == "dataset:warehouse:raw")
+    assert edge["firstSeen"] == edge["lastSeen"] == "2026-03-01T12:00:00.000000Z"
+
+
+def test_a_listed_node_is_the_node_the_walks_show(graph_client: TestClient) -> None:
+    [page] = _pages(graph_client, 100, _key(READ))
+    walk = graph_client.get(
+        "/api/v1/lineage", params={"nodeId": f"dataset:{PG}:public.orders", "depth": 5}, headers=_key(READ)
+    ).json()
+    walked = {node["id"]: (node["type"], node["data"]) for node in walk["graph"]}
+    listed = {node["id"]: (node["type"], node["data"]) for node in page["nodes"]}
+    assert walked and all(listed[node_id] == shown for node_id, shown in walked.items())
+    assert listed["job:pipelines:load"][1]["latestRun"]["state"] == "COMPLETED"
+    assert listed[f"dataset:{PG}:public.orders"][1]["fields"] == [{"name": "id", "type": "VARCHAR", "tags": []}]
+    assert page["symlinks"] == [
+        {"dataset": f"dataset:{PG}:public.orders", "namespace": "finance", "name": "orders_view", "type": "VIEW"},
+        {
+            "dataset": f"dataset:{PG}:public.orders",
+            "namespace": "hive://metastore:9083",
+            "name": "public.orders",
+            "type": "TABLE",
+        },
+    ]
+
+
+def test_one_namespaces_page_keeps_the_edges_leaving_it(graph_client: TestClient) -> None:
+    [page] = _pages(graph_client, 100, _key(READ), namespace="pipelines")
+    assert [node["id"] for node in page["nodes"]] == ["job:pipelines:load", "job:pipelines:report"]
+    assert page["totalCount"] == 2
+    assert [(e["origin"], e["destination"]) for e in page["edges"]] == [
+        ("job:pipelines:load", f"dataset:{PG}:public.orders"),
+        ("job:pipelines:report", "dataset:finance:summary"),
+    ]
+    [nothing] = _pages(graph_client, 100, _key(READ), namespace="nowhere")
+    assert nothing == {"nodes": [], "edges": [], "symlinks": [], "totalCount": 0}
+    beyond = graph_client.get("/api/v1/graph", params={"offset": 50}, headers=_key(READ)).json()
+    assert beyond == {"nodes": [], "edges": [], "symlinks": [], "totalCount": len(ALL_NODES)}
+
+
+def test_a_namespace_limited_key_lists_only_its_namespaces(graph_client: TestClient) -> None:
+    pages = _pages(graph_client, 2, _key(LIMITED))
+    nodes = [node["id"] for page in pages for node in page["nodes"]]
+    assert nodes == [
+        "dataset:finance:ledger",
+        "dataset:finance:summary",
+        "job:finance:close",
+        "job:pipelines:load",
+        "job:pipelines:report",
+    ]
+    assert {page["totalCount"] for page in pages} == {5}
+    edges = sorted((e["origin"], e["destination"]) for page in pages for e in page["edges"])
+    assert edges == [
+        ("dataset:finance:ledger", "job:finance:close"),
+        ("job:finance:close", "dataset:finance:summary"),
+        ("job:pipelines:report", "dataset:finance:summary"),
+    ]  # never an edge into a hidden namespace
+    assert all(not page["symlinks"] for page in pages)  # the symlinks are of a hidden dataset
+    [hidden] = _pages(graph_client, 10, _key(LIMITED), namespace=PG)
+    assert hidden["nodes"] == [] and hidden["totalCount"] == 0
+
+
+def test_a_page_is_at_most_ten_thousand_nodes(graph_client: TestClient) -> None:
+    for limit in (0, 10_001):
+        refused = graph_client.get("/api/v1/graph", params={"limit": limit}, headers=_key(READ))
+        assert refused.status_code == 400 and "limit" in refused.json()["detail"]
+    assert graph_client.get("/api/v1/graph", params={"limit": 10_000}, headers=_key(READ)).status_code == 200
+    assert graph_client.get("/api/v1/graph").status_code == 401

@@ -24,6 +24,7 @@ from airflow_lineage_provider.consumer.routers import (
     column_lineage,
     datasets,
     events,
+    graph_listing,
     ingest,
     jobs,
     lineage,
@@ -63,6 +64,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     marquez_events.router,  # before events: /api/v1/events/lineage is not the namespace 'lineage'
     events.router,
     stats.router,
+    graph_listing.router,
     retention.router,
 )
 

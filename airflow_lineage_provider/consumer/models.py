@@ -169,4 +169,39 @@ class RetentionStatus(BaseModel):
     lastPrune: PruneReport | None
 
 
+class GraphListingNode(BaseModel):
+    """A node of the whole-graph listing: a graph walk's node without its edges."""
+
+    id: str = Field(description="dataset:<namespace>:<name> or job:<namespace>:<name>.")
+    type: Literal["DATASET", "JOB"]
+    data: dict[str, Any] = Field(description="As in the nodes of GET /api/v1/lineage.")
+
+
+class GraphListingEdge(BaseModel):
+    """An edge (input dataset → job, job → output dataset), with when events showed it."""
+
+    origin: str
+    destination: str
+    firstSeen: str
+    lastSeen: str
+
+
+class GraphListingSymlink(BaseModel):
+    """Another name of a dataset on the page (a ``symlinks`` facet's identifier)."""
+
+    dataset: str = Field(description="The id of the dataset on the page.")
+    namespace: str
+    name: str
+    type: str | None
+
+
+class GraphListing(BaseModel):
+    """``GET /api/v1/graph``: one page of the whole graph."""
+
+    nodes: list[GraphListingNode] = Field(description="In kind, namespace, name order.")
+    edges: list[GraphListingEdge] = Field(description="The edges whose origin is on this page.")
+    symlinks: list[GraphListingSymlink]
+    totalCount: int = Field(description="Nodes of every page.")
+
+
 IngestSummary.model_rebuild()

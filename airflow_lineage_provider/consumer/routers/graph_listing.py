@@ -1,0 +1,46 @@
+"""``GET /api/v1/graph``: the whole lineage graph, a page of nodes at a time, with the edges leaving them.
+
+Parameters: ``namespace`` (only its nodes; their edges may lead to other namespaces), ``limit`` (nodes per
+page, default 100, at most 10,000) and ``offset``. Nodes come in (kind, namespace, name) order, each as the
+graph walks show it (``id``, ``type``, ``data``); ``edges`` are those whose origin is on the page, so paging
+through ``totalCount`` nodes yields every edge once. ``symlinks`` lists the page's datasets' other names.
+Feast's ``GET /lineage/openlineage/graph`` answers ``nodes``, ``edges``, ``symlinks`` and ``total_nodes``
+(here ``totalCount``, as every listing of this API names it). A key limited to namespace patterns sees only
+its namespaces' nodes, and only the edges and symlinks between visible namespaces.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.auth import Reader, requires
+from airflow_lineage_provider.consumer.deps import Namespace, Offset, Store, stored_answer
+from airflow_lineage_provider.consumer.models import GraphListing, Problem
+from airflow_lineage_provider.consumer.store.graph_listing import GraphPage, graph_page
+from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+
+router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
+
+#: Most nodes one page may hold.
+MAX_PAGE_NODES = 10_000
+PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE_NODES, description="Nodes per page (at most 10,000).")]
+
+
+@router.get(
+    "/api/v1/graph",
+    response_model=GraphListing,
+    responses={400: {"model": Problem}},
+    summary="The whole lineage graph, paged: nodes in kind, namespace, name order and the edges leaving them",
+)
+async def get_graph(
+    store: Store, principal: Reader, namespace: Namespace = None, limit: PageLimit = 100, offset: Offset = 0
+) -> Response:
+    def run() -> GraphPage:
+        with store.read() as conn:
+            visible = visible_namespaces(conn, principal.namespaces)
+            return graph_page(conn, limit, offset, namespace=namespace, visible=visible, cards=store.graph_cards)
+
+    return await stored_answer(run)
