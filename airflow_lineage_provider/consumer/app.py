@@ -32,6 +32,7 @@ from airflow_lineage_provider.consumer.routers import (
     marquez_events,
     marquez_jobs,
     namespaces,
+    reset,
     retention,
     runs,
     search,
@@ -66,6 +67,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     stats.router,
     graph_listing.router,
     retention.router,
+    reset.router,
 )
 
 

@@ -5,6 +5,7 @@ Airflow user's name, or ``anonymous`` — never a secret), what (events, namespa
 
     lineage audit: ingest by key 'producers': 3 received, 2 stored, 1 duplicate, 0 refused; namespaces airflow -> 200
     lineage audit: prune by user 'admin': older than 30 days; removed 1200 events, 80 runs -> 200
+    lineage audit: reset by key 'ops': namespace staging; removed 40 events, 12 runs, 3 jobs, 9 datasets -> 200
     lineage audit: refused write (ingest events or change tags) anonymous at POST /api/v1/lineage -> 401
 """
 
@@ -70,6 +71,26 @@ def prune(principal: Principal, *, days: float, events: int | None, runs: int | 
     """Log one prune request (``events``/``runs`` None when it failed)."""
     removed = f"removed {events} events, {runs} runs" if events is not None else "nothing removed"
     log.info("lineage audit: prune by %s: older than %g days; %s -> %d", principal.who, days, removed, status)
+
+
+def reset(
+    principal: Principal, *, namespace: str | None, dry_run: bool, removed: dict[str, int] | None, status: int
+) -> None:
+    """Log one reset request (of the whole store when ``namespace`` is None; ``removed`` None when it failed)."""
+    what = "the whole store" if namespace is None else f"namespace {repr(namespace)[1:-1]}"
+    if removed is None:
+        outcome = "nothing removed"
+    else:
+        listed = ", ".join(f"{count} {kind}" for kind, count in removed.items() if count)
+        outcome = f"{'would remove' if dry_run else 'removed'} {listed or 'nothing'}"
+    log.info(
+        "lineage audit: %sreset by %s: %s; %s -> %d",
+        "dry-run " if dry_run else "",
+        principal.who,
+        what,
+        outcome,
+        status,
+    )
 
 
 def refused(request: Request, access: Access, status: int) -> None:

@@ -169,6 +169,33 @@ class RetentionStatus(BaseModel):
     lastPrune: PruneReport | None
 
 
+class ResetCounts(BaseModel):
+    """Rows of each kind a reset removed (or, in a dry run, would remove)."""
+
+    events: int
+    runs: int
+    jobs: int
+    datasets: int
+    edges: int
+    ioGroups: int = Field(description="Table-lineage io groups removed (or merged into an equal one).")
+    ioGroupsNarrowed: int = Field(
+        description="io groups of other namespaces' jobs that lost the namespace's datasets and were kept for "
+        "their other pairs."
+    )
+    fields: int = Field(description="Dataset fields of column lineage.")
+    columnEdges: int
+    tags: int = Field(description="Tags on the removed jobs, datasets and fields (the tag names stay).")
+    symlinks: int
+
+
+class ResetResult(BaseModel):
+    """``POST /api/v1/reset``: what went (or, with ``dryRun``, would go)."""
+
+    dryRun: bool
+    namespace: str | None = Field(description="The namespace reset; null for the whole store.")
+    counts: ResetCounts
+
+
 class GraphListingNode(BaseModel):
     """A node of the whole-graph listing: a graph walk's node without its edges."""
 

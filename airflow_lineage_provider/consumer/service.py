@@ -22,6 +22,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.ingest import IngestResult, ingest_events
+from airflow_lineage_provider.consumer.store.reset import ResetCounts, reset_all, reset_namespace
 from airflow_lineage_provider.consumer.store.retention import PruneRecord, last_scheduled_prune, prune, record_prune
 from airflow_lineage_provider.consumer.validation import LineageEvent
 
@@ -241,3 +242,34 @@ def prune_when_due(store: LineageStore, days: float, interval: float) -> PruneRe
     (checked in the same transaction, under an advisory lock on PostgreSQL): None then."""
     record = _run_prune(store, _pruning(days, "timer", due_after=interval))
     return None if record is None else _logged(record)
+
+
+def reset_now(store: LineageStore, namespace: str | None, dry_run: bool = False) -> ResetCounts:
+    """Reset the whole store (``namespace`` None) or one namespace (:mod:`.store.reset`); a dry run counts
+    what would go in a read transaction. After a reset this process's cached node data is dropped: a node
+    made later may get the id of one that went (SQLite reuses the highest ids), at its first version."""
+
+    def work(conn: Connection) -> ResetCounts:
+        return reset_all(conn, dry_run) if namespace is None else reset_namespace(conn, namespace, dry_run)
+
+    try:
+        if dry_run:
+            with store.read() as conn:
+                return work(conn)
+        counts = _retrying("a lineage reset", work, store)
+    except OperationalError as error:
+        raise StoreUnavailable(f"the lineage store is unavailable: {_reason(error)}") from error
+    _forget_cached_nodes(store)
+    return counts
+
+
+#: The store's in-memory caches of node data, keyed by node id and version.
+_NODE_CACHES = ("graph_cards", "job_objects")
+
+
+def _forget_cached_nodes(store: LineageStore) -> None:
+    """Replace the store's node caches with empty ones of the same capacity."""
+    for name in _NODE_CACHES:
+        cache = getattr(store, name, None)
+        if cache is not None:
+            setattr(store, name, type(cache)(cache.capacity))
