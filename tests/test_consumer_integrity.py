@@ -61,6 +61,16 @@ def _post_dataset_facets(client: TestClient) -> None:
         assert client.post("/api/v1/lineage", json=event).status_code == 201, relative
 
 
+def _read_a_symlinked_name(client: TestClient) -> None:
+    """A job reading a dataset by the name a corpus symlink gives it: the two names become one group."""
+    from support.consumer_helpers import dataset, run_event
+
+    with client.app.state.store.read() as conn:
+        namespace, name = conn.exec_driver_sql("SELECT namespace, name FROM lineage_symlinks ORDER BY 1, 2").first()
+    event = run_event("COMPLETE", "reads_by_symlink", time=1, inputs=[dataset(name, namespace=namespace)])
+    assert client.post("/api/v1/lineage", json=event).status_code == 201
+
+
 def test_every_reference_resolves_after_the_corpus_and_a_prune(client: TestClient) -> None:
     from conftest import require_shared
 
@@ -69,6 +79,7 @@ def test_every_reference_resolves_after_the_corpus_and_a_prune(client: TestClien
     assert _post_corpus(client, reverse=False) >= 15
     _post_corpus(client, reverse=True)
     _post_dataset_facets(client)
+    _read_a_symlinked_name(client)
     assert client.post("/api/v1/retention", params={"days": 365}).status_code == 200
 
     store = client.app.state.store
