@@ -321,8 +321,9 @@ def test_graph_nodes_and_details_carry_the_types_the_events_said(marquez: TestCl
 
 
 def test_listed_jobs_kept_in_memory_are_never_stale(marquez: TestClient, store_url: str) -> None:
-    """Job listings keep each Job by its node's version: another process's ingest, tag writes and removals
-    show at once, and a listing from memory is exactly what a process without the cache answers."""
+    """Job listings keep each Job by its node's version: another process's ingest, tag writes and removals,
+    and retention pruning runs show at once, and a listing from memory is exactly what a process without the
+    cache answers."""
     writer = create_app(store_url=store_url, anonymous=Access.ADMIN)
     uncached = create_app(store_url=store_url, anonymous=Access.ADMIN, graph_cache_nodes=0)
     listing = f"/api/v1/namespaces/{quote(NS, safe='')}/jobs"
@@ -345,6 +346,8 @@ def test_listed_jobs_kept_in_memory_are_never_stale(marquez: TestClient, store_u
             assert listed()["tags"] == ["PII"]
             assert other.delete(f"{JOB_PATH}/tags/PII").status_code == 200
             assert listed()["tags"] == []
+            assert other.post("/api/v1/retention", params={"days": 1}).json()["runs"] >= 2  # all but the latest
+            assert [run["id"] for run in listed()["latestRuns"]] == [third]
     finally:
         writer.state.store.dispose()
         uncached.state.store.dispose()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -295,6 +296,9 @@ def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
 
 
 def _write_nodes(conn: Connection, sql: Statements, changes: _Changes) -> dict[NodeKey, int]:
+    # A new node's version starts at the time it is written (µs): after a reset, SQLite may give a new node
+    # the id of a removed one, and what another process keeps by (id, version) must not match it.
+    first_version = time.time_ns() // 1000
     rows = [
         {
             "node_key": key,
@@ -303,7 +307,7 @@ def _write_nodes(conn: Connection, sql: Statements, changes: _Changes) -> dict[N
             "name": name,
             "created_at": first,
             "updated_at": last,
-            "version": 1,
+            "version": first_version,
         }
         for key, (kind, ns, name) in changes.nodes.items()
         for first, last in [changes.node_times[key]]

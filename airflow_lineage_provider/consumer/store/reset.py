@@ -44,6 +44,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from airflow_lineage_provider.consumer.store import facets as facet_readers
 from airflow_lineage_provider.consumer.store import identity, tables
 from airflow_lineage_provider.consumer.store.ingest import io_group_key
+from airflow_lineage_provider.consumer.store.store_settings import new_store_id
 from airflow_lineage_provider.consumer.store.visibility import NODE_KINDS
 from airflow_lineage_provider.consumer.validation import parse_event
 
@@ -129,6 +130,7 @@ def reset_all(conn: Connection, dry_run: bool = False) -> ResetCounts:
     _hold_off_ingests(conn)
     kinds = dict(conn.execute(select(n.kind, func.count()).group_by(n.kind)).all())
     removed = {table.name: conn.execute(delete(table)).rowcount or 0 for table in _LINEAGE_TABLES}
+    new_store_id(conn)  # what any process remembers of this store (recorded producers) no longer holds
     return ResetCounts(
         events=removed["lineage_events"],
         runs=removed["lineage_runs"],
@@ -230,6 +232,7 @@ def reset_namespace(conn: Connection, namespace: str, dry_run: bool = False) -> 
     plan = _plan(conn, _Scope(namespace))
     if dry_run:
         return _planned_counts(conn, plan)
+    new_store_id(conn)  # what any process remembers of this store (recorded producers) no longer holds
     return _apply(conn, plan)
 
 

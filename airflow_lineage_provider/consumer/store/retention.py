@@ -13,6 +13,7 @@ from datetime import datetime
 from sqlalchemy import Connection, and_, delete, func, insert, or_, select
 
 from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store.versioned_cache import bump_versions
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ def prune(conn: Connection, older_than: datetime) -> PruneResult:
     stale = select(tables.runs.c.run_uuid).where(
         and_(tables.runs.c.updated_at < older_than, tables.runs.c.run_uuid.not_in(latest))
     )
+    # Jobs losing runs show fewer runs (a Job lists its newest): entries kept by version are stale.
+    bump_versions(conn, select(tables.runs.c.job_id).where(tables.runs.c.run_uuid.in_(stale)).distinct())
     conn.execute(delete(tables.run_io).where(tables.run_io.c.run_uuid.in_(stale)))
     runs = conn.execute(delete(tables.runs).where(tables.runs.c.run_uuid.in_(stale))).rowcount
     return PruneResult(events=events or 0, runs=runs or 0)
