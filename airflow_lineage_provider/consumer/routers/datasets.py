@@ -1,6 +1,13 @@
 """``GET /api/v1/datasets``: datasets with their latest schema, facets and symlinks, by namespace and name, paged.
 
 The namespace is a query parameter, not a path segment, because namespaces usually contain ``/``.
+
+A dataset known under several names (docs/identity.md) is listed once, under its canonical name, and
+``totalCount`` counts datasets, not names; ``name_contains`` matches any of its names, ``namespace`` the
+canonical one. Each dataset carries ``aliases`` (``[{namespace, name, via, producers}]``: its other names, how
+each joined it — ``symlink``, ``dataSource`` or ``namespaceAlias`` — and the producers that used each) and
+``aliasConflicts`` (``[{namespace, name}]``: names it claims that another dataset claims too, which therefore
+link nothing; see ``GET /api/v1/datasets/conflicts``).
 """
 
 from __future__ import annotations

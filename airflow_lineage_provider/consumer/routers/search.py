@@ -8,6 +8,10 @@ wildcards and ``\\`` escapes them), ``filter`` (``JOB`` or ``DATASET``), ``sort`
 paging, and ``totalCount`` is every match, not only the page (Marquez answers the page's size). A blank ``q``
 answers no result, as Marquez does. Marquez's web UI asks ``/api/v1/search/?q=...`` (with a slash): both
 paths answer.
+
+A dataset known under several names (docs/identity.md) is found by any of its (visible) names and answers once,
+under its canonical name (``updatedAt``: the latest of its names'); ``totalCount`` counts datasets, not names.
+``namespace``, ``before`` and ``after`` apply to the dataset as answered.
 """
 
 from __future__ import annotations

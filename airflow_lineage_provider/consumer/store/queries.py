@@ -24,7 +24,8 @@ window (``runId``/``after``/``before`` narrow it). Unlimited keys read as before
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -32,7 +33,7 @@ from sqlalchemy import Connection, and_, func, not_, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer import nodeids
-from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store import dataset_aliases, tables
 from airflow_lineage_provider.consumer.store.nodes import node_details, run_data, visible_facets
 from airflow_lineage_provider.consumer.store.text import iso
 from airflow_lineage_provider.consumer.store.visibility import Visible, names_hidden_namespace, namespace_in
@@ -97,6 +98,29 @@ def namespace_exists(conn: Connection, name: str, visible: Visible = None) -> bo
     return conn.execute(query).first() is not None
 
 
+def _node_ids(
+    kind: str, namespace: str | None, name_contains: str | None, visible: Visible, dialect: str, grouped: bool
+) -> Any:
+    """The ids of the listed nodes in listing order; ``grouped``: the datasets' groups are read (see
+    :func:`list_nodes`)."""
+    n = tables.nodes.c
+    ids_query = select(n.id).where(n.kind == kind).order_by(n.namespace, n.name)
+    if namespace is not None:
+        ids_query = ids_query.where(n.namespace == namespace)
+    if name_contains:
+
+        def contains(columns: Any) -> ColumnElement[bool]:
+            return columns.name.contains(name_contains, autoescape=True)
+
+        matches = n.id.in_(dataset_aliases.with_matching_member(contains, visible, dialect)) if grouped else contains(n)
+        ids_query = ids_query.where(matches)
+    if visible is not None:
+        ids_query = ids_query.where(namespace_in(n.namespace, visible, dialect))
+    if grouped:
+        ids_query = ids_query.where(dataset_aliases.listed(n, visible, dialect))
+    return ids_query
+
+
 def list_nodes(
     conn: Connection,
     kind: str,
@@ -106,19 +130,93 @@ def list_nodes(
     name_contains: str | None = None,
     visible: Visible = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Jobs or datasets (with schema, facets and latest run), by namespace and name, paged."""
-    n = tables.nodes.c
-    ids_query = select(n.id).where(n.kind == kind).order_by(n.namespace, n.name)
-    if namespace is not None:
-        ids_query = ids_query.where(n.namespace == namespace)
-    if name_contains:
-        ids_query = ids_query.where(n.name.contains(name_contains, autoescape=True))
-    if visible is not None:
-        ids_query = ids_query.where(namespace_in(n.namespace, visible, conn.dialect.name))
-    rows, total = _page(conn, ids_query, limit, offset)
-    ids = [row.id for row in rows]
+    """Jobs or datasets (with schema, facets and latest run), by namespace and name, paged.
+
+    A dataset known under several names is listed once, under its representative's name, and counted once
+    (:mod:`.dataset_aliases`); ``name_contains`` matches any of its visible names, ``namespace`` the
+    representative's. Datasets carry ``aliases`` and ``aliasConflicts``. Whether any dataset has several
+    names, or claims a name, rides along with the count, so a store without either pays no statement more.
+    """
+    dialect = conn.dialect.name
+    if kind != "dataset":
+        rows, total = _page(conn, _node_ids(kind, namespace, name_contains, visible, dialect, False), limit, offset)
+        details = node_details(conn, [row.id for row in rows], visible)
+        return [details[row.id] for row in rows], total
+    expected = dataset_aliases.expect_groups(conn)
+    ids_query = _node_ids(kind, namespace, name_contains, visible, dialect, grouped=expected)
+    counted = select(func.count(), *dataset_aliases.probes()).select_from(ids_query.order_by(None).subquery())
+    total, groups, claims = conn.execute(counted).one()
+    aliasing = dataset_aliases.Aliasing(bool(groups), bool(claims))
+    dataset_aliases.note_groups(conn, aliasing.groups)
+    if aliasing.groups and not expected:
+        ids_query = _node_ids(kind, namespace, name_contains, visible, dialect, grouped=True)
+        total = conn.execute(select(func.count()).select_from(ids_query.order_by(None).subquery())).scalar() or 0
+    ids = list(conn.execute(ids_query.limit(limit).offset(offset)).scalars())
     details = node_details(conn, ids, visible)
+    _with_aliases(conn, ids, details, visible, aliasing)
     return [details[node] for node in ids], total
+
+
+def _with_aliases(
+    conn: Connection,
+    ids: list[int],
+    details: dict[int, dict[str, Any]],
+    visible: Visible,
+    aliasing: dataset_aliases.Aliasing,
+) -> None:
+    """Add ``aliases`` and ``aliasConflicts`` to the listed datasets ``details``, and show each grouped one as its
+    group (see :mod:`.dataset_aliases`)."""
+    if not (aliasing.groups or aliasing.claims):  # no dataset of the store has or claims another name
+        for node in ids:
+            details[node].update(aliases=[], aliasConflicts=[])
+        return
+    shown = dataset_aliases.visible_set(visible)
+    groups = dataset_aliases.groups(conn, ids) if aliasing.groups else {}
+    names = {node: [name.id for name in groups[node].shown(shown)] if node in groups else [node] for node in ids}
+    aliases = dataset_aliases.aliases(conn, groups, shown)
+    conflicts = dataset_aliases.alias_conflicts(conn, names, shown) if aliasing.claims else {}
+    if groups:
+        _merge_names(conn, names, details, visible)
+    for node in ids:
+        details[node]["aliases"] = aliases.get(node, [])
+        details[node]["aliasConflicts"] = conflicts.get(node, [])
+
+
+def _merge_names(
+    conn: Connection, names: dict[int, list[int]], details: dict[int, dict[str, Any]], visible: Visible
+) -> None:
+    """Show each listed dataset as its group: times over its names, the latest schema and facets any of them
+    received, the symlinks of all of them but those naming the group's own names (``names``: listed id → its
+    visible names, itself first)."""
+    others = sorted({member for members in names.values() for member in members} - details.keys())
+    every = {**node_details(conn, others, visible), **details}
+    d = tables.datasets.c
+    times: dict[int, tuple[Any, Any]] = {}
+    for start in range(0, len(every), 900):
+        chunk = list(every)[start : start + 900]
+        query = select(d.node_id, d.schema_time, d.facets_time).where(d.node_id.in_(chunk))
+        times.update((node, (schema_time, facets_time)) for node, schema_time, facets_time in conn.execute(query))
+    for node, members in names.items():
+        if len(members) < 2:
+            continue
+        parts = [(every[member], times.get(member, (None, None)), rank) for rank, member in enumerate(members)]
+        data = details[node]
+        data["createdAt"] = min(part["createdAt"] for part, _, _ in parts)  # one ISO format: text order is time order
+        data["updatedAt"] = max(part["updatedAt"] for part, _, _ in parts)
+        with_schema = dataset_aliases.latest((part, when[0], rank) for part, when, rank in parts)
+        if with_schema is not None:
+            data.update(fields=with_schema["fields"], lastModifiedAt=with_schema["lastModifiedAt"])
+        with_facets = dataset_aliases.latest((part, when[1], rank) for part, when, rank in parts)
+        if with_facets is not None:
+            data.update(facets=with_facets["facets"], type=with_facets["type"])
+        own = {(part["namespace"], part["name"]) for part, _, _ in parts}  # the group's names are its aliases
+        symlinks = {
+            (s["namespace"], s["name"], s["type"] or ""): s
+            for part, _, _ in parts
+            for s in part["symlinks"]
+            if (s["namespace"], s["name"]) not in own
+        }
+        data["symlinks"] = [symlinks[key] for key in sorted(symlinks)]
 
 
 #: Search orders: Marquez's ``NAME`` (name A-Z) and ``UPDATE_AT`` (most recently updated first).
@@ -149,40 +247,23 @@ def search(
     """
     if sort not in SEARCH_ORDERS:
         raise ValueError(f"sort must be one of {SEARCH_ORDERS}, got {sort!r}")
-    n, dialect = tables.nodes.c, conn.dialect.name
+    dialect = conn.dialect.name
     pattern = f"%{text}%"
+
     # ILIKE's meaning, at the least cost per row: SQLite's LIKE already ignores ASCII case (its lower() folds no
     # more); on PostgreSQL lower(name) LIKE lower(pattern) reads 15,000 names in ~2/3 of ILIKE's time.
-    if dialect == "postgresql":
-        like = func.lower(n.name).like(func.lower(pattern), escape="\\")
-    else:
-        like = n.name.like(pattern, escape="\\")
-    conditions = [like]
-    if kind is not None:
-        conditions.append(n.kind == kind)
-    if namespace is not None:
-        conditions.append(n.namespace == namespace)
-    if before is not None:
-        conditions.append(n.updated_at < before)
-    if after is not None:
-        conditions.append(n.updated_at > after)
-    if visible is not None:
-        conditions.append(namespace_in(n.namespace, visible, dialect))
-    # Names in byte (code point) order on both stores: SQLite's binary collation, PostgreSQL's "C".
-    name, space = n.name, n.namespace
-    if dialect == "postgresql":
-        name, space = name.collate("C"), space.collate("C")
-    order = (name, space, n.kind) if sort == "name" else (n.updated_at.desc(), name, space, n.kind)
-    # One scan for the page and the total: the count of every match rides along on each row of the page.
-    total_column = func.count().over().label("total")
-    query = select(n.kind, n.namespace, n.name, n.updated_at, total_column).where(*conditions).order_by(*order)
-    rows = conn.execute(query.limit(limit).offset(offset)).all()
+    def like(columns: Any) -> ColumnElement[bool]:
+        if dialect == "postgresql":
+            return func.lower(columns.name).like(func.lower(pattern), escape="\\")
+        return columns.name.like(pattern, escape="\\")
+
+    asked = _Search(like, kind, namespace, limit, offset, visible, sort, before, after)
+    expected = kind != "job" and dataset_aliases.expect_groups(conn)
+    rows, total, present = _search_rows(conn, asked, grouped=expected)
     if rows:
-        total = rows[0].total
-    elif offset == 0:
-        total = 0
-    else:  # a page past the end carries no count: count apart
-        total = conn.execute(select(func.count()).select_from(tables.nodes).where(*conditions)).scalar() or 0
+        dataset_aliases.note_groups(conn, present)
+    if kind != "job" and not expected and (present or (not rows and dataset_aliases.has_groups(conn))):
+        rows, total, _ = _search_rows(conn, asked, grouped=True)
     results = [
         {
             "type": r.kind.upper(),
@@ -194,6 +275,68 @@ def search(
         for r in rows
     ]
     return results, total
+
+
+@dataclass(frozen=True)
+class _Search:
+    """What a search asks (see :func:`search`); ``like`` is the name condition on some ``lineage_nodes`` columns."""
+
+    like: Callable[[Any], ColumnElement[bool]]
+    kind: str | None
+    namespace: str | None
+    limit: int
+    offset: int
+    visible: Visible
+    sort: str
+    before: datetime | None
+    after: datetime | None
+
+
+def _search_conditions(asked: _Search, grouped: bool, updated: Any, dialect: str) -> list[ColumnElement[bool]]:
+    """The conditions of a search on ``lineage_nodes`` (``updated``: the time ``before``/``after`` compare)."""
+    n = tables.nodes.c
+    if grouped:
+        conditions = [n.id.in_(dataset_aliases.with_matching_member(asked.like, asked.visible, dialect))]
+        conditions.append(dataset_aliases.listed(n, asked.visible, dialect))
+    else:
+        conditions = [asked.like(n)]
+    if asked.kind is not None:
+        conditions.append(n.kind == asked.kind)
+    if asked.namespace is not None:
+        conditions.append(n.namespace == asked.namespace)
+    if asked.before is not None:
+        conditions.append(updated < asked.before)
+    if asked.after is not None:
+        conditions.append(updated > asked.after)
+    if asked.visible is not None:
+        conditions.append(namespace_in(n.namespace, asked.visible, dialect))
+    return conditions
+
+
+def _search_rows(conn: Connection, asked: _Search, grouped: bool) -> tuple[list[Any], int, bool]:
+    """A page of search rows, the total, and whether the store has groups (asked along with the page: a
+    store without any answers with one statement). ``grouped``: a dataset known under several names is found by
+    any visible name and shown once, as its group (:mod:`.dataset_aliases`)."""
+    n, dialect = tables.nodes.c, conn.dialect.name
+    updated = dataset_aliases.group_updated(n, asked.visible, dialect) if grouped else n.updated_at
+    conditions = _search_conditions(asked, grouped, updated, dialect)
+    # Names in byte (code point) order on both stores: SQLite's binary collation, PostgreSQL's "C".
+    name, space = n.name, n.namespace
+    if dialect == "postgresql":
+        name, space = name.collate("C"), space.collate("C")
+    order = (name, space, n.kind) if asked.sort == "name" else (updated.desc(), name, space, n.kind)
+    # One scan for the page and the total: the count of every match rides along on each row of the page.
+    total_column = func.count().over().label("total")
+    columns = (n.kind, n.namespace, n.name, updated.label("updated_at"), total_column, dataset_aliases.HAS_GROUPS)
+    query = select(*columns).where(*conditions).order_by(*order)
+    rows = conn.execute(query.limit(asked.limit).offset(asked.offset)).all()
+    if rows:
+        return rows, rows[0].total, bool(rows[0].has_groups)
+    if asked.offset == 0:
+        return rows, 0, False
+    # a page past the end carries no count: count apart
+    total = conn.execute(select(func.count()).select_from(tables.nodes).where(*conditions)).scalar() or 0
+    return rows, total, False
 
 
 def _run_dict(row: Any, visible: Visible = None) -> dict[str, Any]:
