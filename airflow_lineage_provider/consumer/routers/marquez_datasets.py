@@ -6,6 +6,13 @@ Unknown (or, for a namespace-limited key, hidden) namespaces, datasets and versi
 (:mod:`..marquez_errors`, with Marquez's messages), the namespace checked first as Marquez does. What each
 object says, and where it comes from, is in :mod:`..store.marquez_datasets` and
 :mod:`..store.dataset_versions`.
+
+A dataset known under several names (docs/identity.md) is one Dataset: a namespace's listing shows it once, in
+its canonical name's namespace (``totalCount`` counts datasets, not names), with its other names in
+``aliases`` (``{namespace, name, via, producers}``, a member Marquez's schema leaves open); asked by any of its
+names, the dataset and its versions answer as the canonical one (``id`` and ``name`` are the canonical name's).
+A key limited to namespace patterns sees only the names in its namespaces: when the canonical name is hidden,
+the first visible name stands for the dataset.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ retention pruned its events); order: the run's first event time, newest first (t
 out: Marquez's description types it as a string where Marquez answers a list, and no value satisfies both;
 the fields carry their tags.
 
+A dataset known under several names (:mod:`.dataset_aliases`) has the versions of every (visible) name, shown
+under its representative's name; each version's id is still that of the name the run wrote (so it never changes
+when names join or part), and its ``physicalName`` is that name.
+
 Bounded work: the writing runs come from index lookups (:func:`.marquez_datasets.writes`), and only the
 events of the page's runs are read (``ix_lineage_events_run_uuid``) and decoded.
 """
@@ -30,7 +34,15 @@ from sqlalchemy import Connection, select
 from airflow_lineage_provider.consumer.marquez_values import dataset_type
 from airflow_lineage_provider.consumer.store import facets as facet_readers
 from airflow_lineage_provider.consumer.store import tables, tags
-from airflow_lineage_provider.consumer.store.marquez_datasets import description, marquez_fields, version_id, writes
+from airflow_lineage_provider.consumer.store.marquez_datasets import (
+    NamedWrite,
+    dataset_names,
+    description,
+    marquez_fields,
+    named_writes,
+    version_id,
+    writes,
+)
 from airflow_lineage_provider.consumer.store.marquez_runs import run_objects, runs_query
 from airflow_lineage_provider.consumer.store.sources import source_of
 from airflow_lineage_provider.consumer.store.text import iso
@@ -49,7 +61,8 @@ class _Written:
         self.facets: dict[str, Any] = {}
 
 
-def _written(conn: Connection, run_ids: list[str], namespace: str, name: str) -> dict[str, _Written]:
+def _written(conn: Connection, run_ids: list[str], names: set[tuple[str, str]]) -> dict[str, _Written]:
+    """What the events of each run said about the outputs named by one of ``names`` (``(namespace, name)``)."""
     e = tables.events.c
     found: dict[str, _Written] = {}
     for start in range(0, len(run_ids), _EVENTS_CHUNK):
@@ -65,7 +78,7 @@ def _written(conn: Connection, run_ids: list[str], namespace: str, name: str) ->
                 continue
             outputs = event.get("outputs") if isinstance(event, dict) else None
             for output in outputs if isinstance(outputs, list) else ():
-                if not isinstance(output, dict) or output.get("namespace") != namespace or output.get("name") != name:
+                if not isinstance(output, dict) or (output.get("namespace"), output.get("name")) not in names:
                     continue
                 seen = found.setdefault(run_uuid, _Written())
                 seen.first = event_time if seen.first is None else min(seen.first, event_time)
@@ -78,29 +91,41 @@ def _written(conn: Connection, run_ids: list[str], namespace: str, name: str) ->
     return found
 
 
+def _field_tags(conn: Connection, names: list[tuple[int, str, str]]) -> dict[str, list[str]]:
+    """The tags on each field, by field name, over every name of the dataset."""
+    merged: dict[str, set[str]] = {}
+    for on_fields in tags.fields_tags(conn, [node for node, _, _ in names]).values():
+        for field, field_tags in on_fields.items():
+            merged.setdefault(field, set()).update(field_tags)
+    return {field: sorted(field_tags) for field, field_tags in merged.items()}
+
+
 def _versions(
-    conn: Connection, dataset_id: int, namespace: str, name: str, run_ids: list[str], visible: Visible
+    conn: Connection, names: list[tuple[int, str, str]], page: list[NamedWrite], visible: Visible
 ) -> list[dict[str, Any]]:
+    """The versions ``page`` (runs with the name each wrote) of the dataset with ``names`` (representative first)."""
     shown = None if visible is None else frozenset(visible)
+    _, namespace, name = names[0]
+    run_ids = [write.run_uuid for write, _, _ in page]
     found = {row.run_uuid: row for row in conn.execute(runs_query().where(tables.runs.c.run_uuid.in_(run_ids)))}
     rows = [found[run] for run in run_ids]
-    written = _written(conn, [row.run_uuid for row in rows], namespace, name)
-    field_tags = tags.field_tags(conn, dataset_id)
+    written = _written(conn, run_ids, {(ns, written_as) for _, ns, written_as in names})
+    field_tags = _field_tags(conn, names)
     runs = run_objects(conn, rows, shown)
     versions = []
-    for row, run in zip(rows, runs, strict=True):
+    for (_, written_ns, written_name), row, run in zip(page, rows, runs, strict=True):
         seen = written.get(row.run_uuid, _Written())
-        version = version_id(namespace, name, row.run_uuid)
+        version = version_id(written_ns, written_name, row.run_uuid)
         versions.append(
             {
                 "id": {"namespace": namespace, "name": name, "version": version},
-                "type": dataset_type(seen.facets, namespace),
+                "type": dataset_type(seen.facets, written_ns),
                 "name": name,
-                "physicalName": name,
+                "physicalName": written_name,
                 "createdAt": iso(seen.first or row.created_at),
                 "version": version,
                 "namespace": namespace,
-                "sourceName": source_of(seen.facets, namespace)[0],
+                "sourceName": source_of(seen.facets, written_ns)[0],
                 "fields": marquez_fields(seen.fields or [], field_tags),
                 "description": description(seen.facets) or "",
                 "createdByRun": run,
@@ -110,14 +135,25 @@ def _versions(
     return versions
 
 
+def _named_writes(
+    conn: Connection, dataset_id: int, namespace: str, name: str, visible: Visible
+) -> tuple[list[tuple[int, str, str]], list[NamedWrite]]:
+    """The dataset's (visible) names, and the runs that wrote any of them, newest first."""
+    names = dataset_names(conn, dataset_id, namespace, name, visible)
+    written = writes(conn, [node for node, _, _ in names], visible)
+    return names, named_writes(written, names)
+
+
 def list_versions(
     conn: Connection, dataset_id: int, namespace: str, name: str, limit: int, offset: int, visible: Visible = None
 ) -> tuple[list[dict[str, Any]], int]:
     """The versions of the dataset (node ``dataset_id``, named ``namespace``/``name``), newest first, a page of
-    them, and how many there are."""
-    written = writes(conn, [dataset_id], visible).get(dataset_id, [])
-    page = [write.run_uuid for write in written[offset : offset + limit]]
-    return _versions(conn, dataset_id, namespace, name, page, visible), len(written)
+    them, and how many there are; a dataset known under several names has the versions of every (visible)
+    name and shows them under its representative's name (see the module docstring)."""
+    names, written = _named_writes(conn, dataset_id, namespace, name, visible)
+    if not names:
+        return [], 0
+    return _versions(conn, names, written[offset : offset + limit], visible), len(written)
 
 
 def get_version(
@@ -125,6 +161,6 @@ def get_version(
 ) -> dict[str, Any] | None:
     """The version ``version`` of the dataset, or None when no (visible) run of it has that id."""
     wanted = version.strip().lower()
-    written = writes(conn, [dataset_id], visible).get(dataset_id, [])
-    match = next((write.run_uuid for write in written if version_id(namespace, name, write.run_uuid) == wanted), None)
-    return None if match is None else _versions(conn, dataset_id, namespace, name, [match], visible)[0]
+    names, written = _named_writes(conn, dataset_id, namespace, name, visible)
+    match = [item for item in written if version_id(item[1], item[2], item[0].run_uuid) == wanted]
+    return _versions(conn, names, match[:1], visible)[0] if match and names else None
