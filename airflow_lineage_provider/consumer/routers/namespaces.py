@@ -3,6 +3,9 @@
 A namespace exists while some job or dataset lives in it; a namespace-limited key sees the visible ones
 only, and gets Marquez's 404 for a hidden one, exactly as for a missing one. ``ownerName`` is
 ``anonymous``: what Marquez answers for namespaces created by OpenLineage events (they name no owner).
+
+Every name a producer used keeps its namespace alive, an alias's too (docs/identity.md): a namespace whose
+datasets are all other names of datasets listed elsewhere is still listed, and its dataset listing is empty.
 """
 
 from __future__ import annotations

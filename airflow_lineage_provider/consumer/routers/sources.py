@@ -4,6 +4,10 @@ Sources are derived from what the events say about datasets (the rule: :mod:`..s
 namespace-limited key sees the sources of the datasets it may see; a source no visible dataset has is
 unknown to it (404, as for a missing one). A source name may hold ``/`` (``postgres://db:5432``): the
 path's last part, whatever it holds, is the name.
+
+Sources count every stored name of a dataset, aliases included (docs/identity.md): two names of one table
+often live in two real sources — a file system and a metastore, two host names of one database — and each is
+a connection some producer named.
 """
 
 from __future__ import annotations

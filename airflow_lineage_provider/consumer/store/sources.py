@@ -3,12 +3,13 @@
 The rule, one for a dataset's ``sourceName`` and for ``GET /api/v1/sources``: a dataset's source is the
 ``dataSource`` facet's ``name`` (as stored: the facets of the latest event that gave the dataset facets),
 or, without one, the dataset's namespace (OpenLineage names a dataset's namespace after its data source:
-``postgres://db:5432``, ``kafka://broker:9092``). A source's ``connectionUrl`` is the facet's ``uri``, or
-the namespace without one; its ``type`` is the URL's scheme in capitals (``POSTGRESQL`` for ``postgres`` and
-``postgresql``, ``KAFKA``, ``S3``, ...; ``jdbc:`` is skipped), ``UNKNOWN`` when the URL has none (Marquez's
-word for a value it does not know). ``createdAt`` / ``updatedAt``: when the first and the latest dataset of
-the source were first and last seen; when datasets disagree on a source's URL, the most recently updated
-one's wins.
+``postgres://db:5432``, ``kafka://broker:9092``); every stored name of a dataset counts, an alias's too (see
+:mod:`.dataset_aliases`: each is a connection some producer named). A source's ``connectionUrl`` is the
+facet's ``uri``, or the namespace without one; its ``type`` is the URL's scheme in capitals (``POSTGRESQL`` for
+``postgres`` and ``postgresql``, ``KAFKA``, ``S3``, ...; ``jdbc:`` is skipped), ``UNKNOWN`` when the URL has
+none (Marquez's word for a value it does not know). ``createdAt`` / ``updatedAt``: when the first and the
+latest dataset of the source were first and last seen; when datasets disagree on a source's URL, the most
+recently updated one's wins.
 
 :func:`source_of` says it in Python, :func:`_per_dataset` in SQL (SQLite ``json_extract``, PostgreSQL
 ``jsonb``), so that a listing reads only the two facet values per dataset from the database instead of

@@ -12,8 +12,9 @@ instants in every zone whose offset is whole hours).
   metric has no place for them). An event counts once however often it was re-sent (the store keeps one).
 * Jobs, datasets and sources (:func:`interval_metrics`): per interval, how many existed by its end — the
   cumulative count of those first seen (the earliest ``eventTime`` naming them) before the interval ended.
-  A source is what ``GET /api/v1/sources`` lists (:mod:`.sources`: a dataset's ``dataSource`` facet name, or
-  its namespace), first seen with its first dataset.
+  A dataset known under several names (:mod:`.dataset_aliases`) counts once, first seen with the first of its
+  (visible) names. A source is what ``GET /api/v1/sources`` lists (:mod:`.sources`: a dataset's ``dataSource``
+  facet name, or its namespace, for every name of every dataset), first seen with its first dataset.
 
 Each answer is one statement: the rows of the window are put in their interval by a ``CASE`` over the
 interval ends (any length of interval, on both stores) and counted by the database (sources: the sources'
@@ -33,7 +34,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import Connection, and_, case, func, select
 
-from airflow_lineage_provider.consumer.store import sources, tables
+from airflow_lineage_provider.consumer.store import dataset_aliases, sources, tables
 from airflow_lineage_provider.consumer.store.queries import events_visible
 from airflow_lineage_provider.consumer.store.text import iso
 from airflow_lineage_provider.consumer.store.visibility import Visible, namespace_in
@@ -90,11 +91,17 @@ def lineage_event_metrics(conn: Connection, spans: list[Interval], visible: Visi
 
 
 def _first_seen(conn: Connection, asset: str, visible: Visible) -> Any:
-    """``created_at`` of every job or dataset."""
-    n = tables.nodes.c
+    """``created_at`` of every job or dataset; a dataset known under several names counts once, first seen
+    with the first of its (visible) names (see :mod:`.dataset_aliases`)."""
+    n, m = tables.nodes.c, tables.dataset_members.c
     query = select(n.created_at).where(n.kind == ("job" if asset == "jobs" else "dataset"))
     if visible is not None:
         query = query.where(namespace_in(n.namespace, visible, conn.dialect.name))
+    if asset == "datasets" and dataset_aliases.has_groups(conn):
+        own = and_(m.node_id == n.id, m.member_id == n.id)
+        group = func.coalesce(m.canonical_id, n.id)
+        query = query.outerjoin(tables.dataset_members, own).group_by(group)
+        query = query.with_only_columns(func.min(n.created_at).label("created_at"))
     return query.subquery("first_seen")
 
 
