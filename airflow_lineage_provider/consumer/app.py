@@ -22,6 +22,7 @@ from airflow_lineage_provider.consumer.marquez_paths import SegmentPaths
 from airflow_lineage_provider.consumer.nodeids import NodeIdError
 from airflow_lineage_provider.consumer.routers import (
     column_lineage,
+    dataset_conflicts,
     datasets,
     events,
     graph_listing,
@@ -57,6 +58,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     jobs.router,
     marquez_jobs.router,
     datasets.router,
+    dataset_conflicts.router,
     marquez_datasets.router,
     sources.router,
     tags.router,
