@@ -309,3 +309,31 @@ def test_producers_of_a_rolled_back_batch_are_recorded_when_it_is_sent_again(sto
         new_store_id(conn)
     ingest(store, event)
     assert producers() == {AIRFLOW}
+
+
+def test_the_consumer_configured_with_namespace_aliases_lists_one_dataset_for_both_spellings(store_url: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from airflow_lineage_provider.consumer import create_app
+    from airflow_lineage_provider.consumer.access import Access
+
+    dbt = run_event(
+        "COMPLETE", "dbt.orders", str(uuid.uuid4()), outputs=[dataset("orders", namespace="pg://db.internal")]
+    )
+    airflow = run_event("COMPLETE", "export", str(uuid.uuid4()), inputs=[dataset("orders", namespace="pg://db")])
+
+    def listed(**options: Any) -> list[tuple[str, str, list[tuple[str, str]]]]:
+        app = create_app(store_url=store_url, anonymous=Access.ADMIN, **options)
+        try:
+            with TestClient(app) as client:
+                for event in (dbt, airflow):
+                    assert client.post("/api/v1/lineage", json=event).status_code == 201
+                found = client.get("/api/v1/datasets").json()["datasets"]
+        finally:
+            app.state.store.dispose()
+        return [(d["namespace"], d["name"], [(a["namespace"], a["via"]) for a in d["aliases"]]) for d in found]
+
+    assert listed(namespace_aliases="pg://db.internal=pg://db") == [
+        ("pg://db", "orders", [("pg://db.internal", "namespaceAlias")])
+    ]
+    assert sorted(listed()) == [("pg://db", "orders", []), ("pg://db.internal", "orders", [])]  # configured off again

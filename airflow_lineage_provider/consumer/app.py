@@ -139,7 +139,12 @@ def create_app(
     )
     app.state.settings = config
     app.state.guard = guard(keyring, config.anonymous)
-    app.state.store = LineageStore(store_url, engine=engine, graph_cache_nodes=config.graph_cache_nodes)
+    app.state.store = LineageStore(
+        store_url,
+        engine=engine,
+        graph_cache_nodes=config.graph_cache_nodes,
+        namespace_aliases=config.namespace_aliases.mapping,  # the store's groups follow this configuration
+    )
     app.state.spec_validator = spec_validator
     app.state.retention = RetentionSchedule(config)
     #: Other spellings of namespaces, read by the store's queries (docs/consumer.md, "Namespace aliases").
