@@ -19,7 +19,7 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
-from support.consumer_helpers import dataset, run_event
+from support.consumer_helpers import PRODUCER, dataset, run_event
 from support.marquez_spec import assert_marquez
 from support.olschema import SHARED
 
@@ -38,6 +38,7 @@ METASTORE, TABLE = "file:/tmp/cll_test", "default.tbl1"
 SOURCES = ["/tmp/cll_test/cll_source1", "/tmp/cll_test/cll_source2"]
 PG, PG_ALIAS, ORDERS = "postgres://db:5432", "postgresql://db.internal:5432", "public.orders"
 DBT = "https://github.com/dbt-labs/dbt-core/tests"
+HIVE = "hive://metastore:9083"
 
 ALL = {"X-API-Key": "every-namespace-secret"}
 FILES_ONLY = {"X-API-Key": "file-namespace-only-secret"}
@@ -265,6 +266,35 @@ def test_namespace_aliases_join_the_two_host_names_when_on_and_part_them_when_of
     assert ours(client)[(PG, ORDERS)]["aliases"] == []
     assert search(client, "orders") == [(PG, ORDERS), (PG_ALIAS, ORDERS)]
     assert marquez(client, datasets_path(PG_ALIAS, ORDERS), "Dataset")["id"] == {"namespace": PG_ALIAS, "name": ORDERS}
+
+
+def _writes_claiming(job: str, namespace: str, producer: str, seconds: int) -> dict[str, Any]:
+    """``job`` writing ``public.orders`` in ``namespace``, its ``symlinks`` facet naming the metastore table."""
+    payload = run_event("COMPLETE", job, time=seconds, outputs=[dataset(ORDERS, namespace=namespace)])
+    payload["producer"] = producer
+    payload["outputs"][0]["facets"] = {
+        "symlinks": {
+            "_producer": producer,
+            "_schemaURL": f"{FACETS}/SymlinksDatasetFacet.json",
+            "identifiers": [{"namespace": HIVE, "name": "shop.orders", "type": "TABLE"}],
+        }
+    }
+    return payload
+
+
+def test_a_name_claimed_under_two_spellings_of_one_namespace_is_a_conflict_only_while_they_are_apart(
+    client: TestClient,
+) -> None:
+    post(client, _writes_claiming("load", PG, PRODUCER, 0), _writes_claiming("dbt_model", PG_ALIAS, DBT, 60))
+    conflict = get(client, "/api/v1/datasets/conflicts")
+    assert [(item["namespace"], item["name"]) for item in conflict["conflicts"]] == [(HIVE, "shop.orders")]
+    claimed = [{"namespace": HIVE, "name": "shop.orders"}]
+    assert ours(client)[(PG, ORDERS)]["aliasConflicts"] == claimed
+
+    _namespace_aliases(client, {PG_ALIAS: PG})  # the two claimants are one dataset: no conflict
+    assert get(client, "/api/v1/datasets/conflicts") == {"conflicts": [], "totalCount": 0}
+    listed = ours(client)
+    assert (PG_ALIAS, ORDERS) not in listed and listed[(PG, ORDERS)]["aliasConflicts"] == []
 
 
 def test_a_limited_key_sees_only_visible_names_and_its_first_visible_name_stands_for_the_group(

@@ -197,16 +197,36 @@ def _producers(conn: Connection, ids: Iterable[int]) -> dict[int, list[str]]:
     return found
 
 
-def _links(conn: Connection, members: dict[str, int]) -> dict[tuple[int, int], set[str]]:
+@dataclass(frozen=True)
+class Claim:
+    """A name a dataset claims (``lineage_symlinks``): the claimant's node id, the named dataset's node key."""
+
+    claimant: int
+    key: str
+    namespace: str
+    name: str
+    via: str
+
+
+def claims(conn: Connection, ids: Iterable[int]) -> list[Claim]:
+    """The names the datasets ``ids`` claim (one statement per :data:`CHUNK` ids, by the table's key)."""
+    found: list[Claim] = []
+    for chunk in _chunks(set(ids)):
+        query = select(_s.dataset_id, _s.alias_key, _s.namespace, _s.name, _s.via).where(
+            _s.dataset_id.in_(chunk), _s.alias_key.is_not(None)
+        )
+        found += [Claim(*row) for row in conn.execute(query)]
+    return found
+
+
+def _links(said: Iterable[Claim], members: dict[str, int]) -> dict[tuple[int, int], set[str]]:
     """``(a, b) → vias`` of the claims between two of the datasets ``members`` (``key → id``), both ways."""
     links: dict[tuple[int, int], set[str]] = {}
-    for chunk in _chunks(members.values()):
-        query = select(_s.dataset_id, _s.alias_key, _s.via).where(_s.dataset_id.in_(chunk), _s.alias_key.is_not(None))
-        for claimant, key, via in conn.execute(query):
-            target = members.get(key)
-            if target is not None and target != claimant:
-                links.setdefault((claimant, target), set()).add(via)
-                links.setdefault((target, claimant), set()).add(via)
+    for claim in said:
+        target = members.get(claim.key)
+        if target is not None and target != claim.claimant:
+            links.setdefault((claim.claimant, target), set()).add(claim.via)
+            links.setdefault((target, claim.claimant), set()).add(claim.via)
     return links
 
 
@@ -219,13 +239,16 @@ def _via(links: dict[tuple[int, int], set[str]], name: int, representative: int,
     return "namespaceAlias"
 
 
-def aliases(conn: Connection, shown: dict[int, Group], visible: Visible) -> dict[int, list[dict[str, Any]]]:
+def aliases(
+    conn: Connection, shown: dict[int, Group], visible: Visible, said: list[Claim] | None = None
+) -> dict[int, list[dict[str, Any]]]:
     """``representative → aliases`` (``{namespace, name, via, producers}``, see the module docstring) for the
-    listed datasets ``shown`` (``representative → its group``)."""
+    listed datasets ``shown`` (``representative → its group``); ``said``: the groups' claims when read already
+    (:func:`claims` of every member)."""
     if not shown:
         return {}
     every = {member.id: member for group in shown.values() for member in group.members}
-    links = _links(conn, {member.key: member.id for member in every.values()})
+    links = _links(claims(conn, every) if said is None else said, {member.key: member.id for member in every.values()})
     producers = _producers(conn, every)
     found: dict[int, list[dict[str, Any]]] = {}
     for node, group in shown.items():
@@ -242,27 +265,10 @@ def aliases(conn: Connection, shown: dict[int, Group], visible: Visible) -> dict
     return found
 
 
-def _identity(namespace: str, name: str, namespace_aliases: dict[str, str]) -> tuple[str, str]:
-    return namespace_aliases.get(namespace, namespace), name
-
-
-def alias_conflicts(conn: Connection, names: dict[int, list[int]], visible: Visible) -> dict[int, list[dict[str, str]]]:
-    """``listed dataset → [{namespace, name}]``: the names its ``names`` (node ids) claim that datasets which are
-    not the same claim too (see the module docstring); datasets without one are absent."""
-    claims: dict[str, tuple[str, str, set[int]]] = {}
-    owner = {node: listed for listed, ids in names.items() for node in ids}
-    for chunk in _chunks(owner):
-        query = select(_s.dataset_id, _s.alias_key, _s.namespace, _s.name).where(
-            _s.dataset_id.in_(chunk), _s.alias_key.is_not(None)
-        )
-        for claimant, key, namespace, name in conn.execute(query):
-            if visible is None or namespace in visible:
-                claims.setdefault(key, (namespace, name, set()))[2].add(owner[claimant])
-    if not claims:
-        return {}
-    namespace_aliases = identity.stored_namespace_aliases(conn)
-    claimants: dict[str, set[tuple[str, str]]] = {}
-    for chunk in _chunks(claims):
+def _claimants(conn: Connection, keys: Iterable[str], visible: Visible) -> dict[str, set[tuple[str, str]]]:
+    """``key → (namespace, name)`` of every (visible) dataset claiming the name of node key ``key``."""
+    found: dict[str, set[tuple[str, str]]] = {}
+    for chunk in _chunks(keys):
         query = (
             select(_s.alias_key, _n.namespace, _n.name)
             .join_from(tables.symlinks, tables.nodes, _n.id == _s.dataset_id)
@@ -270,13 +276,41 @@ def alias_conflicts(conn: Connection, names: dict[int, list[int]], visible: Visi
         )
         for key, namespace, name in conn.execute(query):
             if visible is None or namespace in visible:
-                claimants.setdefault(key, set()).add(_identity(namespace, name, namespace_aliases))
+                found.setdefault(key, set()).add((namespace, name))
+    return found
+
+
+def alias_conflicts(
+    conn: Connection, names: dict[int, list[int]], visible: Visible, said: list[Claim] | None = None
+) -> dict[int, list[dict[str, str]]]:
+    """``listed dataset → [{namespace, name}]``: the names its ``names`` (node ids) claim that datasets which are
+    not the same claim too (see the module docstring); datasets without one are absent. ``said``: claims read
+    already (:func:`claims` of at least those ids)."""
+    owner = {node: listed for listed, ids in names.items() for node in ids}
+    claimed: dict[str, tuple[str, str, set[int]]] = {}
+    for claim in claims(conn, owner) if said is None else said:
+        if claim.claimant in owner and (visible is None or claim.namespace in visible):
+            claimed.setdefault(claim.key, (claim.namespace, claim.name, set()))[2].add(owner[claim.claimant])
+    if not claimed:
+        return {}
+    claimants = {key: found for key, found in _claimants(conn, claimed, visible).items() if len(found) > 1}
+    if claimants:  # several names claim it: the same dataset by a namespace alias is no conflict
+        namespace_aliases = identity.stored_namespace_aliases(conn)
+        claimants = {
+            key: found
+            for key, found in claimants.items()
+            if len({_identity(namespace, name, namespace_aliases) for namespace, name in found}) > 1
+        }
     found: dict[int, list[dict[str, str]]] = {}
-    for key, (namespace, name, listed_by) in sorted(claims.items(), key=lambda item: item[1][:2]):
-        if len(claimants.get(key, ())) > 1:
+    for key, (namespace, name, listed_by) in sorted(claimed.items(), key=lambda item: item[1][:2]):
+        if key in claimants:
             for node in sorted(listed_by):
                 found.setdefault(node, []).append({"namespace": namespace, "name": name})
     return found
+
+
+def _identity(namespace: str, name: str, namespace_aliases: dict[str, str]) -> tuple[str, str]:
+    return namespace_aliases.get(namespace, namespace), name
 
 
 def merge_times(

@@ -173,8 +173,10 @@ def _with_aliases(
     shown = dataset_aliases.visible_set(visible)
     groups = dataset_aliases.groups(conn, ids) if aliasing.groups else {}
     names = {node: [name.id for name in groups[node].shown(shown)] if node in groups else [node] for node in ids}
-    aliases = dataset_aliases.aliases(conn, groups, shown)
-    conflicts = dataset_aliases.alias_conflicts(conn, names, shown) if aliasing.claims else {}
+    every = {member.id for group in groups.values() for member in group.members} | set(ids)
+    said = dataset_aliases.claims(conn, every) if aliasing.claims else []
+    aliases = dataset_aliases.aliases(conn, groups, shown, said)
+    conflicts = dataset_aliases.alias_conflicts(conn, names, shown, said) if said else {}
     if groups:
         _merge_names(conn, names, details, visible)
     for node in ids:
