@@ -1,11 +1,17 @@
-"""The walks :class:`~.collect_lineage.CollectLineageOperator` runs over a lineage store, as output rows."""
+"""The walks :class:`~.collect_lineage.CollectLineageOperator` runs over a lineage store, as output rows.
+
+A dataset known under several names (:mod:`..consumer.store.identity`) is one table here too: the walks go
+through every name of it (:mod:`..consumer.store.stepwise`), a row names a table by its group's canonical
+name, and rows made the same by that are written once.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, func, or_, select
 
 from airflow_lineage_provider.consumer.store import LineageStore, graph, nodes, tables
 from airflow_lineage_provider.consumer.store.columns import field_details
@@ -29,9 +35,21 @@ class LineageWalker:
         return found[0] if found is not None and (found[1], found[2]) == (namespace, name) else None
 
     def _names(self, conn: Any, ids: set[int]) -> dict[int, str]:
-        n = tables.nodes.c
-        query = select(n.id, n.namespace, n.name).where(n.id.in_(list(ids)))
-        return {node: f"{namespace}/{name}" for node, namespace, name in conn.execute(query)}
+        """``id → "namespace/name"`` of the datasets ``ids``, by their group's canonical name when in one."""
+        n, m = tables.nodes.c, tables.dataset_members.c
+        shown = tables.nodes.alias("shown")
+        found: dict[int, str] = {}
+        listed = sorted(ids)
+        for start in range(0, len(listed), nodes.CHUNK):
+            query = (
+                select(n.id, func.coalesce(shown.c.namespace, n.namespace), func.coalesce(shown.c.name, n.name))
+                .select_from(tables.nodes)
+                .outerjoin(tables.dataset_members, and_(m.node_id == n.id, m.member_id == n.id))
+                .outerjoin(shown, shown.c.id == m.canonical_id)
+                .where(n.id.in_(listed[start : start + nodes.CHUNK]))
+            )
+            found.update((node, f"{namespace}/{name}") for node, namespace, name in conn.execute(query))
+        return found
 
     def table_edges(
         self, dataset: int, direction: str, depth: int | None, max_nodes: int, since: datetime | None
@@ -40,12 +58,16 @@ class LineageWalker:
         unbounded)."""
         spec = graph.DATASET_EDGES[direction]  # type: ignore[index]
         with self.store.read() as conn:
-            found = walk_edges_stepwise(conn, spec, [dataset], hops=depth, max_nodes=max_nodes, since=since)
+            grouped = graph.through_groups(conn)
+            found = walk_edges_stepwise(
+                conn, spec, [dataset], hops=depth, max_nodes=max_nodes, since=since, grouped=grouped
+            )
             names = self._names(conn, {node for _, node, _ in found}) if found else {}
-        return [
+        rows = [
             {"depth": hops, "target_table": names[node], "source_column": None, "target_column": None}
             for _via, node, hops in found
         ]
+        return _once(rows) if grouped else rows
 
     def column_edges(
         self,
@@ -62,22 +84,41 @@ class LineageWalker:
         direction = edge_type.removeprefix("column_")
         spec = graph.COLUMN_EDGES[direction]  # type: ignore[index]
         with self.store.read() as conn:
-            keys = [field_key(dataset, name) for name in columns]
-            roots = list(conn.execute(select(tables.fields.c.id).where(tables.fields.c.field_key.in_(keys))).scalars())
+            grouped = graph.through_groups(conn)
+            roots = _column_roots(conn, dataset, columns, grouped)
             if not roots:
                 return []
-            found = walk_edges_stepwise(conn, spec, roots, hops=depth, max_nodes=max_nodes, since=since)
+            found = walk_edges_stepwise(
+                conn, spec, roots, hops=depth, max_nodes=max_nodes, since=since, grouped=grouped
+            )
             fields = field_details(conn, list({f for via, node, _ in found for f in (via, node)}))
+            names = self._names(conn, {fields[node][0] for _, node, _ in found}) if found else {}
         rows = []
         for via, node, hops in found:
-            _, namespace, name, field = fields[node]
+            dataset_id, _namespace, _name, field = fields[node]
             upstream = direction == "upstream"
             rows.append(
                 {
                     "depth": hops,
-                    "target_table": f"{namespace}/{name}",
+                    "target_table": names[dataset_id],
                     "source_column": field if upstream else fields[via][3],
                     "target_column": fields[via][3] if upstream else field,
                 }
             )
-        return rows
+        return _once(rows) if grouped else rows
+
+
+def _column_roots(conn: Any, dataset: int, columns: list[str], grouped: bool) -> list[int]:
+    """Ids of the fields ``columns`` of the dataset (``grouped``: of any name of it, :mod:`.identity`)."""
+    f, m = tables.fields.c, tables.dataset_members.c
+    if not grouped:
+        keys = [field_key(dataset, name) for name in columns]
+        return list(conn.execute(select(f.id).where(f.field_key.in_(keys))).scalars())
+    names = select(m.member_id).where(m.node_id == dataset)
+    query = select(f.id).where(or_(f.dataset_id == dataset, f.dataset_id.in_(names)), f.name.in_(columns))
+    return list(conn.execute(query.order_by(f.id)).scalars())
+
+
+def _once(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` without repeats, in order (several names of one table give the same row)."""
+    return [dict(row) for row in dict.fromkeys(tuple(row.items()) for row in rows)]

@@ -13,6 +13,12 @@ whole CTE), and an unbounded depth leaves only the overall bound. The walks here
 * ``hops=None`` walks until no new node is reached or ``max_nodes`` edges are found.
 
 The edges are those of :func:`.graph.walk_edges` on the same graph when neither walk hits a bound.
+
+Datasets known under several names (:mod:`.identity`): each hop steps into every name of the datasets it
+reaches (:class:`.graph.Through`, fields: the field of the same name of every name), and the roots start with
+all of theirs, so the walk goes on from each name along its own edges; an edge is then ``(via, name)`` for
+each name, and a caller showing one node per dataset maps the names (:mod:`..operators.lineage_walks`). By
+default a store with such datasets is walked so (``grouped=None``: one probe).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from datetime import datetime
 from sqlalchemy import Connection, select
 
 from airflow_lineage_provider.consumer.store import tables
-from airflow_lineage_provider.consumer.store.graph import WalkSpec
+from airflow_lineage_provider.consumer.store.graph import Through, WalkSpec, every_name, through_groups
 
 Edge = tuple[int, int, int]
 """``(via, node, depth)``: ``node`` reached from ``via`` at ``depth`` hops from a root."""
@@ -39,7 +45,12 @@ CHUNK = 900
 
 
 def _hop(
-    conn: Connection, spec: WalkSpec, nodes: list[int], limit: int, since: datetime | None
+    conn: Connection,
+    spec: WalkSpec,
+    nodes: list[int],
+    limit: int,
+    since: datetime | None,
+    through: Through | None = None,
 ) -> list[tuple[int, int]]:
     """Distinct ``(via, node)`` edges from the sorted ``nodes``, in that order, at most ``limit``.
 
@@ -50,7 +61,7 @@ def _hop(
         if len(found) >= limit:
             break
         frontier = _frontier(spec, nodes[start : start + CHUNK])
-        hop = spec.hop(frontier, "step", dated=since is not None)  # type: ignore[arg-type]
+        hop = spec.hop(frontier, "step", dated=since is not None, through=through)  # type: ignore[arg-type]
         via = frontier.c.node_id  # type: ignore[attr-defined]
         query = select(via, hop.next).select_from(hop.joined).distinct()
         if since is not None and hop.seen is not None:
@@ -68,23 +79,29 @@ def walk_edges_stepwise(
     hops: int | None,
     max_nodes: int,
     since: datetime | None = None,
+    grouped: bool | None = None,
 ) -> list[Edge]:
     """Edges crossed from ``roots``, nearest first: at most ``max_nodes``, none deeper than ``hops``.
 
     ``hops=None`` is unbounded depth (the walk still ends: each node is expanded once). ``since`` keeps
-    only edges seen at or after it (DQX's lookback).
+    only edges seen at or after it (DQX's lookback). ``grouped``: through datasets known under several names
+    (see the module; None: when the store has any).
     """
     if hops is not None and hops < 1:
         raise ValueError(f"hops must be >= 1 or None, got {hops}")
     if max_nodes < 1:
         raise ValueError(f"max_nodes must be >= 1, got {max_nodes}")
+    grouped = through_groups(conn) if grouped is None else grouped
+    through = Through(None, conn.dialect.name) if grouped else None
     reached = set(roots)
+    if through is not None and roots:
+        reached.update(conn.execute(every_name(spec, roots, through)).scalars())
     frontier = sorted(reached)
     edges: list[Edge] = []
     depth = 0
     while frontier and len(edges) < max_nodes and (hops is None or depth < hops):
         depth += 1
-        found = _hop(conn, spec, frontier, max_nodes - len(edges), since)
+        found = _hop(conn, spec, frontier, max_nodes - len(edges), since, through)
         edges += [(via, node, depth) for via, node in found]
         frontier = sorted({node for _via, node in found} - reached)
         reached.update(frontier)
