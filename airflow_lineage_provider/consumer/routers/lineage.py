@@ -5,6 +5,15 @@ hidden namespace (the walk's ``namespaces`` bound, applied in the recursive step
 so nothing beyond one is reached through it and no edge into one is drawn; a hidden root answers 404
 exactly like a missing node. The graph cards hold one node's own data each, so a card read for another
 key is only ever served for a node this walk reached.
+
+One node per dataset: in a store where datasets are known under several names (:mod:`..store.identity`),
+the walk goes through every name of a dataset it reaches (a step to another name costs no depth; names in
+hidden namespaces are not stepped through), and the answer shows each such dataset once, as
+``dataset:<namespace>:<name>`` of its canonical name (for a key that cannot see that name, its first visible
+name), with every edge into any of its names drawn to it, once. Its ``data`` adds ``aliases`` — every other
+(visible) name, each with ``via`` (``symlink``, ``dataSource``, ``namespaceAlias``) and ``producers`` — and
+its own ``producers``. A ``nodeId`` naming any name of the dataset answers the same graph. A store without
+such datasets answers with the statements it always did, after one probe (:func:`..store.graph.through_groups`).
 """
 
 from __future__ import annotations
@@ -51,7 +60,8 @@ def hops_for(kind: str, depth: int) -> int:
 def picked_nodes(
     roots: list[int], direction: str, bounds: graph.WalkBounds, spec: dict[str, graph.EdgeSpec], dialect: str
 ) -> Select[Any]:
-    """``(node_id, depth)`` picked by the walk(s) of ``direction`` (both: one walk each way, merged)."""
+    """``(node_id, depth [, canonical])`` picked by the walk(s) of ``direction`` (both: one walk each way,
+    merged; ``canonical``: see :func:`..store.graph.carries_canonical`)."""
     if direction != "both":
         return graph.nearest_nodes(spec[direction], roots, bounds, dialect)  # type: ignore[index]
     both = union_all(
@@ -59,8 +69,12 @@ def picked_nodes(
         graph.nearest_nodes(spec["downstream"], roots, bounds, dialect, name="down").subquery().select(),
     ).subquery("both_ways")
     depth = func.min(both.c.depth).label("depth")
+    carried = [func.max(both.c.canonical).label("canonical")] if "canonical" in both.c else []
     return (
-        select(both.c.node_id, depth).group_by(both.c.node_id).order_by(depth, both.c.node_id).limit(bounds.max_nodes)
+        select(both.c.node_id, depth, *carried)
+        .group_by(both.c.node_id)
+        .order_by(depth, both.c.node_id)
+        .limit(bounds.max_nodes)
     )
 
 
@@ -85,11 +99,18 @@ def lineage_graph(
         root = nodes.find_node(conn, kind, rest, visible)
         if root is None:
             raise _not_found(node_id)
+        grouped = graph.through_groups(conn)
         bounds = graph.WalkBounds(
-            hops=hops_for(kind, depth), max_nodes=max_nodes, namespaces=None if visible is None else tuple(visible)
+            hops=hops_for(kind, depth),
+            max_nodes=max_nodes,
+            namespaces=None if visible is None else tuple(visible),
+            grouped=grouped,
         )
         picked = picked_nodes([root[0]], direction, bounds, graph.NODE_EDGES, conn.dialect.name)
-        found, edges = subgraph.subgraph(conn, picked, store.graph_cards)
+        if grouped:
+            found, edges = subgraph.grouped_subgraph(conn, picked, store.graph_cards, visible)
+        else:
+            found, edges = subgraph.subgraph(conn, picked, store.graph_cards)
         for origin, destination in edges:
             source, target = found[origin], found[destination]
             edge = subgraph.Edge(source.id, target.id)

@@ -10,6 +10,13 @@ walk).
 
 Overlapping graphs (a page and its neighbours, repeated impact queries) then fetch and encode only the
 nodes that changed. The cache is per store and bounded (least recently used cards go first).
+
+A dataset known under several names (:mod:`.identity`) is shown as one node whose card is read over all of
+its names (:func:`.subgraph.grouped_subgraph`): such cards are kept apart, in :attr:`GraphCards.groups`, keyed
+by the shown node's version and the sum of its names' versions (:func:`.subgraph.group_key`) — a new
+schema, producer or claim of any name, and any change of the group (which bumps every name's version), gives
+a new key — with the ids of those names, so that a walk that reached them all finds the card by the versions
+it read, without reading the group.
 """
 
 from __future__ import annotations
@@ -30,12 +37,25 @@ class GraphCard(msgspec.Struct, frozen=True):
     data: Any
 
 
+class GroupCards(VersionedCache[tuple[GraphCard, frozenset[int]]]):
+    """Cards of datasets shown for their whole group, each with the ids of the names it was read over."""
+
+    def names(self, node: int) -> frozenset[int] | None:
+        """The names the kept card of ``node`` was read over (None: no card kept), without touching its
+        place in the least-recently-used order."""
+        with self._lock:
+            entry = self._entries.get(node)
+        return None if entry is None else entry[1][1]
+
+
 class GraphCards(VersionedCache[GraphCard]):
     """At most ``capacity`` cards by node id, each with the node version it was read at (0: no cache)."""
 
     def __init__(self, capacity: int) -> None:
         super().__init__(capacity)
         self._last_hits = 0.0  # share of the last walk's nodes found here
+        #: Cards of datasets shown for their whole group, by the group key (see the module).
+        self.groups = GroupCards(capacity)
 
     def mostly_hits(self) -> bool:
         """Whether the last walk found at least half of its nodes' cards (never without a cache)."""

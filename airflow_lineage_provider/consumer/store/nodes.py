@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, func, select
 
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.marquez_values import dataset_type, job_type
-from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store import dataset_aliases, tables
 from airflow_lineage_provider.consumer.store.ingest import field_key, node_key
 from airflow_lineage_provider.consumer.store.text import iso, loads
-from airflow_lineage_provider.consumer.store.visibility import Visible, scrub
+from airflow_lineage_provider.consumer.store.visibility import Visible, namespace_in, scrub
 
 #: Ids per ``IN (...)`` list (SQLite accepts 32,766 parameters per statement).
 CHUNK = 5000
@@ -44,12 +44,16 @@ def find_node(conn: Connection, kind: str, rest: str, visible: Visible = None) -
     return node_id, namespace, name
 
 
-def find_field(conn: Connection, rest: str, visible: Visible = None) -> tuple[int, str, str, str] | None:
+def find_field(
+    conn: Connection, rest: str, visible: Visible = None, grouped: bool = False
+) -> tuple[int, str, str, str] | None:
     """``(field_id, namespace, dataset, field)`` for ``datasetField:<rest>``, or None (also when hidden).
 
     Two statements whatever the id: every split's dataset looked up at once, then every candidate field
     (:func:`nodeids.parse` bounds the splits). The first split, in :func:`nodeids.splits` order, that names
-    a stored field wins.
+    a stored field wins. ``grouped`` (a store with datasets known under several names, :mod:`.identity`):
+    when no split names a stored field, the field of that name of another (visible) name of a split's dataset
+    is found instead, by a third statement (Spark's columns of a table Airflow names by the metastore).
     """
     splits = list(nodeids.splits(rest, 3))
     keys = {node_key("dataset", namespace, name): (namespace, name) for namespace, name, _ in splits}
@@ -71,7 +75,45 @@ def find_field(conn: Connection, rest: str, visible: Visible = None) -> tuple[in
     for key, namespace, name, field in candidates:
         if key in stored:
             return stored[key], namespace, name, field
+    if grouped:
+        return _field_of_another_name(conn, datasets, splits, visible)
     return None
+
+
+def _field_of_another_name(
+    conn: Connection, datasets: dict[tuple[str, str], int], splits: list[tuple[str, str, str]], visible: Visible
+) -> tuple[int, str, str, str] | None:
+    """The first split's field stored under another (visible) name of its dataset, as :func:`find_field`."""
+    f, m, n = tables.fields.c, tables.dataset_members.c, tables.nodes.c
+    wanted = [
+        (datasets[(namespace, name)], field) for namespace, name, field in splits if (namespace, name) in datasets
+    ]
+    query = (
+        select(m.node_id, f.name, func.min(f.id))
+        .join_from(tables.dataset_members, tables.fields, f.dataset_id == m.member_id)
+        .where(
+            m.node_id.in_(sorted({dataset for dataset, _ in wanted})),
+            f.name.in_(sorted({field for _, field in wanted})),
+        )
+        .group_by(m.node_id, f.name)
+    )
+    if visible is not None:
+        query = query.join(tables.nodes, n.id == m.member_id)
+        query = query.where(namespace_in(n.namespace, visible, conn.dialect.name))
+    stored = {(dataset, field): field_id for dataset, field, field_id in conn.execute(query)}
+    for namespace, name, field in splits:
+        found = stored.get((datasets.get((namespace, name)), field))
+        if found is not None:
+            return found, namespace, name, field
+    return None
+
+
+def representative(group: dataset_aliases.Group, visible: Visible) -> int | None:
+    """The node a dataset in ``group`` is shown as: the canonical name, or for a key seeing ``visible`` only and
+    not it, the first visible name by namespace and name (as listings show it, :mod:`.dataset_aliases`); None
+    when no name is visible."""
+    shown = group.shown(visible)
+    return shown[0].id if shown else None
 
 
 def run_data(row: Any, created_at: Any, updated_at: Any) -> dict[str, Any] | None:

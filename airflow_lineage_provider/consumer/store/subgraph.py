@@ -7,22 +7,50 @@ by a second statement with times formatted by the database. Nodes and edges are 
 cheaper to build, encode and free than dicts; a dataset's schema is spliced in as the stored JSON text.
 A node's ``type`` is what its facets say (:mod:`..marquez_values`); the database reads only the facets that
 decide it (``jobType``, ``datasetType``, ``dataSource``), not all of a node's facets.
+
+**One node per dataset** (:func:`grouped_subgraph`, for a store with groups, see :mod:`.identity`): the walk's
+rows are nodes as stored, every name of a group it reached being one, each with its group's canonical id. A
+dataset known under several names is shown once, as its *representative* — the group's canonical name, or,
+for a key that cannot see it, the first visible name in ``(namespace, name)`` order (the rule listings follow,
+:mod:`.dataset_aliases`). Every edge among the rows is drawn between the nodes shown for its ends, once. The
+shown node's data is its own (name, type) with, over its visible names, the latest ``updatedAt`` and the latest
+schema any name received, plus ``aliases`` (each other visible name with ``via`` and ``producers``, as listings
+show them) and its own ``producers``. That card is kept in the graph cards' group cache
+(:attr:`.graph_cards.GraphCards.groups`) with the names it was read over, keyed by the canonical name's
+version and the sum of the names' versions: every change of a name bumps its version, and a change of the
+group bumps every name's (:func:`.identity.regroup`), so the next walk finds it by the versions it read, without
+reading the group. A key that cannot see every name of a group gets a card read for it, not kept.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Mapping
 from functools import cache
 from typing import Any
 
 import msgspec
-from sqlalchemy import BigInteger, Connection, String, any_, bindparam, func, literal, null, select, union_all
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    String,
+    any_,
+    bindparam,
+    func,
+    literal,
+    null,
+    select,
+    true,
+    union_all,
+)
 from sqlalchemy.dialects import postgresql
 
 from airflow_lineage_provider.consumer.marquez_values import dataset_type, job_type
-from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store import dataset_aliases, tables
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCard, GraphCards
 from airflow_lineage_provider.consumer.store.json_paths import json_member, member_value
+from airflow_lineage_provider.consumer.store.nodes import representative
 from airflow_lineage_provider.consumer.store.sqltime import iso_utc
+from airflow_lineage_provider.consumer.store.visibility import Visible
 
 
 class Edge(msgspec.Struct):
@@ -53,6 +81,22 @@ class DatasetData(msgspec.Struct):
     updatedAt: str
     type: str
     fields: msgspec.Raw  # the stored JSON text, spliced into the response as it is
+
+
+class Alias(msgspec.Struct):
+    """Another name of a dataset shown as one node: how it joined the group, and who used it."""
+
+    namespace: str
+    name: str
+    via: str
+    producers: list[str]
+
+
+class GroupedDatasetData(DatasetData):
+    """A dataset known under several names: its data over its names, its ``aliases`` and own ``producers``."""
+
+    aliases: list[Alias]
+    producers: list[str]
 
 
 class JobData(msgspec.Struct, omit_defaults=True):
@@ -155,23 +199,7 @@ def subgraph(
     """
     cards = cards if cards is not None else GraphCards(0)
     along = not cards.mostly_hits()
-    n, e = tables.nodes.c, tables.edges.c
-    chosen = picked.cte("picked")
-    columns = _card_columns(conn.dialect.name) if along else []
-    node_rows = select(literal("n").label("row"), chosen.c.node_id, chosen.c.depth, n.version, *columns)
-    node_rows = node_rows.join_from(chosen, tables.nodes, n.id == chosen.c.node_id)
-    if along:
-        node_rows = _with_card_tables(node_rows)
-    origin, destination = chosen.alias("origin"), chosen.alias("destination")
-    edge_rows = (
-        select(literal("e"), e.origin_id, e.destination_id, *(null() for _ in range(len(columns) + 1)))
-        .join_from(tables.edges, origin, origin.c.node_id == e.origin_id)
-        .join(destination, destination.c.node_id == e.destination_id)
-    )
-    # Every column is an int or text: read the driver's tuples as they are (thousands of rows).
-    result = conn.execute(union_all(node_rows, edge_rows))
-    rows = result.cursor.fetchall()
-    result.close()
+    rows = _walk_rows(conn, picked, along)
     picked_rows = sorted((row for row in rows if row[0] == "n"), key=lambda row: (row[2], row[1]))
     found, missing = cards.lookup({row[1]: row[3] for row in picked_rows})
     hits = len(found)
@@ -189,19 +217,53 @@ def subgraph(
     return nodes, [(row[1], row[2]) for row in rows if row[0] == "e"]
 
 
+def _walk_rows(conn: Connection, picked: Any, along: bool, grouped: bool = False) -> list[Any]:
+    """The walk's nodes (``n``: id, depth, version [, canonical id of its group] [, card columns]) and the
+    edges among them (``e``: origin, destination), in one statement; ``along``: with every node's card
+    columns; ``grouped``: ``picked`` carries each node's group (``canonical``, see :func:`..graph.nearest_nodes`)."""
+    n, e = tables.nodes.c, tables.edges.c
+    chosen = picked.cte("picked")
+    columns = _card_columns(conn.dialect.name) if along else []
+    group = [chosen.c.canonical] if grouped else []
+    node_rows = select(literal("n").label("row"), chosen.c.node_id, chosen.c.depth, n.version, *group, *columns)
+    node_rows = node_rows.join_from(chosen, tables.nodes, n.id == chosen.c.node_id)
+    if along:
+        node_rows = _with_card_tables(node_rows)
+    origin, destination = chosen.alias("origin"), chosen.alias("destination")
+    nulls = (null() for _ in range(len(group) + len(columns) + 1))
+    edge_rows = select(literal("e"), e.origin_id, e.destination_id, *nulls)
+    edge_rows = edge_rows.join_from(tables.edges, origin, origin.c.node_id == e.origin_id)
+    if grouped and conn.dialect.name == "sqlite":
+        # SQLite plans this CTE as a small one and would probe the edges' key with every two picked nodes; an
+        # expression on the destination leaves one probe per origin, the destination checked in a list.
+        edge_rows = edge_rows.where((e.destination_id + 0).in_(select(chosen.c.node_id)))
+    else:
+        edge_rows = edge_rows.join(destination, destination.c.node_id == e.destination_id)
+    # Every column is an int or text: read the driver's tuples as they are (thousands of rows).
+    result = conn.execute(union_all(node_rows, edge_rows))
+    rows = result.cursor.fetchall()
+    result.close()
+    return rows
+
+
+def _ids_parameter(column: Any, dialect: str) -> Any:
+    """``column`` is one of the ids of the parameter ``ids`` (an array on PostgreSQL, JSON text on SQLite)."""
+    if dialect == "postgresql":
+        return column == any_(bindparam("ids", type_=postgresql.ARRAY(BigInteger)))
+    return column.in_(select(func.json_each(bindparam("ids", type_=String)).table_valued("value").c.value))
+
+
 @cache
-def _card_query(dialect: str) -> Any:
-    """``id, version`` and card columns of the nodes whose ids ``ids`` holds, in one statement.
+def _card_query(dialect: str, schema_time: bool = False) -> Any:
+    """``id, version`` [, the schema's time as ISO text] and card columns of the nodes whose ids ``ids`` holds,
+    in one statement.
 
     ``ids`` is an array on PostgreSQL and JSON text on SQLite (read with ``json_each``).
     """
     n = tables.nodes.c
-    if dialect == "postgresql":
-        wanted = n.id == any_(bindparam("ids", type_=postgresql.ARRAY(BigInteger)))
-    else:
-        listed = func.json_each(bindparam("ids", type_=String)).table_valued("value")
-        wanted = n.id.in_(select(listed.c.value))
-    return _with_card_tables(select(n.id, n.version, *_card_columns(dialect))).where(wanted)
+    timed = [iso_utc(tables.datasets.c.schema_time)] if schema_time else []
+    query = _with_card_tables(select(n.id, n.version, *timed, *_card_columns(dialect)))
+    return query.where(_ids_parameter(n.id, dialect))
 
 
 def _read_cards(conn: Connection, ids: list[int]) -> list[tuple[int, int, GraphCard]]:
@@ -212,3 +274,239 @@ def _read_cards(conn: Connection, ids: list[int]) -> list[tuple[int, int, GraphC
     rows = result.cursor.fetchall()
     result.close()
     return [(row[0], row[1], _card(row[2:])) for row in rows]
+
+
+#: A group card's key: the representative's version above these bits, the sum of its members' versions below.
+GROUP_KEY_SHIFT = 40
+
+
+def group_key(version: int, members_version: int) -> int:
+    """The key of a group card (see the module): it grows with every bump of the node or of a member."""
+    return (version << GROUP_KEY_SHIFT) + members_version
+
+
+def _listed_ids(dialect: str) -> Any:
+    """The ids of the parameter ``ids`` as a table with a column ``id`` (``unnest`` of an array on PostgreSQL,
+    ``json_each`` of JSON text on SQLite)."""
+    if dialect == "postgresql":
+        return func.unnest(bindparam("ids", type_=postgresql.ARRAY(BigInteger))).table_valued("id").render_derived()
+    listed = func.json_each(bindparam("ids", type_=String)).table_valued("value")
+    return select(listed.c.value.label("id")).subquery("listed")
+
+
+@cache
+def _group_query(dialect: str) -> Any:
+    """Every name of the groups whose canonical ids are ``ids``: ``(name, canonical id, the name's version)``.
+
+    On PostgreSQL each is a ``LATERAL`` lookup behind ``OFFSET 0``, an index probe per id whatever the
+    estimates (a store as loaded has no statistics, and PostgreSQL then hashed whole tables here).
+    """
+    listed, member, named = _listed_ids(dialect), tables.dataset_members.alias("group_member"), tables.nodes
+    if dialect != "postgresql":
+        query = select(member.c.member_id, member.c.node_id, named.c.version)
+        query = query.join_from(listed, member, member.c.node_id == listed.c.id)
+        return query.join(named, named.c.id == member.c.member_id)
+    names = select(member.c.member_id, member.c.node_id).where(member.c.node_id == listed.c.id)
+    names = names.offset(0).lateral("group_names")
+    version = select(named.c.version).where(named.c.id == names.c.member_id).offset(0).lateral("group_version")
+    query = select(names.c.member_id, names.c.node_id, version.c.version)
+    return query.select_from(listed.join(names, true()).join(version, true()))
+
+
+def _group_rows(conn: Connection, canonical: list[int]) -> list[Any]:
+    """The rows of :func:`_group_query` for the groups with these ``canonical`` ids."""
+    if not canonical:
+        return []
+    dialect = conn.dialect.name
+    parameter = canonical if dialect == "postgresql" else msgspec.json.encode(canonical).decode()
+    result = conn.execute(_group_query(dialect), {"ids": parameter})
+    rows = result.cursor.fetchall()
+    result.close()
+    return rows
+
+
+def _group_versions(conn: Connection, canonical: Iterable[int]) -> dict[int, dict[int, int]]:
+    """``canonical id → {name: version}`` of every name of these groups."""
+    versions: dict[int, dict[int, int]] = {}
+    for name, group, version in _group_rows(conn, list(canonical)):
+        versions.setdefault(group, {})[name] = version
+    return versions
+
+
+def _key(canonical: int, versions: Mapping[int, int], names: Iterable[int]) -> int:
+    """The card key of the group ``canonical`` over its ``names``, from their ``versions``."""
+    return group_key(versions.get(canonical, 0), sum(versions[name] for name in names))
+
+
+def _keep(conn: Connection, cards: GraphCards, exact: dict[int, dict[int, int]]) -> dict[int, GraphCard]:
+    """Read the cards of the groups ``exact`` (``canonical id → {name: version}``) and keep them, each with
+    its key and names."""
+    read = _group_cards(conn, dict.fromkeys(exact), None)
+    kept = [(node, _key(node, exact[node], exact[node]), (card, frozenset(exact[node]))) for node, card in read.items()]
+    cards.groups.keep(kept)
+    return read
+
+
+def _unlimited_groups(
+    conn: Connection, picked_rows: list[Any], cards: GraphCards
+) -> tuple[dict[int, int], dict[int, GraphCard]]:
+    """For a key that sees every name: ``name → canonical id`` of the picked names in a group, and the
+    groups' cards.
+
+    A kept card is found without reading the groups again: its key is computed from the names it was read
+    over (kept with it) and their versions in the walk's rows — every name of a group the walk reached is a
+    row, the canonical's version changes with the group. The groups of cards not found (or whose names the
+    walk did not all reach) are read, their cards too.
+    """
+    of = {row[1]: row[4] for row in picked_rows if row[4] is not None}
+    versions = {row[1]: row[3] for row in picked_rows if row[4] is not None}
+    shown = set(of.values())
+    tentative = {}
+    for canonical in shown:
+        names = cards.groups.names(canonical)
+        if names is not None and names <= versions.keys():
+            tentative[canonical] = _key(canonical, versions, names)
+    found = {node: value[0] for node, value in cards.groups.lookup(tentative)[0].items()}
+    missing = shown - found.keys()
+    if missing:
+        found.update(_keep(conn, cards, _group_versions(conn, missing)))
+        found.update(_group_cards(conn, dict.fromkeys(missing - found.keys()), None))  # regrouped since the walk
+    return of, found
+
+
+def _limited_groups(
+    conn: Connection, picked_rows: list[Any], cards: GraphCards, visible: Collection[str]
+) -> tuple[dict[int, int], dict[int, GraphCard]]:
+    """For a key that sees ``visible`` namespaces only: ``name → shown node`` of the picked names in a group
+    (its representative, :func:`.nodes.representative`), and the shown groups' cards — kept ones
+    only for groups whose every name the key sees, the others read over the visible names for this key."""
+    exact = _group_versions(conn, {row[4] for row in picked_rows if row[4] is not None})
+    groups = dataset_aliases.groups(conn, list(exact))
+    seen = frozenset(visible)
+    of: dict[int, int] = {}
+    keys: dict[int, int] = {}
+    unkept: dict[int, dataset_aliases.Group | None] = {}
+    for canonical, named in exact.items():
+        group = groups.get(canonical)
+        shown = representative(group, seen) if group is not None else None
+        if group is None or shown is None:  # regrouped since the walk read it: each name as itself
+            continue
+        of.update((name.id, shown) for name in group.members if name.namespace in seen)
+        if shown == canonical and all(name.namespace in seen for name in group.members):
+            keys[shown] = _key(canonical, named, named)
+        else:
+            unkept[shown] = group
+    found = {node: value[0] for node, value in cards.groups.lookup(keys)[0].items()}
+    missing = {node: exact[node] for node in keys if node not in found}
+    if missing:
+        found.update(_keep(conn, cards, missing))
+    found.update(_group_cards(conn, unkept, visible))
+    return of, found
+
+
+def grouped_subgraph(
+    conn: Connection, picked: Any, cards: GraphCards | None = None, visible: Visible = None
+) -> tuple[dict[int, GraphNode], list[tuple[int, int]]]:
+    """:func:`subgraph` for a store with groups: every dataset once, edges between the shown nodes, each once.
+
+    ``picked`` as for :func:`subgraph`, from a walk through the groups (``WalkBounds.grouped``: it carries each
+    node's group, and every name of a group it reaches is a row); ``visible`` the key's visible namespaces
+    (None: every one). Returns ``shown id → node``, nearest first, and the ``(origin, destination)`` edges by
+    shown id (see the module). One statement, the walk's (as :func:`subgraph`'s, with each node's group),
+    when the groups' cards are kept; the names of the other groups after.
+    """
+    cards = cards if cards is not None else GraphCards(0)
+    along = not cards.mostly_hits()
+    rows = _walk_rows(conn, picked, along, grouped=True)
+    picked_rows = sorted((row for row in rows if row[0] == "n"), key=lambda row: (row[2], row[1]))
+    if visible is None:
+        of, found = _unlimited_groups(conn, picked_rows, cards)
+    else:
+        of, found = _limited_groups(conn, picked_rows, cards, visible)
+    first: dict[int, Any] = {}
+    for row in picked_rows:
+        first.setdefault(of.get(row[1], row[1]), row)
+    found.update(_plain_cards(conn, {node: row for node, row in first.items() if node not in found}, along, cards))
+    nodes = {}
+    for node in first:
+        card = found[node]
+        nodes[node] = GraphNode(card.id, card.type, card.data, [], [])
+    # Both ends of every edge are picked, so shown; edges made the same by the groups are drawn once.
+    return nodes, list(dict.fromkeys((of.get(row[1], row[1]), of.get(row[2], row[2])) for row in rows if row[0] == "e"))
+
+
+def _plain_cards(conn: Connection, picked: dict[int, Any], along: bool, cards: GraphCards) -> dict[int, GraphCard]:
+    """Cards of the shown nodes that are in no group (``node → its row``), from the cache or read."""
+    found, missing = cards.lookup({node: row[3] for node, row in picked.items()})
+    hits = len(found)
+    if along:  # the data came with the walk
+        read = [(node, picked[node][3], _card(picked[node][5:])) for node in missing]
+    else:
+        read = _read_cards(conn, missing) if missing else []
+    found.update((node_id, card) for node_id, _version, card in read)
+    cards.store(read, hits=hits)
+    return found
+
+
+def _group_cards(
+    conn: Connection, shown: dict[int, dataset_aliases.Group | None], visible: Visible
+) -> dict[int, GraphCard]:
+    """Cards of shown groups (``node → its group``, None: read here) over their ``visible`` names."""
+    if not shown:
+        return {}
+    unknown = [node for node, group in shown.items() if group is None]
+    read = dataset_aliases.groups(conn, unknown) if unknown else {}
+    groups = {node: group if group is not None else read.get(node) for node, group in shown.items()}
+    found = {node: card for node, _version, card in _read_cards(conn, [n for n, g in groups.items() if g is None])}
+    grouped = {node: group for node, group in groups.items() if group is not None}
+    if not grouped:
+        return found
+    seen = None if visible is None else frozenset(visible)
+    members = _member_cards(conn, list({name.id for group in grouped.values() for name in group.shown(seen)}))
+    aliases = dataset_aliases.aliases(conn, grouped, seen)
+    producers = _producers(conn, list(grouped))
+    for node, group in grouped.items():
+        names = [name.id for name in group.shown(seen) if name.id in members]
+        found[node] = _group_card(node, names, members, aliases.get(node, []), producers.get(node, []))
+    return found
+
+
+def _group_card(
+    node: int,
+    names: list[int],
+    members: dict[int, tuple[Any, GraphCard]],
+    aliases: list[dict[str, Any]],
+    producers: list[str],
+) -> GraphCard:
+    """The card of ``node`` shown for its group's ``names``: its own name and type, the latest ``updatedAt``
+    and schema of any name, its aliases and producers."""
+    card = members[node][1]
+    data = card.data
+    updated = max(members[name][1].data.updatedAt for name in names)
+    schemas = [(members[name][0], name == node, members[name][1].data.fields) for name in names if members[name][0]]
+    fields = max(schemas, key=lambda schema: schema[:2])[2] if schemas else data.fields
+    alias_list = [Alias(a["namespace"], a["name"], a["via"], list(a["producers"])) for a in aliases]
+    grouped = GroupedDatasetData(data.id, data.name, data.namespace, updated, data.type, fields, alias_list, producers)
+    return GraphCard(card.id, card.type, grouped)
+
+
+def _member_cards(conn: Connection, ids: list[int]) -> dict[int, tuple[Any, GraphCard]]:
+    """``id → (schema time as ISO text or None, card)`` of the datasets ``ids``."""
+    dialect = conn.dialect.name
+    parameter = ids if dialect == "postgresql" else msgspec.json.encode(ids).decode()
+    result = conn.execute(_card_query(dialect, schema_time=True), {"ids": parameter})
+    rows = result.cursor.fetchall()
+    result.close()
+    return {row[0]: (row[2], _card(row[3:])) for row in rows}
+
+
+def _producers(conn: Connection, ids: list[int]) -> dict[int, list[str]]:
+    """``node → producers`` whose events named it by its own name, first seen first."""
+    p = tables.node_producers.c
+    found: dict[int, list[str]] = {}
+    for start in range(0, len(ids), dataset_aliases.CHUNK):
+        chunk = ids[start : start + dataset_aliases.CHUNK]
+        query = select(p.node_id, p.producer).where(p.node_id.in_(chunk)).order_by(p.first_seen, p.producer)
+        for node, producer in conn.execute(query):
+            found.setdefault(node, []).append(producer)
+    return found
