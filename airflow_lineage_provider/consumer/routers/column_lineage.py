@@ -9,6 +9,13 @@ default). Both at once is a 400. ``depth`` counts column edges.
 For a key limited to namespace patterns, a field is visible when its dataset's namespace is: the walk
 never steps into a hidden field (nor beyond it), no edge or input field names one, and a hidden root
 answers 404 exactly like a missing one.
+
+Datasets known under several names (:mod:`..store.identity`): a field of one name of a dataset is the field of
+the same name of every other name of it. The walk goes through all of them (:mod:`..store.graph`), the start
+fields of a dataset or job are those of every (visible) name, and each field is shown once, under the name
+its dataset is shown under in graph answers (``datasetField:<canonical namespace>:<canonical name>:<field>``;
+for a key that cannot see the canonical name, the first visible name); edges and ``inputFields`` made the
+same by that are listed once. A ``datasetField`` id naming a field through any name of its dataset finds it.
 """
 
 from __future__ import annotations
@@ -52,17 +59,17 @@ def walk_direction(with_downstream: bool | None, direction: str | None) -> str:
     return direction or "upstream"
 
 
-def _roots(conn: Any, node_id: str, kind: str, rest: str, visible: Visible = None) -> list[int]:
+def _roots(conn: Any, node_id: str, kind: str, rest: str, visible: Visible = None, grouped: bool = False) -> list[int]:
     if kind in ("dataset", "job"):
         node = nodes.find_node(conn, kind, rest, visible)
         if node is None:
             roots = []
         elif kind == "dataset":
-            roots = columns.dataset_field_ids(conn, node[0])
+            roots = columns.dataset_field_ids(conn, node[0], grouped, visible)
         else:
-            roots = columns.job_field_ids(conn, node[0], visible)
+            roots = columns.job_field_ids(conn, node[0], visible, grouped)
     else:
-        field = nodes.find_field(conn, rest, visible)
+        field = nodes.find_field(conn, rest, visible, grouped)
         roots = [field[0]] if field else []
     if not roots:
         raise HTTPException(
@@ -84,11 +91,13 @@ def column_graph(
     kind, rest = nodeids.parse(node_id)
     with store.read() as conn:
         visible = visible_namespaces(conn, namespaces)
-        roots = _roots(conn, node_id, kind, rest, visible)
+        grouped = graph.through_groups(conn)
+        roots = _roots(conn, node_id, kind, rest, visible, grouped)
         bounds = graph.WalkBounds(
             hops=depth,
             max_nodes=max(max_nodes, len(roots)),
             namespaces=None if visible is None else tuple(visible),
+            grouped=grouped,
         )
         picked = {
             node: hops
@@ -98,29 +107,50 @@ def column_graph(
         }
         details = columns.field_details(conn, list(picked))
         edges = columns.edges_among(conn, picked)
-        types = columns.field_types(conn, list({d[0] for d in details.values()}))
-    nodes: dict[int, dict[str, Any]] = {}
+        datasets = list({d[0] for d in details.values()})
+        shown = columns.shown_datasets(conn, datasets, visible) if grouped else {}
+        types = columns.field_types(conn, datasets, shown)
+    return msgspec.json.encode({"graph": _graph(picked, details, edges, types, shown)})
+
+
+def _graph(
+    picked: dict[int, int],
+    details: dict[int, tuple[int, str, str, str]],
+    edges: list[tuple[int, int, Any]],
+    types: dict[int, dict[str, str | None]],
+    shown: dict[int, tuple[int, str, str]],
+) -> list[dict[str, Any]]:
+    """The answer's nodes, nearest first: one per field as shown (``shown``: the name each dataset in a group is
+    shown under, see the module), with its edges and input fields, each once."""
+    of: dict[int, str] = {}  # field id → the id of the node showing it
+    nodes: dict[str, dict[str, Any]] = {}
     for field_id in picked:
         dataset_id, namespace, name, field = details[field_id]
-        data: dict[str, Any] = {"namespace": namespace, "dataset": name, "field": field}
+        _shown_id, namespace, name = shown.get(dataset_id, (dataset_id, namespace, name))
+        of[field_id] = key = nodeids.field_node_id(namespace, name, field)
+        node = nodes.get(key)
         field_type = types.get(dataset_id, {}).get(field)
-        if field_type is not None:  # Marquez leaves out what it does not know
-            data["fieldType"] = field_type
-        data["inputFields"] = []
-        nodes[field_id] = {
-            "id": nodeids.field_node_id(namespace, name, field),
-            "type": "DATASET_FIELD",
-            "data": data,
-            "inEdges": [],
-            "outEdges": [],
-        }
+        if node is None:
+            data: dict[str, Any] = {"namespace": namespace, "dataset": name, "field": field}
+            if field_type is not None:  # Marquez leaves out what it does not know
+                data["fieldType"] = field_type
+            data["inputFields"] = []
+            nodes[key] = {"id": key, "type": "DATASET_FIELD", "data": data, "inEdges": [], "outEdges": []}
+        elif field_type is not None and "fieldType" not in node["data"]:  # the type another name of it has
+            data = node["data"]
+            node["data"] = {**{k: v for k, v in data.items() if k != "inputFields"}, "fieldType": field_type}
+            node["data"]["inputFields"] = data["inputFields"]
+    drawn: set[tuple[str, str]] = set()
     for source, target, transformations in edges:
-        edge = {"origin": nodes[source]["id"], "destination": nodes[target]["id"]}
-        nodes[source]["outEdges"].append(edge)
-        nodes[target]["inEdges"].append(edge)
-        src = nodes[source]["data"]
-        nodes[target]["data"]["inputFields"].append(_input_field(src, transformations))
-    return msgspec.json.encode({"graph": list(nodes.values())})
+        origin, destination = of[source], of[target]
+        if (origin, destination) in drawn or (origin == destination and source != target):
+            continue  # the same edge through another name, or one between two names of one field
+        drawn.add((origin, destination))
+        edge = {"origin": origin, "destination": destination}
+        nodes[origin]["outEdges"].append(edge)
+        nodes[destination]["inEdges"].append(edge)
+        nodes[destination]["data"]["inputFields"].append(_input_field(nodes[origin]["data"], transformations))
+    return list(nodes.values())
 
 
 def _input_field(source: dict[str, Any], transformations: Any) -> dict[str, Any]:
