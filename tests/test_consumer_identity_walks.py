@@ -404,3 +404,19 @@ def test_a_store_without_groups_walks_with_the_statements_it_always_did(client: 
     touching = [statement for statement in statements if "lineage_dataset_members" in statement]
     assert len(touching) == 2  # one probe per request, and nothing else reads the groups
     assert not [statement for statement in statements if "coalesce" in statement.lower()]
+
+
+def test_the_shown_card_follows_a_change_of_another_name(client: TestClient) -> None:
+    post(client, *spark_events(), airflow_report())
+    before = node_data(lineage(client, REPORT, "upstream"), TABLE)  # the group's card, now kept
+    assert before["aliases"][0]["producers"] == [SPARK]
+    other = "https://github.com/acme/compaction"
+    compacted = dataset_event(
+        {"namespace": "file", "name": "/tmp/cll_test/tbl1", "fields": ["ident", "agg", "day"]}, time=900
+    )
+    compacted["producer"] = other  # a third producer names the files, with a newer schema
+    post(client, compacted)
+    after = node_data(lineage(client, REPORT, "upstream"), TABLE)
+    assert after["aliases"][0]["producers"] == [SPARK, other]
+    assert [f["name"] for f in after["fields"]] == ["ident", "agg", "day"]
+    assert after["updatedAt"] > before["updatedAt"]
