@@ -220,7 +220,14 @@ def subgraph(
 def _walk_rows(conn: Connection, picked: Any, along: bool, grouped: bool = False) -> list[Any]:
     """The walk's nodes (``n``: id, depth, version [, canonical id of its group] [, card columns]) and the
     edges among them (``e``: origin, destination), in one statement; ``along``: with every node's card
-    columns; ``grouped``: ``picked`` carries each node's group (``canonical``, see :func:`..graph.nearest_nodes`)."""
+    columns.
+
+    ``grouped``: ``picked`` carries each node's group (``canonical``, see :func:`..graph.nearest_nodes`), and
+    an edge's ends are read as their groups' canonical ids, with a third column non-NULL when either end is
+    in a group (such edges may be the same as another). SQLite plans the picked nodes as a small table and
+    paired every two of them before probing the edges' key: the origin is matched by an expression, which
+    leaves it one probe of the destination index per picked node and an automatic index on the origins.
+    """
     n, e = tables.nodes.c, tables.edges.c
     chosen = picked.cte("picked")
     columns = _card_columns(conn.dialect.name) if along else []
@@ -230,15 +237,22 @@ def _walk_rows(conn: Connection, picked: Any, along: bool, grouped: bool = False
     if along:
         node_rows = _with_card_tables(node_rows)
     origin, destination = chosen.alias("origin"), chosen.alias("destination")
-    nulls = (null() for _ in range(len(group) + len(columns) + 1))
-    edge_rows = select(literal("e"), e.origin_id, e.destination_id, *nulls)
-    edge_rows = edge_rows.join_from(tables.edges, origin, origin.c.node_id == e.origin_id)
-    if grouped and conn.dialect.name == "sqlite":
-        # SQLite plans this CTE as a small one and would probe the edges' key with every two picked nodes; an
-        # expression on the destination leaves one probe per origin, the destination checked in a list.
-        edge_rows = edge_rows.where((e.destination_id + 0).in_(select(chosen.c.node_id)))
+    if grouped:
+        ends = (
+            func.coalesce(origin.c.canonical, e.origin_id),
+            func.coalesce(destination.c.canonical, e.destination_id),
+            func.coalesce(origin.c.canonical, destination.c.canonical),
+        )
+        from_origin = e.origin_id + 0 if conn.dialect.name == "sqlite" else e.origin_id
+        edge_rows = select(literal("e"), *ends, *(null() for _ in range(len(columns) + 1)))
+        edge_rows = edge_rows.join_from(destination, tables.edges, e.destination_id == destination.c.node_id)
+        edge_rows = edge_rows.join(origin, origin.c.node_id == from_origin)
     else:
-        edge_rows = edge_rows.join(destination, destination.c.node_id == e.destination_id)
+        edge_rows = (
+            select(literal("e"), e.origin_id, e.destination_id, *(null() for _ in range(len(columns) + 1)))
+            .join_from(tables.edges, origin, origin.c.node_id == e.origin_id)
+            .join(destination, destination.c.node_id == e.destination_id)
+        )
     # Every column is an int or text: read the driver's tuples as they are (thousands of rows).
     result = conn.execute(union_all(node_rows, edge_rows))
     rows = result.cursor.fetchall()
@@ -347,20 +361,17 @@ def _keep(conn: Connection, cards: GraphCards, exact: dict[int, dict[int, int]])
     return read
 
 
-def _unlimited_groups(
-    conn: Connection, picked_rows: list[Any], cards: GraphCards
-) -> tuple[dict[int, int], dict[int, GraphCard]]:
-    """For a key that sees every name: ``name → canonical id`` of the picked names in a group, and the
-    groups' cards.
+def _unlimited_groups(conn: Connection, picked_rows: list[Any], cards: GraphCards) -> dict[int, GraphCard]:
+    """For a key that sees every name: the cards of the groups the walk reached (each shown as its canonical
+    name).
 
-    A kept card is found without reading the groups again: its key is computed from the names it was read
+    A kept card is found without reading the group again: its key is computed from the names it was read
     over (kept with it) and their versions in the walk's rows — every name of a group the walk reached is a
     row, the canonical's version changes with the group. The groups of cards not found (or whose names the
     walk did not all reach) are read, their cards too.
     """
-    of = {row[1]: row[4] for row in picked_rows if row[4] is not None}
     versions = {row[1]: row[3] for row in picked_rows if row[4] is not None}
-    shown = set(of.values())
+    shown = {row[4] for row in picked_rows if row[4] is not None}
     tentative = {}
     for canonical in shown:
         names = cards.groups.names(canonical)
@@ -371,15 +382,16 @@ def _unlimited_groups(
     if missing:
         found.update(_keep(conn, cards, _group_versions(conn, missing)))
         found.update(_group_cards(conn, dict.fromkeys(missing - found.keys()), None))  # regrouped since the walk
-    return of, found
+    return found
 
 
 def _limited_groups(
     conn: Connection, picked_rows: list[Any], cards: GraphCards, visible: Collection[str]
 ) -> tuple[dict[int, int], dict[int, GraphCard]]:
     """For a key that sees ``visible`` namespaces only: ``name → shown node`` of the picked names in a group
-    (its representative, :func:`.nodes.representative`), and the shown groups' cards — kept ones
-    only for groups whose every name the key sees, the others read over the visible names for this key."""
+    and of each group's canonical id (its representative, :func:`.nodes.representative`), and the shown
+    groups' cards — kept ones only for groups whose every name the key sees, the others read over the visible
+    names for this key."""
     exact = _group_versions(conn, {row[4] for row in picked_rows if row[4] is not None})
     groups = dataset_aliases.groups(conn, list(exact))
     seen = frozenset(visible)
@@ -392,6 +404,7 @@ def _limited_groups(
         if group is None or shown is None:  # regrouped since the walk read it: each name as itself
             continue
         of.update((name.id, shown) for name in group.members if name.namespace in seen)
+        of[canonical] = shown
         if shown == canonical and all(name.namespace in seen for name in group.members):
             keys[shown] = _key(canonical, named, named)
         else:
@@ -419,20 +432,32 @@ def grouped_subgraph(
     along = not cards.mostly_hits()
     rows = _walk_rows(conn, picked, along, grouped=True)
     picked_rows = sorted((row for row in rows if row[0] == "n"), key=lambda row: (row[2], row[1]))
-    if visible is None:
-        of, found = _unlimited_groups(conn, picked_rows, cards)
+    first: dict[int, Any] = {}
+    if visible is None:  # each name shown as its canonical name
+        of: dict[int, int] = {}
+        found = _unlimited_groups(conn, picked_rows, cards)
+        for row in picked_rows:
+            first.setdefault(row[4] or row[1], row)
     else:
         of, found = _limited_groups(conn, picked_rows, cards, visible)
-    first: dict[int, Any] = {}
-    for row in picked_rows:
-        first.setdefault(of.get(row[1], row[1]), row)
+        for row in picked_rows:
+            first.setdefault(of.get(row[1], row[1]), row)
     found.update(_plain_cards(conn, {node: row for node, row in first.items() if node not in found}, along, cards))
     nodes = {}
     for node in first:
         card = found[node]
         nodes[node] = GraphNode(card.id, card.type, card.data, [], [])
-    # Both ends of every edge are picked, so shown; edges made the same by the groups are drawn once.
-    return nodes, list(dict.fromkeys((of.get(row[1], row[1]), of.get(row[2], row[2])) for row in rows if row[0] == "e"))
+    return nodes, _shown_edges(rows, of)
+
+
+def _shown_edges(rows: list[Any], of: dict[int, int]) -> list[tuple[int, int]]:
+    """The edges of the walk's rows (ends by canonical id), between the shown nodes (``of``: the canonical
+    ids and names shown as another node), each once. Only an edge with an end in a group can be the same as
+    another."""
+    edges = [(row[1], row[2]) for row in rows if row[0] == "e" and row[3] is None]
+    grouped = (row for row in rows if row[0] == "e" and row[3] is not None)
+    edges += dict.fromkeys((of.get(row[1], row[1]), of.get(row[2], row[2])) for row in grouped)
+    return edges
 
 
 def _plain_cards(conn: Connection, picked: dict[int, Any], along: bool, cards: GraphCards) -> dict[int, GraphCard]:
