@@ -454,9 +454,18 @@ def _shown_edges(rows: list[Any], of: dict[int, int]) -> list[tuple[int, int]]:
     """The edges of the walk's rows (ends by canonical id), between the shown nodes (``of``: the canonical
     ids and names shown as another node), each once. Only an edge with an end in a group can be the same as
     another."""
-    edges = [(row[1], row[2]) for row in rows if row[0] == "e" and row[3] is None]
-    grouped = (row for row in rows if row[0] == "e" and row[3] is not None)
-    edges += dict.fromkeys((of.get(row[1], row[1]), of.get(row[2], row[2])) for row in grouped)
+    edges: list[tuple[int, int]] = []
+    grouped: dict[tuple[int, int], None] = {}
+    for row in rows:
+        if row[0] != "e":
+            continue
+        if row[3] is None:
+            edges.append((row[1], row[2]))
+        elif of:
+            grouped[(of.get(row[1], row[1]), of.get(row[2], row[2]))] = None
+        else:
+            grouped[(row[1], row[2])] = None
+    edges += grouped
     return edges
 
 
