@@ -17,6 +17,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_lineage_provider.design.declaration import DECLARATION_FIELD, encode_declaration
 from airflow_lineage_provider.operators.facets_merge import merge_lineage
 from airflow_lineage_provider.operators.self_emission import wrap_execute
 from airflow_lineage_provider.producer import client
@@ -66,6 +67,19 @@ class LineageMixin(BaseOperator):
         self.lineage_inputs = lineage_inputs
         self.lineage_outputs = lineage_outputs
         self.lineage_connector = lineage_connector
+
+    # -- in the serialized DAG, for design-time publication ----------------------------------------
+
+    @classmethod
+    def get_serialized_fields(cls) -> frozenset[str]:
+        """Airflow's serialized fields plus :attr:`lineage_declaration`, so that the declared lineage can be
+        published from the metadata database without importing the DAG file (docs/design-time-lineage.md)."""
+        return frozenset(super().get_serialized_fields() | {DECLARATION_FIELD})
+
+    @property
+    def lineage_declaration(self) -> str | None:
+        """The declared lineage as written (templates unrendered), as the serialized DAG keeps it."""
+        return encode_declaration(self.lineage_inputs, self.lineage_outputs, self.lineage_connector)
 
     # -- resolved once, in the task process --------------------------------------------------------
 

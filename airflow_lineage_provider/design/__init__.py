@@ -1,0 +1,31 @@
+"""Design-time lineage: every DAG's declared lineage published as OpenLineage ``JobEvent``s, without running it.
+
+Read from Airflow's serialized DAGs in the metadata database (never by importing DAG files), built with
+openlineage-python's ``event_v2.JobEvent`` and appended to the outbox with a record of the serialized
+version published, so that only changed DAGs are published again (docs/design-time-lineage.md).
+
+Modules, one job each: :mod:`.declaration` (a ``LineageMixin`` task's declarations in the serialized DAG),
+:mod:`.templates` (templated dataset names), :mod:`.task_lineage` (a serialized task's datasets),
+:mod:`.job_events` (the events of one DAG), :mod:`.serialized_dags` (reading the metadata database),
+:mod:`.publications` (what was published), :mod:`.publisher` (a publication pass) and :mod:`.dag_run_facets`
+(Egeria's facets on DAG-run events).
+
+Importing this package stays cheap: the ``LineageMixin`` imports :mod:`.declaration` while DAGs are parsed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_lineage_provider.design.publisher import PublicationReport, publish_dags
+
+__all__ = ["PublicationReport", "publish_dags"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from airflow_lineage_provider.design import publisher
+
+        return getattr(publisher, name)
+    raise AttributeError(f"module 'airflow_lineage_provider.design' has no attribute {name!r}")
