@@ -138,6 +138,21 @@ def export_dag_lineage() -> bool:
     return _as_bool(_get("export_dag_lineage"))
 
 
+def publish_dags() -> bool:
+    """``[lineage_provider] publish_dags``: the export DAG publishes design-time lineage (default on)."""
+    return _as_bool(_get("publish_dags"))
+
+
+def publish_metadata_conn_id() -> str:
+    """``[lineage_provider] publish_metadata_conn_id``: connection to the metadata database for publication."""
+    return _get("publish_metadata_conn_id").strip()
+
+
+def dag_run_egeria_facets() -> bool:
+    """``[lineage_provider] dag_run_egeria_facets``: Egeria facets on DAG runs too (default on)."""
+    return _as_bool(_get("dag_run_egeria_facets"))
+
+
 def consumer_plugin() -> bool:
     """``[lineage_provider] consumer_plugin``: mount the consumer in the Airflow API server (default on)."""
     return _as_bool(_get("consumer_plugin"))

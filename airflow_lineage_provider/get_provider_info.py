@@ -123,6 +123,33 @@ OUTBOX_OPTIONS: dict[str, Any] = {
         "boolean",
     ),
 }
+#: Design-time lineage: JobEvents published from serialized DAGs (``airflow_lineage_provider.design``).
+DESIGN_OPTIONS: dict[str, Any] = {
+    "publish_dags": _option(
+        "Give the ``openlineage_export`` DAG a ``publish_dags`` task that publishes the declared lineage of "
+        "every DAG whose serialized version changed since its last publication, as OpenLineage JobEvents, "
+        "into the outbox before shipping (docs/design-time-lineage.md).\n",
+        "True",
+        "False",
+        "boolean",
+    ),
+    "publish_metadata_conn_id": _option(
+        "Airflow connection to Airflow's own metadata database (read access suffices) that the ``publish_dags`` "
+        "task reads serialized DAGs through: Airflow 3 task processes have no database access of their own. "
+        "Empty: the process's ``[database] sql_alchemy_conn`` (set for the CLI and ``airflow dags test``, "
+        "not on workers).\n",
+        "",
+        "airflow_metadata_readonly",
+    ),
+    "dag_run_egeria_facets": _option(
+        "Send the Egeria facets a DAG's params ask for on its DAG runs too: when a DAG run starts, a RUNNING "
+        "event of the DAG run's job and run id (the stock listener's) carrying ``egeria_informationSupplyChain`` "
+        "/ ``egeria_governanceAction``, since the stock provider applies custom run facets to task events only.\n",
+        "True",
+        "False",
+        "boolean",
+    ),
+}
 #: The lineage consumer and its Airflow plugin (``airflow_lineage_provider.consumer``).
 CONSUMER_OPTIONS: dict[str, Any] = {
     "consumer_plugin": _option(
@@ -264,7 +291,7 @@ CONFIG: dict[str, Any] = {
     "lineage_provider": {
         "description": "Settings of airflow-lineage-provider: dataset naming, producer identity, how misuse "
         "of the lineage API is reported, the outbox and export, the consumer, and run facets.\n",
-        "options": {**PRODUCER_OPTIONS, **OUTBOX_OPTIONS, **CONSUMER_OPTIONS, **FACET_OPTIONS},
+        "options": {**PRODUCER_OPTIONS, **OUTBOX_OPTIONS, **DESIGN_OPTIONS, **CONSUMER_OPTIONS, **FACET_OPTIONS},
     }
 }
 

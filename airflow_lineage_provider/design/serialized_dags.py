@@ -1,0 +1,188 @@
+"""Reading Airflow's serialized DAGs from its metadata database: which versions exist, and the DAGs themselves.
+
+Plain SQLAlchemy Core on Airflow's own table definitions, through an engine of our own rather than Airflow's
+ORM session: task processes in Airflow 3 have no ORM session (the task supervisor blocks it), so the export
+DAG's publication task reaches the metadata database through an Airflow Connection (see :func:`metadata_url`).
+Only the latest version of each DAG that is not stale counts — what the scheduler runs.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sqlalchemy import Connection, and_, false, func, select
+
+#: The URL Airflow 3's task supervisor puts in ``[database] sql_alchemy_conn`` of a task process.
+_BLOCKED_URL_PREFIX = "airflow-db-not-allowed"
+
+
+class MetadataDatabaseError(RuntimeError):
+    """The metadata database cannot be reached from here; the message says what to configure."""
+
+
+@dataclass(frozen=True)
+class DagVersionRow:
+    """The latest serialized version of one DAG, as the metadata database lists it (no DAG data read)."""
+
+    dag_id: str
+    dag_hash: str
+    fileloc: str | None
+    relative_fileloc: str | None
+    bundle_name: str | None
+    bundle_version: str | None
+
+
+@dataclass
+class LoadedDag:
+    """One DAG deserialized from the metadata database, with the row it came from."""
+
+    row: DagVersionRow
+    dag: Any
+    """The ``SerializedDAG``."""
+
+
+def metadata_url(conn_id: str | None = None) -> str:
+    """The SQLAlchemy URL of Airflow's metadata database.
+
+    With ``conn_id`` (``[lineage_provider] publish_metadata_conn_id``): that Airflow Connection's URI, the way
+    a task in Airflow 3 can reach it. Otherwise ``[database] sql_alchemy_conn`` of this process, which the CLI
+    and ``airflow dags test`` have and a task process on a worker does not: then :class:`MetadataDatabaseError`
+    says to set the connection.
+    """
+    if conn_id:
+        from airflow.sdk import BaseHook
+
+        connection = BaseHook.get_connection(conn_id)
+        return _connection_url(connection)
+    from airflow.configuration import conf
+
+    url = conf.get("database", "sql_alchemy_conn", fallback="") or ""
+    if not url or url.startswith(_BLOCKED_URL_PREFIX) or _in_supervised_task():
+        raise MetadataDatabaseError(
+            "Airflow's metadata database is not reachable from this task process (Airflow 3 tasks have no "
+            "database access); set [lineage_provider] publish_metadata_conn_id to an Airflow Connection to the "
+            "metadata database (read access suffices), or publish with `airflow-lineage publish-dags`"
+        )
+    return url
+
+
+def _in_supervised_task() -> bool:
+    """Whether this is a task process whose ORM access Airflow 3's supervisor blocked (its configuration may
+    still name the database, e.g. through an environment variable, but the task is not meant to use it)."""
+    import sys
+
+    settings = sys.modules.get("airflow.settings")
+    return getattr(getattr(settings, "Session", None), "__name__", "") == "BlockedDBSession"
+
+
+def _connection_url(connection: Any) -> str:
+    """A SQLAlchemy URL for an Airflow Connection: the URI its database hook builds (``postgresql+psycopg://``,
+    ``sqlite:////path``), else the connection's own URI with ``postgres://`` spelled as SQLAlchemy wants it."""
+    try:
+        uri = connection.get_hook().get_uri()
+        if isinstance(uri, str) and "://" in uri:
+            return uri
+    except Exception:  # no provider for the connection type: its URI may still be a SQLAlchemy URL
+        pass
+    uri = connection.get_uri()
+    return "postgresql://" + uri.removeprefix("postgres://") if uri.startswith("postgres://") else uri
+
+
+@contextmanager
+def metadata_connection(url: str) -> Iterator[Connection]:
+    """A read connection to the metadata database at ``url`` (an engine of our own, disposed afterwards)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            yield conn
+    finally:
+        engine.dispose()
+
+
+def _tables() -> tuple[Any, Any, Any]:
+    from airflow.models.dag import DagModel
+    from airflow.models.dag_version import DagVersion
+    from airflow.models.serialized_dag import SerializedDagModel
+
+    return SerializedDagModel.__table__, DagVersion.__table__, DagModel.__table__
+
+
+def _latest_select(dag_ids: Sequence[str] | None, *columns: Any) -> Any:
+    serialized, versions, dags = _tables()
+    latest = select(versions.c.dag_id, func.max(versions.c.version_number).label("version_number")).join(
+        serialized, serialized.c.dag_version_id == versions.c.id
+    )
+    if dag_ids is not None:
+        latest = latest.where(versions.c.dag_id.in_(list(dag_ids)))
+    latest_sub = latest.group_by(versions.c.dag_id).subquery()
+    return (
+        select(*columns)
+        .select_from(serialized)
+        .join(versions, serialized.c.dag_version_id == versions.c.id)
+        .join(
+            latest_sub,
+            and_(versions.c.dag_id == latest_sub.c.dag_id, versions.c.version_number == latest_sub.c.version_number),
+        )
+        .join(dags, dags.c.dag_id == serialized.c.dag_id)
+        .where(dags.c.is_stale == false())
+        .order_by(serialized.c.dag_id)
+    )
+
+
+def latest_versions(conn: Connection, dag_ids: Sequence[str] | None = None) -> list[DagVersionRow]:
+    """The latest serialized version of every DAG that is not stale (or of ``dag_ids``), without its data."""
+    serialized, _, dags = _tables()
+    statement = _latest_select(
+        dag_ids,
+        serialized.c.dag_id,
+        serialized.c.dag_hash,
+        dags.c.fileloc,
+        dags.c.relative_fileloc,
+        dags.c.bundle_name,
+        dags.c.bundle_version,
+    )
+    return [DagVersionRow(*row) for row in conn.execute(statement)]
+
+
+def _document(data: Any, compressed: bytes | None) -> dict[str, Any]:
+    if compressed:
+        return json.loads(zlib.decompress(compressed))
+    return json.loads(data) if isinstance(data, str | bytes) else data
+
+
+def _deserialize(document: dict[str, Any]) -> Any:
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    # Operator extra links come from plugins and are of no use here: leave the plugins unloaded.
+    saved = DagSerialization._load_operator_extra_links
+    DagSerialization._load_operator_extra_links = False
+    try:
+        return DagSerialization.from_dict(document)
+    finally:
+        DagSerialization._load_operator_extra_links = saved
+
+
+def load_dags(conn: Connection, rows: Sequence[DagVersionRow], chunk: int = 50) -> Iterator[LoadedDag]:
+    """Deserialize the DAGs of ``rows`` (their latest versions), ``chunk`` rows per query."""
+    serialized, _, _ = _tables()
+    by_id = {row.dag_id: row for row in rows}
+    ids = list(by_id)
+    for start in range(0, len(ids), chunk):
+        statement = _latest_select(
+            ids[start : start + chunk],
+            serialized.c.dag_id,
+            serialized.c.dag_hash,
+            serialized.c.data,
+            serialized.c.data_compressed,
+        )
+        for dag_id, dag_hash, data, compressed in conn.execute(statement):
+            # The hash read with the data: a version written since the listing is the one published.
+            row = replace(by_id[dag_id], dag_hash=dag_hash)
+            yield LoadedDag(row, _deserialize(_document(data, compressed)))
