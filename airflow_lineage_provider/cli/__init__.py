@@ -17,6 +17,7 @@ from airflow_lineage_provider.version import __version__
 COMMAND_MODULES = (
     "airflow_lineage_provider.cli.outbox_commands",
     "airflow_lineage_provider.cli.serve_command",
+    "airflow_lineage_provider.cli.design_commands",
 )
 
 
@@ -27,7 +28,8 @@ class CommandError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="airflow-lineage",
-        description="Operate airflow-lineage-provider: the outbox, shipping and export, and the lineage consumer.",
+        description="Operate airflow-lineage-provider: the outbox, shipping and export, the lineage consumer, and "
+        "design-time lineage.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -1,0 +1,82 @@
+"""``airflow-lineage publish-dags``: publish the declared lineage of Airflow's DAGs once, now.
+
+What the export DAG's ``publish_dags`` task does on a schedule, for a one-off run (after a deployment, for a
+new consumer with ``--all``): DAGs whose serialized version changed since their last publication are
+published as OpenLineage ``JobEvent``s into the outbox, with a progress bar on a terminal and a summary line.
+Exit codes: 0 done, 2 a usage error (bad URL, unreachable database).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from airflow_lineage_provider.cli import CommandError
+
+
+@contextmanager
+def _progress() -> Iterator[tuple[Callable[[int], None], Callable[[int], None]]]:
+    """A rich progress bar on a terminal (stderr), silent otherwise: yields (set the total, advance)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not console.is_terminal,
+    ) as progress:
+        task_id = progress.add_task("publishing DAGs", total=None)
+        yield (lambda total: progress.update(task_id, total=total)), (lambda n: progress.advance(task_id, n))
+
+
+def run_publish_dags(args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from airflow_lineage_provider.design.publisher import publish_dags
+    from airflow_lineage_provider.design.serialized_dags import MetadataDatabaseError
+    from airflow_lineage_provider.outbox.database import OutboxUrlError, redacted
+
+    with _progress() as (plan, advance):
+        try:
+            report = publish_dags(
+                outbox_url=args.outbox,
+                metadata_db_url=args.metadata_db,
+                dag_ids=args.dag_id or None,
+                republish_all=args.all,
+                progress=advance,
+                on_plan=plan,
+            )
+        except (MetadataDatabaseError, OutboxUrlError) as error:
+            raise CommandError(str(error)) from None
+        except SQLAlchemyError as error:
+            reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+            where = redacted(args.metadata_db or args.outbox or "the configured database")
+            raise CommandError(f"database error ({where}): {reason}") from None
+    print(report.summary())
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``publish-dags`` to the ``airflow-lineage`` parser."""
+    help_text = "Publish the declared lineage of Airflow's DAGs (OpenLineage JobEvents) into the outbox."
+    parser = subparsers.add_parser("publish-dags", help=help_text, description=help_text)
+    parser.add_argument(
+        "--outbox", metavar="URL", help="SQLAlchemy URL of the outbox (default: [lineage_provider] outbox_url)"
+    )
+    parser.add_argument(
+        "--metadata-db",
+        metavar="URL",
+        help="SQLAlchemy URL of Airflow's metadata database (default: [database] sql_alchemy_conn, or "
+        "[lineage_provider] publish_metadata_conn_id when set)",
+    )
+    parser.add_argument(
+        "--all", action="store_true", help="publish every DAG again, not only those changed since the last time"
+    )
+    parser.add_argument("--dag-id", action="append", metavar="DAG_ID", help="only this DAG (repeat for several)")
+    parser.set_defaults(handler=run_publish_dags)
