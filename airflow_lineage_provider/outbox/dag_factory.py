@@ -7,6 +7,10 @@ with other arguments for DAGs of your own (another consumer, another folder, ano
 
     marquez = build_export_dag("ship_to_marquez", conn_id="marquez", export_path="", schedule="*/2 * * * *")
 
+With ``publish_dags=True`` (the ``openlineage_export`` DAG in ``dags/`` follows ``[lineage_provider]
+publish_dags``), a first task publishes the declared lineage of every DAG whose serialized version changed
+since its last publication into the outbox, so it ships in the same run (docs/design-time-lineage.md).
+
 Runs never overlap and never catch up. A run ships everything pending within its time budget and fails
 (so Airflow retries and alerts) only when the consumer stayed unreachable or refused the API key. Its
 own tasks emit no lineage unless ``emit_lineage`` (``[lineage_provider] export_dag_lineage``) is on, so
@@ -80,6 +84,25 @@ def export_pending(outbox_url: str | None, export_path: str, compress: bool, tim
     return {"exported": report.exported, "files": report.files, "pending": report.pending}
 
 
+def publish_changed_dags(outbox_url: str | None) -> dict[str, Any]:
+    """Task body: publish the declared lineage of the DAGs changed since their last publication (JobEvents).
+
+    Skipped, with the reason, when the metadata database cannot be reached from the task (Airflow 3 tasks
+    need ``[lineage_provider] publish_metadata_conn_id``).
+    """
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from airflow_lineage_provider.design.publisher import publish_dags
+    from airflow_lineage_provider.design.serialized_dags import MetadataDatabaseError
+
+    try:
+        report = publish_dags(outbox_url=outbox_url)
+    except MetadataDatabaseError as error:
+        raise AirflowSkipException(f"design-time lineage not published: {error}") from None
+    return {"published": report.published, "unchanged": report.unchanged, "retired": report.retired,
+            "events": report.events}  # fmt: skip
+
+
 def prune_delivered(outbox_url: str | None, retention_days: float) -> int:
     """Task body: prune events every destination has, older than ``retention_days``."""
     from airflow_lineage_provider.outbox.retention import prune
@@ -113,12 +136,14 @@ def build_export_dag(
     time_budget: float | None = None,
     batch_size: int | None = None,
     emit_lineage: bool | None = None,
+    publish_dags: bool = False,
     **dag_kwargs: Any,
 ) -> Any:
     """A DAG shipping, exporting and pruning one outbox; ``None`` arguments come from ``[lineage_provider]``.
 
     ``conn_id=""`` leaves out shipping, ``export_path=""`` the file export. The outbox URL, when not
-    given, is read when the tasks run (``[lineage_provider] outbox_url``).
+    given, is read when the tasks run (``[lineage_provider] outbox_url``). ``publish_dags`` adds a first task
+    publishing design-time lineage into the outbox; shipping and export run whether it succeeds or not.
     """
     from airflow.sdk import DAG, task
 
@@ -142,16 +167,25 @@ def build_export_dag(
         **dag_kwargs,
     ) as dag:
         steps = []
+        # After a publication task, shipping and export run whatever became of it.
+        after_publish = {"trigger_rule": "all_done"} if publish_dags else {}
         if conn_id:
-            ship = task(task_id="ship", retries=2, retry_delay=timedelta(minutes=1))(ship_pending)
+            ship = task(task_id="ship", retries=2, retry_delay=timedelta(minutes=1), **after_publish)(ship_pending)
             steps.append(ship(outbox_url, conn_id, budget, batch))
         if export_path:
-            export = task(task_id="export_files", retries=2, retry_delay=timedelta(minutes=1))(export_pending)
+            export = task(task_id="export_files", retries=2, retry_delay=timedelta(minutes=1), **after_publish)(
+                export_pending
+            )
             steps.append(export(outbox_url, export_path, compress, budget))
         prune = task(task_id="prune", trigger_rule="all_done")(prune_delivered)
         pruned = prune(outbox_url, keep_days)
         for step in steps:
             step >> pruned
+        if publish_dags:
+            publish = task(task_id="publish_dags", retries=1, retry_delay=timedelta(minutes=1))(publish_changed_dags)
+            published = publish(outbox_url)
+            for step in steps or [pruned]:
+                published >> step
     if not lineage:
         _disable_lineage(dag)
     return dag
