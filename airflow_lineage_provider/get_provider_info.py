@@ -321,6 +321,10 @@ CONNECTION_TYPES: list[dict[str, Any]] = [
 #: Airflow plugins the provider registers (``plugins`` entries: ``name``, ``plugin-class``).
 PLUGINS: list[dict[str, Any]] = [
     {"name": "lineage_consumer", "plugin-class": "airflow_lineage_provider.plugins.consumer.LineageConsumerPlugin"},
+    {
+        "name": "lineage_dag_run_facets",
+        "plugin-class": "airflow_lineage_provider.plugins.dag_run_facets.LineageDagRunFacetsPlugin",
+    },
 ]
 #: TaskFlow decorators (``task-decorators`` entries: ``name``, ``class-name``).
 TASK_DECORATORS: list[dict[str, Any]] = [

@@ -1,0 +1,153 @@
+"""Egeria's facets on DAG runs: a listener sending them for the DAG run's own job, beside the stock listener.
+
+The stock OpenLineage provider (2.x) applies ``[openlineage] custom_run_facets`` to task events only: its
+DAG-run events (``dag_started``/``dag_success``/``dag_failed``) take their run facets from fixed functions
+(``get_airflow_dag_run_facet``, the parent facet) and offer no hook to add one. So this Airflow listener,
+registered by :class:`LineageDagRunFacetsPlugin`, sends one more event per DAG run: a ``RUNNING`` event of the
+same job (``<dag_id>`` in ``[openlineage] namespace``) and the same run id the stock listener gives the DAG
+run, carrying ``egeria_informationSupplyChain`` / ``egeria_governanceAction`` as the DAG's params (overridden
+by the run's ``conf``) or the ``[lineage_provider]`` defaults ask. ``RUNNING`` is the spec's event for
+"additional information about a run"; consumers that gather a run's facets from all its events (Marquez, this
+package's consumer, Egeria's cataloguer, which reads each event) then see them on the DAG run.
+
+It is sent when the scheduler starts the run, or — for runs that never pass through that notification, such
+as ``airflow dags test`` — when the run ends; either way its ``eventTime`` is just after the run's start, so
+a consumer ordering by event time never takes it for a state after the run's end.
+
+Sent only when the DAG has Egeria settings, OpenLineage is active and the stock provider's emission policy
+lets the DAG's runs be emitted; never when ``[lineage_provider] dag_run_egeria_facets`` is off. The listener
+runs in the scheduler: the event is sent on a worker thread, so a slow transport never holds the scheduler up,
+and every failure is logged and swallowed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from airflow.listeners import hookimpl
+from airflow.plugins_manager import AirflowPlugin
+
+from airflow_lineage_provider.reporting import warn_once
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+# DAG runs whose event this process sent, so that the end of a run it saw start sends nothing more.
+_sent: OrderedDict[tuple[str, str], None] = OrderedDict()
+_SENT_MAX = 10_000
+
+
+def _first_time(dag_run: Any) -> bool:
+    key = (str(dag_run.dag_id), str(dag_run.run_id))
+    with _executor_lock:
+        if key in _sent:
+            return False
+        _sent[key] = None
+        while len(_sent) > _SENT_MAX:
+            _sent.popitem(last=False)
+    return True
+
+
+def _submit(event: Any) -> None:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-dag-run-facets")
+        executor = _executor
+    executor.submit(_send, event)
+
+
+def _send(event: Any) -> None:
+    from airflow_lineage_provider.producer import client
+
+    client.send(event)
+
+
+def _emits(dag_run: Any) -> bool:
+    from airflow.providers.openlineage.api import is_openlineage_active
+
+    if not is_openlineage_active():
+        return False
+    try:
+        from airflow.providers.openlineage.utils.emission_policy import resolve_dag_emission_policy
+    except ImportError:  # an older provider without emission policies
+        return True
+    return bool(resolve_dag_emission_policy(dag_run.dag_id, dag=dag_run.dag).emit)
+
+
+def dag_run_event(dag_run: Any) -> Any | None:
+    """The ``RUNNING`` event carrying the Egeria facets of ``dag_run``, or ``None`` when it asks for none."""
+    from airflow.providers.openlineage.plugins.adapter import OpenLineageAdapter
+    from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+    from openlineage.client.facet_v2 import job_type_job
+
+    from airflow_lineage_provider import conf
+    from airflow_lineage_provider.design.egeria_settings import dag_run_egeria_facets
+    from airflow_lineage_provider.producer.emit import job_namespace
+
+    facets = dag_run_egeria_facets(dag_run.dag, getattr(dag_run, "conf", None))
+    if not facets:
+        return None
+    # The stock listener's DAG-run id: the logical date, or when a run has none, its run_after.
+    logical_date = dag_run.logical_date or dag_run.run_after
+    run_id = OpenLineageAdapter.build_dag_run_id(
+        dag_id=dag_run.dag_id, logical_date=logical_date, clear_number=dag_run.clear_number
+    )
+    producer = conf.producer()
+    job_type = job_type_job.JobTypeJobFacet(processingType="BATCH", integration="AIRFLOW", jobType="DAG",
+                                            producer=producer)  # fmt: skip
+    started = getattr(dag_run, "start_date", None)
+    # Just after the stock listener's START (whose eventTime is the run's start): never after its end.
+    event_time = started + timedelta(milliseconds=1) if started is not None else datetime.now(timezone.utc)
+    return RunEvent(
+        eventType=RunState.RUNNING,
+        eventTime=event_time.isoformat(),
+        run=Run(runId=run_id, facets=facets),
+        job=Job(namespace=job_namespace(), name=dag_run.dag_id, facets={"jobType": job_type}),
+        inputs=[],
+        outputs=[],
+        producer=producer,
+    )
+
+
+class DagRunEgeriaListener:
+    """Airflow listener: the Egeria facets of a DAG run, sent once per run (see the module docstring)."""
+
+    @staticmethod
+    def _send_for(dag_run: Any) -> None:
+        try:
+            from airflow_lineage_provider import conf
+
+            if not conf.dag_run_egeria_facets() or getattr(dag_run, "dag", None) is None or not _emits(dag_run):
+                return
+            event = dag_run_event(dag_run)
+            if event is not None and _first_time(dag_run):
+                _submit(event)
+        except Exception as error:
+            run_id = getattr(dag_run, "run_id", "?")
+            warn_once(f"Lineage: the Egeria facets of DAG run {run_id!r} were not sent: {error}")
+
+    @hookimpl
+    def on_dag_run_running(self, dag_run: Any, msg: str) -> None:
+        """The run started: send its Egeria facets. Never raises."""
+        self._send_for(dag_run)
+
+    @hookimpl
+    def on_dag_run_success(self, dag_run: Any, msg: str) -> None:
+        """The run succeeded: send its Egeria facets unless they went out when it started. Never raises."""
+        self._send_for(dag_run)
+
+    @hookimpl
+    def on_dag_run_failed(self, dag_run: Any, msg: str) -> None:
+        """The run failed: send its Egeria facets unless they went out when it started. Never raises."""
+        self._send_for(dag_run)
+
+
+class LineageDagRunFacetsPlugin(AirflowPlugin):
+    """Registers :class:`DagRunEgeriaListener` (Egeria facets on DAG runs)."""
+
+    name = "lineage_dag_run_facets"
+    listeners = [DagRunEgeriaListener()]
