@@ -337,3 +337,39 @@ def test_the_consumer_configured_with_namespace_aliases_lists_one_dataset_for_bo
         ("pg://db", "orders", [("pg://db.internal", "namespaceAlias")])
     ]
     assert sorted(listed()) == [("pg://db", "orders", []), ("pg://db.internal", "orders", [])]  # configured off again
+
+
+@pytest.mark.parametrize("limit", [1, 3, 100])
+def test_the_whole_graph_listing_shows_one_node_per_dataset_and_each_edge_once(store_url: str, limit: int) -> None:
+    from fastapi.testclient import TestClient
+
+    from airflow_lineage_provider.consumer import create_app
+    from airflow_lineage_provider.consumer.access import Access
+
+    app = create_app(store_url=store_url, anonymous=Access.ADMIN)
+    spark, airflow = corpus_event("spark/pysparkCLLEnd.json", SPARK, "spark_job"), airflow_reads_table()
+    try:
+        with TestClient(app) as client:
+            for event in (spark, airflow):
+                assert client.post("/api/v1/lineage", json=event).status_code == 201
+            nodes, edges, offset, total = {}, [], 0, None
+            while total is None or offset < total:
+                page = client.get("/api/v1/graph", params={"limit": limit, "offset": offset}).json()
+                total = page["totalCount"]
+                nodes.update((node["id"], node) for node in page["nodes"])
+                edges += [(edge["origin"], edge["destination"]) for edge in page["edges"]]
+                offset += limit
+            walked = client.get(
+                "/api/v1/lineage", params={"nodeId": "dataset:file:/tmp/cll_test:default.tbl1", "depth": 1}
+            ).json()
+    finally:
+        app.state.store.dispose()
+    table, files = "dataset:file:/tmp/cll_test:default.tbl1", "dataset:file:/tmp/cll_test/tbl1"
+    assert table in nodes and files not in nodes and len(nodes) == total
+    assert [(alias["namespace"], alias["name"]) for alias in nodes[table]["data"]["aliases"]] == [FILES]
+    assert len(edges) == len(set(edges))  # each edge once, whatever page its origin is on
+    assert ("job:testColumnLevelLineage:spark_job", table) in edges  # Spark wrote the files: drawn to the table
+    assert (table, "job:airflow:reports.daily_totals") in edges
+    assert not [edge for edge in edges if files in edge]
+    shown = {node["id"]: node for node in walked["graph"]}[table]
+    assert nodes[table]["data"] == shown["data"]  # the node the walks show

@@ -16,12 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from sqlalchemy import BigInteger, Connection, String, any_, bindparam, func, select
+from sqlalchemy import BigInteger, Connection, String, any_, bindparam, cast, column, func, or_, select, values
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer.nodeids import node_id
-from airflow_lineage_provider.consumer.store import subgraph, tables
+from airflow_lineage_provider.consumer.store import dataset_aliases, subgraph, tables
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCard, GraphCards
 from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.visibility import NODE_KINDS, Visible, namespace_in
@@ -80,6 +80,9 @@ def graph_page(
         chosen.append(n.namespace == namespace)
     if visible is not None:
         chosen.append(namespace_in(n.namespace, visible, dialect))
+    grouped = dataset_aliases.has_groups(conn)
+    if grouped:  # a dataset known under several names is one node, under the name the walks show it by
+        chosen.append(or_(n.kind != "dataset", dataset_aliases.listed(n, visible, dialect)))
     total = conn.execute(select(func.count()).select_from(tables.nodes).where(*chosen)).scalar() or 0
     order = (n.kind, n.namespace, n.name)
     picked = (
@@ -89,30 +92,119 @@ def graph_page(
         .limit(limit)
         .offset(offset)
     )
-    found, _among = subgraph.subgraph(conn, picked, cards)  # nodes in page order (depth is the position)
+    if grouped:
+        found, shown = _grouped_page(conn, picked, cards, visible)
+    else:
+        found, _among = subgraph.subgraph(conn, picked, cards)  # nodes in page order (depth is the position)
+        shown = {node: node for node in found}
     ids = list(found)
     if not ids:
         return GraphPage([], [], [], total)
     nodes = [GraphCard(node.id, node.type, node.data) for node in found.values()]
-    return GraphPage(nodes, _edges(conn, ids, found, visible), _symlinks(conn, ids, found, visible), total)
+    edges = _edges(conn, shown, found, visible, grouped)
+    return GraphPage(nodes, edges, _symlinks(conn, ids, found, visible), total)
 
 
-def _edges(conn: Connection, ids: list[int], found: dict[int, Any], visible: Visible) -> list[ListedEdge]:
-    """The edges leaving the page's nodes, by origin in page order, then destination kind, namespace, name."""
+def _grouped_page(
+    conn: Connection, picked: Any, cards: GraphCards | None, visible: Visible
+) -> tuple[dict[int, Any], dict[int, int]]:
+    """The page's nodes as the walks show them on a store with groups (a grouped dataset's card holds its
+    aliases), and ``name → shown node`` for every (visible) name of the page's datasets."""
+    page = conn.execute(picked).all()
+    m, n = tables.dataset_members.c, tables.nodes.c
+    ids = [row.node_id for row in page]
+    members: dict[int, list[tuple[int, int]]] = {}
+    if ids:
+        query = select(m.node_id, m.member_id, m.canonical_id).where(_one_of(m.node_id, ids, conn.dialect.name))
+        if visible is not None:
+            query = query.join(tables.nodes, n.id == m.member_id).where(
+                namespace_in(n.namespace, visible, conn.dialect.name)
+            )
+        for node, member, canonical in conn.execute(query):
+            members.setdefault(node, []).append((member, canonical))
+    rows: list[tuple[int, int, int | None]] = []
+    for row in page:
+        group = members.get(row.node_id, [])
+        rows.append((row.node_id, row.depth, group[0][1] if group else None))
+        rows.extend((member, row.depth, canonical) for member, canonical in group if member != row.node_id)
+    if not rows:
+        return {}, {}
+    columns = (column("node_id", tables.Id), column("depth", tables.Id), column("canonical", tables.Id))
+    listed = values(*columns, name="page").data(rows).cte("page")
+    # Typed: on PostgreSQL a VALUES column of NULLs only would be text.
+    picked_names = select(listed.c.node_id, listed.c.depth, cast(listed.c.canonical, tables.Id).label("canonical"))
+    found, _among = subgraph.grouped_subgraph(conn, picked_names, cards, visible)
+    shown_of = {node: node for node in found}
+    for shown in ids:
+        for member, _canonical in members.get(shown, []):
+            shown_of[member] = shown
+    return {node: found[node] for node in ids if node in found}, shown_of
+
+
+def _shown_names(conn: Connection, ids: set[int], visible: Visible) -> dict[int, int]:
+    """``dataset → the name it is shown by`` for the datasets ``ids`` in a group: the canonical name, or for a
+    namespace-limited key that cannot see it, the first visible name (namespace, then name, code-point order),
+    as the listings and walks show a group."""
+    m, n = tables.dataset_members.c, tables.nodes.c
+    if not ids:
+        return {}
+    query = (
+        select(m.node_id, m.member_id, m.canonical_id, n.namespace, n.name)
+        .join_from(tables.dataset_members, tables.nodes, n.id == m.member_id)
+        .where(_one_of(m.node_id, sorted(ids), conn.dialect.name))
+    )
+    groups: dict[int, list[tuple[int, int, str, str]]] = {}
+    for node, member, canonical, namespace, name in conn.execute(query):
+        if visible is None or namespace in visible:
+            groups.setdefault(node, []).append((member, canonical, namespace, name))
+    shown: dict[int, int] = {}
+    for node, names in groups.items():
+        canonical = names[0][1]
+        if any(member == canonical for member, _c, _ns, _name in names):
+            shown[node] = canonical
+        else:
+            shown[node] = min(names, key=lambda item: (item[2], item[3]))[0]
+    return shown
+
+
+def _edges(
+    conn: Connection, shown: dict[int, int], found: dict[int, Any], visible: Visible, grouped: bool
+) -> list[ListedEdge]:
+    """The edges leaving the page's nodes (``shown``: every name of the page's datasets → its node), each
+    drawn between the nodes shown (``grouped``: the store has groups; a grouped dataset's names' edges once),
+    by origin in page order, then destination kind, namespace, name."""
     e, dialect = tables.edges.c, conn.dialect.name
     to = tables.nodes.alias("destination")
     query = (
-        select(e.origin_id, to.c.kind, to.c.namespace, to.c.name, iso_utc(e.first_seen), iso_utc(e.last_seen))
+        select(e.origin_id, e.destination_id, to.c.kind, to.c.namespace, to.c.name)
+        .add_columns(iso_utc(e.first_seen), iso_utc(e.last_seen))
         .join_from(tables.edges, to, to.c.id == e.destination_id)
-        .where(_one_of(e.origin_id, ids, dialect))
+        .where(_one_of(e.origin_id, sorted(shown), dialect))
     )
     if visible is not None:
         query = query.where(namespace_in(to.c.namespace, visible, dialect))
-    position = {node: index for index, node in enumerate(ids)}
-    rows = sorted(conn.execute(query).all(), key=lambda row: (position[row[0]], row[1], row[2], row[3]))
+    rows = conn.execute(query).all()
+    datasets = {row.destination_id for row in rows if row.kind == "dataset"}
+    names = _shown_names(conn, datasets, visible) if grouped else {}
+    ends = {row.destination_id: (row.kind, row.namespace, row.name) for row in rows}
+    if names:
+        n = tables.nodes.c
+        wanted = sorted(set(names.values()) - ends.keys())
+        if wanted:
+            for node, kind, namespace, name in conn.execute(
+                select(n.id, n.kind, n.namespace, n.name).where(_one_of(n.id, wanted, dialect))
+            ):
+                ends[node] = (kind, namespace, name)
+    position = {node: index for index, node in enumerate(found)}
+    edges: dict[tuple[int, int], tuple[str, str]] = {}
+    for row in rows:
+        origin, target = shown[row.origin_id], names.get(row.destination_id, row.destination_id)
+        first, last = row[5], row[6]
+        known = edges.get((origin, target))
+        edges[(origin, target)] = (first, last) if known is None else (min(known[0], first), max(known[1], last))
+    ordered = sorted(edges, key=lambda pair: (position[pair[0]], *ends[pair[1]]))
     return [
-        ListedEdge(found[origin].id, node_id(kind, namespace, name), first, last)
-        for origin, kind, namespace, name, first, last in rows
+        ListedEdge(found[origin].id, node_id(*ends[target]), *edges[(origin, target)]) for origin, target in ordered
     ]
 
 
