@@ -28,7 +28,7 @@ no dataset claims a name reads no claim either.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -37,20 +37,13 @@ from sqlalchemy import Connection, and_, exists, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer.store import identity, tables
+from airflow_lineage_provider.consumer.store.identity import chunks
 from airflow_lineage_provider.consumer.store.visibility import Visible, namespace_in
 
-#: Ids or keys per ``IN (...)`` list.
-CHUNK = 900
 #: How a name joined its group, best first (a claim beats the namespace aliases).
 VIA_ORDER = ("symlink", "dataSource", "namespaceAlias")
 
 _m, _n, _s, _p = tables.dataset_members.c, tables.nodes.c, tables.symlinks.c, tables.node_producers.c
-
-
-def _chunks(items: Iterable[Any]) -> Iterator[list[Any]]:
-    items = list(items)
-    for start in range(0, len(items), CHUNK):
-        yield items[start : start + CHUNK]
 
 
 @dataclass(frozen=True)
@@ -177,7 +170,7 @@ class Group:
 def groups(conn: Connection, ids: Iterable[int]) -> dict[int, Group]:
     """``id → Group`` for each of the datasets ``ids`` that has one."""
     rows: dict[int, tuple[int, list[Name]]] = {}
-    for chunk in _chunks(set(ids)):
+    for chunk in chunks(set(ids)):
         query = (
             select(_m.node_id, _m.canonical_id, _n.id, _n.node_key, _n.namespace, _n.name)
             .join_from(tables.dataset_members, tables.nodes, _n.id == _m.member_id)
@@ -188,9 +181,10 @@ def groups(conn: Connection, ids: Iterable[int]) -> dict[int, Group]:
     return {node: Group(canonical, tuple(members)) for node, (canonical, members) in rows.items()}
 
 
-def _producers(conn: Connection, ids: Iterable[int]) -> dict[int, list[str]]:
+def producers(conn: Connection, ids: Iterable[int]) -> dict[int, list[str]]:
+    """``node → producers`` whose events named it by its own name, first seen first."""
     found: dict[int, list[str]] = {}
-    for chunk in _chunks(ids):
+    for chunk in chunks(ids):
         query = select(_p.node_id, _p.producer).where(_p.node_id.in_(chunk)).order_by(_p.first_seen, _p.producer)
         for node, producer in conn.execute(query):
             found.setdefault(node, []).append(producer)
@@ -209,9 +203,9 @@ class Claim:
 
 
 def claims(conn: Connection, ids: Iterable[int]) -> list[Claim]:
-    """The names the datasets ``ids`` claim (one statement per :data:`CHUNK` ids, by the table's key)."""
+    """The names the datasets ``ids`` claim (one statement per :data:`.identity.CHUNK` ids, by the table's key)."""
     found: list[Claim] = []
-    for chunk in _chunks(set(ids)):
+    for chunk in chunks(set(ids)):
         query = select(_s.dataset_id, _s.alias_key, _s.namespace, _s.name, _s.via).where(
             _s.dataset_id.in_(chunk), _s.alias_key.is_not(None)
         )
@@ -249,7 +243,7 @@ def aliases(
         return {}
     every = {member.id: member for group in shown.values() for member in group.members}
     links = _links(claims(conn, every) if said is None else said, {member.key: member.id for member in every.values()})
-    producers = _producers(conn, every)
+    said = producers(conn, every)
     found: dict[int, list[dict[str, Any]]] = {}
     for node, group in shown.items():
         found[node] = [
@@ -257,7 +251,7 @@ def aliases(
                 "namespace": name.namespace,
                 "name": name.name,
                 "via": _via(links, name.id, node, group),
-                "producers": producers.get(name.id, []),
+                "producers": said.get(name.id, []),
             }
             for name in group.shown(visible)
             if name.id != node
@@ -268,7 +262,7 @@ def aliases(
 def _claimants(conn: Connection, keys: Iterable[str], visible: Visible) -> dict[str, set[tuple[str, str]]]:
     """``key → (namespace, name)`` of every (visible) dataset claiming the name of node key ``key``."""
     found: dict[str, set[tuple[str, str]]] = {}
-    for chunk in _chunks(keys):
+    for chunk in chunks(keys):
         query = (
             select(_s.alias_key, _n.namespace, _n.name)
             .join_from(tables.symlinks, tables.nodes, _n.id == _s.dataset_id)

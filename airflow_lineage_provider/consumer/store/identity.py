@@ -66,7 +66,8 @@ def data_source_alias(namespace: str, facets: Mapping[str, Any]) -> str | None:
     return None if alias == namespace else alias
 
 
-def _chunks(items: Iterable[Any]) -> Iterator[list[Any]]:
+def chunks(items: Iterable[Any]) -> Iterator[list[Any]]:
+    """``items`` in lists of at most :data:`CHUNK` (one ``IN (...)`` list each)."""
     items = list(items)
     for start in range(0, len(items), CHUNK):
         yield items[start : start + CHUNK]
@@ -135,7 +136,7 @@ class _Explorer:
         return found
 
     def explore(self, seeds: Iterable[int]) -> None:
-        frontier = {node.id for chunk in _chunks(set(seeds)) for node in self._read_nodes(_n.id.in_(chunk))}
+        frontier = {node.id for chunk in chunks(set(seeds)) for node in self._read_nodes(_n.id.in_(chunk))}
         seen: set[int] = set()
         while frontier:
             seen |= frontier
@@ -146,7 +147,7 @@ class _Explorer:
         found: set[int] = set()
         keys = {self.nodes[node].key: node for node in frontier}
         claimed: set[str] = set()
-        for chunk in _chunks(frontier):  # what these datasets claim, and their old groups
+        for chunk in chunks(frontier):  # what these datasets claim, and their old groups
             for row in self.conn.execute(
                 select(_s.dataset_id, _s.alias_key, _s.namespace, _s.name, _s.type).where(_s.dataset_id.in_(chunk))
             ):
@@ -159,14 +160,14 @@ class _Explorer:
                 old = self.old_groups.get(node, (canonical, frozenset()))
                 self.old_groups[node] = (canonical, old[1] | {member})
                 found.add(member)
-        for chunk in _chunks(keys):  # who claims these datasets' names
+        for chunk in chunks(keys):  # who claims these datasets' names
             for row in self.conn.execute(
                 select(_s.dataset_id, _s.alias_key, _s.namespace, _s.name, _s.type).where(_s.alias_key.in_(chunk))
             ):
                 if row.dataset_id != keys[row.alias_key]:
                     self.claims.add(_Claim(*row))
                     found.add(row.dataset_id)
-        for chunk in _chunks(claimed):  # the datasets stored under the claimed names
+        for chunk in chunks(claimed):  # the datasets stored under the claimed names
             found.update(node.id for node in self._read_nodes(_n.node_key.in_(chunk)))
         pairs = {
             (other, self.nodes[node].name)
@@ -174,10 +175,10 @@ class _Explorer:
             for other in self.equivalents.get(self.nodes[node].namespace, ())
             if other != self.nodes[node].namespace
         }
-        for chunk in _chunks(pairs):  # the same name in the other namespaces of an alias group
+        for chunk in chunks(pairs):  # the same name in the other namespaces of an alias group
             found.update(node.id for node in self._read_nodes(tuple_(_n.namespace, _n.name).in_(chunk)))
         missing = found - self.nodes.keys()
-        for chunk in _chunks(missing):
+        for chunk in chunks(missing):
             self._read_nodes(_n.id.in_(chunk))
         return {node for node in found if node in self.nodes}
 
@@ -243,7 +244,7 @@ def regroup(conn: Connection, seeds: Iterable[int], aliases: Mapping[str, str] |
     changed = {node for node in explorer.nodes if old.get(node) != new.get(node)}
     if not changed:
         return set()
-    for chunk in _chunks(changed):
+    for chunk in chunks(changed):
         conn.execute(delete(tables.dataset_members).where(_m.node_id.in_(chunk)))
     rows = [
         {"node_id": node, "member_id": member, "canonical_id": new[node][0]}
@@ -253,7 +254,7 @@ def regroup(conn: Connection, seeds: Iterable[int], aliases: Mapping[str, str] |
     ]
     for start in range(0, len(rows), CHUNK):
         conn.execute(insert(tables.dataset_members), rows[start : start + CHUNK])
-    for chunk in _chunks(changed):
+    for chunk in chunks(changed):
         bump_versions(conn, select(_n.id).where(_n.id.in_(chunk)))
     return changed
 
@@ -264,7 +265,7 @@ def _claimed_or_aliased(conn: Connection, aliases: Mapping[str, str]) -> set[int
     found |= set(conn.execute(select(_m.node_id)).scalars())
     claimed = select(_s.alias_key).where(_s.alias_key.is_not(None))
     found |= set(conn.execute(select(_n.id).where(_n.kind == "dataset", _n.node_key.in_(claimed))).scalars())
-    for chunk in _chunks(_equivalents(aliases)):
+    for chunk in chunks(_equivalents(aliases)):
         found |= set(conn.execute(select(_n.id).where(_n.kind == "dataset", _n.namespace.in_(chunk))).scalars())
     return found
 
@@ -284,7 +285,7 @@ def apply_namespace_aliases(conn: Connection, aliases: Mapping[str, str]) -> set
         return set()
     write_setting(conn, NAMESPACE_ALIASES, json.dumps(aliases))
     seeds: set[int] = set()
-    for chunk in _chunks(set(_equivalents(old)) | set(_equivalents(aliases))):
+    for chunk in chunks(set(_equivalents(old)) | set(_equivalents(aliases))):
         seeds |= set(conn.execute(select(_n.id).where(_n.kind == "dataset", _n.namespace.in_(chunk))).scalars())
     seeds |= set(conn.execute(select(_m.node_id)).scalars())
     return regroup(conn, seeds, aliases)
@@ -299,11 +300,11 @@ def ungrouped_candidates(conn: Connection, datasets: Mapping[str, str], aliases:
     equivalents = _equivalents(aliases)
     candidates = {key for key, namespace in datasets.items() if namespace in equivalents}
     if conn.execute(select(_s.alias_key).where(_s.alias_key.is_not(None)).limit(1)).first() is not None:
-        for chunk in _chunks(datasets):
+        for chunk in chunks(datasets):
             candidates.update(conn.execute(select(_s.alias_key).where(_s.alias_key.in_(chunk)).distinct()).scalars())
     found: set[int] = set()
     no_group = ~select(_m.node_id).where(_m.node_id == _n.id).exists()
-    for chunk in _chunks(candidates):
+    for chunk in chunks(candidates):
         query = select(_n.id).where(_n.node_key.in_(chunk), _n.kind == "dataset", no_group)
         found.update(conn.execute(query).scalars())
     return found

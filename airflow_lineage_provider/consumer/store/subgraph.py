@@ -498,7 +498,7 @@ def _group_cards(
     seen = None if visible is None else frozenset(visible)
     members = _member_cards(conn, list({name.id for group in grouped.values() for name in group.shown(seen)}))
     aliases = dataset_aliases.aliases(conn, grouped, seen)
-    producers = _producers(conn, list(grouped))
+    producers = dataset_aliases.producers(conn, list(grouped))
     for node, group in grouped.items():
         names = [name.id for name in group.shown(seen) if name.id in members]
         found[node] = _group_card(node, names, members, aliases.get(node, []), producers.get(node, []))
@@ -532,15 +532,3 @@ def _member_cards(conn: Connection, ids: list[int]) -> dict[int, tuple[Any, Grap
     rows = result.cursor.fetchall()
     result.close()
     return {row[0]: (row[2], _card(row[3:])) for row in rows}
-
-
-def _producers(conn: Connection, ids: list[int]) -> dict[int, list[str]]:
-    """``node → producers`` whose events named it by its own name, first seen first."""
-    p = tables.node_producers.c
-    found: dict[int, list[str]] = {}
-    for start in range(0, len(ids), dataset_aliases.CHUNK):
-        chunk = ids[start : start + dataset_aliases.CHUNK]
-        query = select(p.node_id, p.producer).where(p.node_id.in_(chunk)).order_by(p.first_seen, p.producer)
-        for node, producer in conn.execute(query):
-            found.setdefault(node, []).append(producer)
-    return found
