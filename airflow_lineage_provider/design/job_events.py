@@ -70,8 +70,9 @@ def _owners(owner: str | None) -> list[str]:
     return sorted({name.strip() for name in (owner or "").split(",") if name.strip()})
 
 
-def _common_facets(job_type: str, documentation: tuple[str | None, str | None], owners: list[str], dag: Any,
-                   row: DagVersionRow) -> dict[str, JobFacet]:  # fmt: skip
+def _common_facets(
+    job_type: str, documentation: tuple[str | None, str | None], owners: list[str], dag: Any, row: DagVersionRow
+) -> dict[str, JobFacet]:
     producer = conf.producer()
     facets: dict[str, JobFacet] = {
         "jobType": job_type_job.JobTypeJobFacet(
@@ -119,8 +120,9 @@ def _emits(task: Any | None, dag: Any) -> bool:
     return bool(resolve_task_emission_policy(task, dag.dag_id, task.task_id).emit)
 
 
-def _event(name: str, facets: dict[str, JobFacet], inputs: Iterable[Any], outputs: Iterable[Any],
-           event_time: str) -> JobEvent:  # fmt: skip
+def _event(
+    name: str, facets: dict[str, JobFacet], inputs: Iterable[Any], outputs: Iterable[Any], event_time: str
+) -> JobEvent:
     return JobEvent(
         eventTime=event_time,
         producer=conf.producer(),
@@ -166,8 +168,11 @@ def _scheduled_on(dag: Any) -> tuple[list[InputDataset], list[str]]:
     unresolved = [
         f"schedule: asset alias {name} is resolved only at run time" for name, _ in condition.iter_asset_aliases()
     ]
-    unresolved += [f"schedule: {type(ref).__name__.removeprefix('Serialized')} is resolved only at run time"
-                   for ref in condition.iter_asset_refs()]  # fmt: skip
+    for ref in condition.iter_asset_refs():
+        kind = type(ref).__name__.removeprefix("Serialized")
+        unresolved.append(
+            f"schedule: {kind} {getattr(ref, 'name', None) or getattr(ref, 'uri', '')} is resolved only at run time"
+        )
     return as_datasets(refs, InputDataset), unresolved
 
 
@@ -198,8 +203,9 @@ def dag_job_events(
     return events
 
 
-def retirement_events(dag_id: str, task_ids: Iterable[str], *, dag_retired: bool,
-                      event_time: datetime | None = None) -> list[JobEvent]:  # fmt: skip
+def retirement_events(
+    dag_id: str, task_ids: Iterable[str], *, dag_retired: bool, event_time: datetime | None = None
+) -> list[JobEvent]:
     """``JobEvent``s declaring nothing for jobs that are gone: the tasks ``task_ids`` of ``dag_id`` and, with
     ``dag_retired``, the DAG's own job. They replace what was declared before, so a deleted task does not stay
     declared forever."""

@@ -69,8 +69,13 @@ def published(conn: Connection, dag_ids: Sequence[str] | None = None) -> dict[st
 def record(conn: Connection, dag_id: str, dag_hash: str, jobs: Iterable[str], events: int) -> None:
     """Remember that ``dag_id`` at ``dag_hash`` was published, declaring ``jobs`` in ``events`` events."""
     dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    values = {"dag_id": dag_id, "dag_hash": dag_hash, "jobs": json.dumps(sorted(jobs)), "events": events,
-              "published_at": utcnow()}  # fmt: skip
+    values = {
+        "dag_id": dag_id,
+        "dag_hash": dag_hash,
+        "jobs": json.dumps(sorted(jobs)),
+        "events": events,
+        "published_at": utcnow(),
+    }
     statement = dialect.insert(publications).values(values)
     conn.execute(
         statement.on_conflict_do_update(

@@ -105,7 +105,9 @@ def templated_name_facet(namespace: str, name: str) -> TemplatedNameDatasetFacet
     )
 
 
-def _declared_refs(declaration: Declaration, cache: ConnectorCache, lineage: TaskLineage) -> tuple[list, list]:
+def _declared_refs(
+    declaration: Declaration, cache: ConnectorCache, lineage: TaskLineage
+) -> tuple[list[DatasetRef], list[DatasetRef]]:
     from airflow_lineage_provider.producer.connectors import name_datasets
 
     protected = Protected()
