@@ -68,8 +68,16 @@ def test_switched_off_the_dag_run_gets_nothing(tmp_path_factory: pytest.TempPath
 
 def _dag_run(dag: Any, conf: dict[str, Any] | None = None) -> Any:
     start = datetime(2026, 2, 1, tzinfo=timezone.utc)
-    return SimpleNamespace(dag=dag, dag_id=dag.dag_id, run_id="manual__1", conf=conf or {}, logical_date=start,
-                           run_after=start, clear_number=0, start_date=start)  # fmt: skip
+    return SimpleNamespace(
+        dag=dag,
+        dag_id=dag.dag_id,
+        run_id="manual__1",
+        conf=conf or {},
+        logical_date=start,
+        run_after=start,
+        clear_number=0,
+        start_date=start,
+    )
 
 
 def test_a_dag_without_egeria_settings_gets_no_event_and_the_runs_conf_overrides_the_param() -> None:

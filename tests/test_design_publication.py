@@ -145,8 +145,12 @@ def test_every_task_of_every_dag_gets_a_job_named_as_the_stock_listener_names_it
         else:
             assert name == declared["dagId"]
             assert job_type["jobType"] == "DAG"
-    assert {"example_task_lineage.stage_orders", "example_task_lineage.partition_orders",
-            "example_task_lineage.score_customers", "example_lineage_run"} <= set(jobs)  # fmt: skip
+    assert {
+        "example_task_lineage.stage_orders",
+        "example_task_lineage.partition_orders",
+        "example_task_lineage.score_customers",
+        "example_lineage_run",
+    } <= set(jobs)
 
 
 def test_a_dag_the_emission_policy_keeps_out_is_not_published(first_pass: tuple[str, Any]) -> None:
@@ -223,8 +227,11 @@ def test_job_facets_documentation_ownership_source_code_and_egeria(
     assert dag_facets[SUPPLY_CHAIN]["iscQualifiedName"] == "InformationSupplyChain::orders"
     assert [t["key"] for t in dag_facets["tags"]["tags"]] == ["design"]
     load = jobs["design_lineage.load_orders"]["job"]["facets"]
-    assert load["documentation"] == {**load["documentation"], "description": "Copies the raw orders into the "
-                                     "warehouse.", "contentType": "text/markdown"}  # fmt: skip
+    assert load["documentation"] == {
+        **load["documentation"],
+        "description": "Copies the raw orders into the warehouse.",
+        "contentType": "text/markdown",
+    }
     assert [o["name"] for o in load["ownership"]["owners"]] == ["analytics", "data-eng"]
     assert load[SUPPLY_CHAIN]["iscQualifiedName"] == "InformationSupplyChain::orders"
     export = jobs["design_lineage.export_orders"]["job"]["facets"]
@@ -299,9 +306,11 @@ def test_all_republishes_only_the_selected_dags_and_a_deleted_dag_is_retired(
         deployment.run(str(VENV_BIN / "airflow"), "dags", "delete", "parent_link", "--yes")
         summary = deployment.publish()
         retired = by_job(deployment.new_events())
-    finally:
+    finally:  # the DAG back, published again, for the tests after this one
         (deployment.dags / "parent_link_dag.py").symlink_to(TEST_DAGS / "parent_link_dag.py")
         deployment.reserialize()
+        deployment.publish("--dag-id", "parent_link")
+        deployment.new_events()
     assert ", 1 retired;" in summary
     assert retired and all(e["job"]["facets"][DECLARED]["retired"] for e in retired.values())
     assert "parent_link" in retired and "parent_link.transform" in retired
@@ -330,3 +339,12 @@ def test_a_dag_whose_file_the_dag_processor_found_gone_is_retired(
     deployment.reserialize()  # the file is back: the DAG is published again
     assert deployment.publish("--dag-id", "collect_lineage_dag").startswith("1 DAG(s) published")
     assert "retired" not in by_job(deployment.new_events())["collect_lineage_dag"]["job"]["facets"][DECLARED]
+
+
+def test_an_unknown_dag_id_is_named_and_fails_the_command(deployment: Deployment, first_pass: tuple[str, Any]) -> None:
+    command = [str(VENV_BIN / "airflow-lineage"), "publish-dags", "--dag-id", "no_such_dag", "--dag-id", "parent_link"]
+    result = subprocess.run(command, env=deployment.env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert "no DAG 'no_such_dag' in the metadata database" in result.stderr
+    assert result.stdout.strip().splitlines()[-1].startswith("0 DAG(s) published, 1 unchanged")
+    assert deployment.new_events() == []

@@ -3,12 +3,14 @@
 What the export DAG's ``publish_dags`` task does on a schedule, for a one-off run (after a deployment, for a
 new consumer with ``--all``): DAGs whose serialized version changed since their last publication are
 published as OpenLineage ``JobEvent``s into the outbox, with a progress bar on a terminal and a summary line.
-Exit codes: 0 done, 2 a usage error (bad URL, unreachable database).
+Exit codes: 0 done, 1 a ``--dag-id`` the metadata database does not know (the others are published), 2 a
+usage error (bad URL, unreachable database).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -59,6 +61,13 @@ def run_publish_dags(args: argparse.Namespace) -> int:
             where = redacted(args.metadata_db or args.outbox or "the configured database")
             raise CommandError(f"database error ({where}): {reason}") from None
     print(report.summary())
+    if report.not_found:
+        print(
+            f"airflow-lineage: no DAG {', '.join(map(repr, report.not_found))} in the metadata database "
+            "(see `airflow dags list`)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

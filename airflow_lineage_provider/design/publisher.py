@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -62,6 +62,8 @@ class PublicationReport:
     retired_jobs: int = 0
     """Jobs (tasks or DAGs) that got a retiring event."""
     seconds: float = 0.0
+    not_found: list[str] = field(default_factory=list)
+    """DAG ids asked for (``dag_ids``) that the metadata database does not know and that were never published."""
 
     def summary(self) -> str:
         """One line for logs and the CLI."""
@@ -167,6 +169,7 @@ def publish_dags(
                 report.unchanged += 1
         gone = sorted(set(previous) - current)
         report.dags = len(rows)
+        report.not_found = [dag_id for dag_id in selection or () if dag_id not in current and dag_id not in previous]
         if on_plan is not None:
             on_plan(len(changed) + len(gone))
         now = datetime.now(timezone.utc)

@@ -99,8 +99,12 @@ def publish_changed_dags(outbox_url: str | None) -> dict[str, Any]:
         report = publish_dags(outbox_url=outbox_url)
     except MetadataDatabaseError as error:
         raise AirflowSkipException(f"design-time lineage not published: {error}") from None
-    return {"published": report.published, "unchanged": report.unchanged, "retired": report.retired,
-            "events": report.events}  # fmt: skip
+    return {
+        "published": report.published,
+        "unchanged": report.unchanged,
+        "retired": report.retired,
+        "events": report.events,
+    }
 
 
 def prune_delivered(outbox_url: str | None, retention_days: float) -> int:
