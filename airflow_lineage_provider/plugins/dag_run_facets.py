@@ -16,15 +16,14 @@ a consumer ordering by event time never takes it for a state after the run's end
 
 Sent only when the DAG has Egeria settings, OpenLineage is active and the stock provider's emission policy
 lets the DAG's runs be emitted; never when ``[lineage_provider] dag_run_egeria_facets`` is off. The listener
-runs in the scheduler: the event is sent on a worker thread, so a slow transport never holds the scheduler up,
-and every failure is logged and swallowed.
+runs in the scheduler: the event is handed to the stock listener's process pool, as its own DAG-run events are,
+so a slow transport never holds the scheduler up; every failure is logged and swallowed.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -33,16 +32,15 @@ from airflow.plugins_manager import AirflowPlugin
 
 from airflow_lineage_provider.reporting import warn_once
 
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
 # DAG runs whose event this process sent, so that the end of a run it saw start sends nothing more.
 _sent: OrderedDict[tuple[str, str], None] = OrderedDict()
+_sent_lock = threading.Lock()
 _SENT_MAX = 10_000
 
 
 def _first_time(dag_run: Any) -> bool:
     key = (str(dag_run.dag_id), str(dag_run.run_id))
-    with _executor_lock:
+    with _sent_lock:
         if key in _sent:
             return False
         _sent[key] = None
@@ -52,15 +50,18 @@ def _first_time(dag_run: Any) -> bool:
 
 
 def _submit(event: Any) -> None:
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-dag-run-facets")
-        executor = _executor
-    executor.submit(_send, event)
+    """Send ``event`` the way the stock listener sends its DAG-run events: in its process pool.
+
+    Not on a thread of our own: the listener forks that pool from this process, and a fork while another
+    thread holds a lock (the logging handlers', the transport's) leaves the child waiting on it forever.
+    """
+    from airflow.providers.openlineage.plugins.listener import get_openlineage_listener
+
+    get_openlineage_listener().submit_callable(_send, event)
 
 
 def _send(event: Any) -> None:
+    """Runs in the stock listener's pool process (module-level, so it can be pickled there)."""
     from airflow_lineage_provider.producer import client
 
     client.send(event)
@@ -97,8 +98,9 @@ def dag_run_event(dag_run: Any) -> Any | None:
         dag_id=dag_run.dag_id, logical_date=logical_date, clear_number=dag_run.clear_number
     )
     producer = conf.producer()
-    job_type = job_type_job.JobTypeJobFacet(processingType="BATCH", integration="AIRFLOW", jobType="DAG",
-                                            producer=producer)  # fmt: skip
+    job_type = job_type_job.JobTypeJobFacet(
+        processingType="BATCH", integration="AIRFLOW", jobType="DAG", producer=producer
+    )
     started = getattr(dag_run, "start_date", None)
     # Just after the stock listener's START (whose eventTime is the run's start): never after its end.
     event_time = started + timedelta(milliseconds=1) if started is not None else datetime.now(timezone.utc)
