@@ -6,9 +6,10 @@ version published, so that only changed DAGs are published again (docs/design-ti
 
 Modules, one job each: :mod:`.declaration` (a ``LineageMixin`` task's declarations in the serialized DAG),
 :mod:`.templates` (templated dataset names), :mod:`.task_lineage` (a serialized task's datasets),
-:mod:`.job_events` (the events of one DAG), :mod:`.serialized_dags` (reading the metadata database),
-:mod:`.publications` (what was published), :mod:`.publisher` (a publication pass) and :mod:`.dag_run_facets`
-(Egeria's facets on DAG-run events).
+:mod:`.job_events` (the events of one DAG), :mod:`.egeria_settings` (Egeria settings of a serialized DAG),
+:mod:`.serialized_dags` (reading the metadata database), :mod:`.publications` (what was published) and
+:mod:`.publisher` (a publication pass). Egeria's facets on DAG-run events are sent by the listener in
+:mod:`airflow_lineage_provider.plugins.dag_run_facets`.
 
 Importing this package stays cheap: the ``LineageMixin`` imports :mod:`.declaration` while DAGs are parsed.
 """
