@@ -4,6 +4,7 @@ validation of every captured event, and real SQLite / PostgreSQL databases."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -142,7 +143,13 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     home = tmp_path_factory.mktemp("airflow-home")
     migrate(home)
+    shutil.copy(home / "airflow.db", home / PRISTINE_DB)
     return home
+
+
+#: A copy of ``airflow_home``'s metadata database as migrated, before any test serialized or ran a DAG in it:
+#: for tests that count what is in the database (copy it as ``airflow.db`` into a home of their own).
+PRISTINE_DB = "airflow.pristine.db"
 
 
 TEST_DAGS = Path(__file__).parent / "dags"

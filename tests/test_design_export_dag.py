@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import TEST_DAGS
+from conftest import PRISTINE_DB, TEST_DAGS
 from support.airflow_run import VENV_BIN, airflow_env, dags_test
 from support.consumer_server import ConsumerServer
 from support.olschema import assert_valid_event
@@ -49,7 +49,7 @@ def export_home(tmp_path: Path, airflow_home: Path) -> tuple[Path, Path, dict[st
     home, dags = tmp_path / "home", tmp_path / "dags"
     home.mkdir()
     dags.mkdir()
-    shutil.copy(airflow_home / "airflow.db", home / "airflow.db")
+    shutil.copy(airflow_home / PRISTINE_DB, home / "airflow.db")  # no other test's DAGs
     (dags / "openlineage_export.py").symlink_to(REPO / "dags" / "openlineage_export.py")
     (dags / "design_lineage_dag.py").symlink_to(TEST_DAGS / "design_lineage_dag.py")
     env = {

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import TEST_DAGS, require_shared
+from conftest import PRISTINE_DB, TEST_DAGS, require_shared
 from support.airflow_run import VENV_BIN, airflow_env
 from support.olschema import assert_valid_event
 
@@ -35,7 +35,7 @@ class Deployment:
         self.home, self.dags = root / "home", root / "dags"
         self.home.mkdir()
         self.dags.mkdir()
-        shutil.copy(airflow_home / "airflow.db", self.home / "airflow.db")
+        shutil.copy(airflow_home / PRISTINE_DB, self.home / "airflow.db")  # no other test's DAGs
         self.warehouse = root / "warehouse.db"
         self.outbox = f"sqlite:///{root / 'outbox.db'}"
         self.env = airflow_env(
