@@ -86,7 +86,8 @@ class ConsumerSettings:
     graph_cache_nodes: int = 20_000
     """Nodes whose graph data (names, latest schema, latest run, as encoded JSON) is kept in memory for
     graph answers, keyed by a version every event naming the node bumps, so nothing stale is ever
-    served; about 1 KB each. 0 reads every node's data from the store on every query."""
+    served; about 1 KB each. It also bounds the Marquez Job objects job listings keep the same way (about
+    1.3 KB each). 0 reads every node's data from the store on every query."""
 
     def all_keys(self) -> KeyRing:
         """``keys`` plus ``api_key`` as the write key ``api-key``; ValueError on a bad or repeated key."""
