@@ -100,8 +100,18 @@ _V3_DATASET_EDGES = sa.Table(
 )
 
 
+def _to_version_8(conn: sa.Connection) -> None:
+    """Take off what version 9 added: when each node and edge was last declared and observed."""
+    conn.exec_driver_sql("DROP INDEX ix_lineage_edges_declared")
+    conn.execute(tables.store_settings.delete().where(tables.store_settings.c.name == tables.DECLARED_LINEAGE))
+    for table in ("lineage_nodes", "lineage_edges"):
+        for column in ("declared_at", "observed_at"):
+            conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {column}")
+
+
 def _to_version_7(conn: sa.Connection) -> None:
     """Take off what version 8 added: claim keys, producers, dataset groups and the store's settings."""
+    _to_version_8(conn)
     for table in (tables.node_producers, tables.dataset_members, tables.store_settings):
         table.drop(conn)
     conn.exec_driver_sql("DROP INDEX ix_lineage_symlinks_alias")
@@ -467,3 +477,55 @@ def test_a_version_6_store_gains_the_prune_record_as_a_new_store_has_it(store_ur
             assert recent_prunes(conn, 5) == [record]
     finally:
         engine.dispose()
+
+
+def test_a_version_8_store_gets_declared_and_observed_lineage_from_its_stored_events(store_url: str) -> None:
+    """Version 9 derives, from the stored events, which edges and nodes were declared (JobEvents) and which
+    observed (runs): an edge only a JobEvent named is declared-only, one a run also wrote is both, the rest
+    observed; nodes no run named are declared-only. The ingest then keeps both as a new store does."""
+    from support.consumer_helpers import at, dataset, job_event, run_event
+
+    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
+
+    events = [
+        run_event("COMPLETE", "load", inputs=[dataset("src")], outputs=[dataset("dst")], time=10),
+        job_event("load", [dataset("src")], [dataset("dst"), dataset("planned")], time=20),
+        job_event("design_only", [dataset("dst")], [], time=30),
+    ]
+    engine = create_store_engine(store_url)
+    try:
+        migrate(engine)
+        with engine.begin() as conn:
+            ingest_events(conn, [parse_event(event) for event in events])
+            _to_version_8(conn)
+            conn.execute(tables.schema_version.update().values(version=8))
+        assert migrate(engine) == LATEST
+        n, e = tables.nodes, tables.edges
+        origin, destination = n.alias("origin"), n.alias("destination")
+        with engine.begin() as conn:
+            query = (
+                sa.select(origin.c.name, destination.c.name, e.c.declared_at, e.c.observed_at)
+                .join_from(e, origin, origin.c.id == e.c.origin_id)
+                .join(destination, destination.c.id == e.c.destination_id)
+            )
+            edges = {(a, b): (declared, observed) for a, b, declared, observed in conn.execute(query)}
+            nodes = dict(conn.execute(sa.select(n.c.name, n.c.observed_at)).all())
+            ingest_events(conn, [parse_event(run_event("COMPLETE", "load", outputs=[dataset("planned")], time=40))])
+            planned = conn.execute(
+                sa.select(e.c.declared_at, e.c.observed_at)
+                .join_from(e, destination, destination.c.id == e.c.destination_id)
+                .where(destination.c.name == "planned")
+            ).one()
+    finally:
+        engine.dispose()
+    t = {seconds: datetime.fromisoformat(at(seconds).replace("Z", "+00:00")) for seconds in (10, 20, 30, 40)}
+    assert edges == {
+        ("src", "load"): (t[20], t[10]),
+        ("load", "dst"): (t[20], t[10]),
+        ("load", "planned"): (t[20], None),
+        ("dst", "design_only"): (t[30], None),
+    }
+    assert nodes["planned"] is None and nodes["design_only"] is None
+    assert nodes["src"] is not None and nodes["load"] is not None and nodes["dst"] is not None
+    assert planned == (t[20], t[40])

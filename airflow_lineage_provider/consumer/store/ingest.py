@@ -20,12 +20,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import Connection
+from sqlalchemy.dialects import postgresql, sqlite
 
 from airflow_lineage_provider.consumer.store import facets as facet_readers
-from airflow_lineage_provider.consumer.store import identity, lifecycle
+from airflow_lineage_provider.consumer.store import identity, lifecycle, tables
 from airflow_lineage_provider.consumer.store.statements import Statement, Statements, statements
 from airflow_lineage_provider.consumer.store.store_settings import STORE_ID, read_settings
-from airflow_lineage_provider.consumer.store.tables import as_utc
+from airflow_lineage_provider.consumer.store.tables import DECLARED_LINEAGE, as_utc
 from airflow_lineage_provider.consumer.validation import DatasetRef, LineageEvent
 
 NodeKey = str
@@ -106,6 +107,12 @@ def _span(found: dict[Any, tuple[datetime, datetime]], key: Any, at: datetime) -
     found[key] = (min(first, at), max(last, at))
 
 
+def _max(found: dict[Any, datetime], key: Any, at: datetime) -> None:
+    known = found.get(key)
+    if known is None or at > known:
+        found[key] = at
+
+
 def _latest(found: dict[Any, tuple[datetime, Any]], key: Any, at: datetime, value: Any) -> None:
     if key not in found or at >= found[key][0]:
         found[key] = (at, value)
@@ -148,12 +155,26 @@ class _Changes:
     claims: dict[tuple[NodeKey, str, str, str | None, str], str | None] = field(default_factory=dict)
     #: ``(dataset, producer)`` of each producer that named a dataset.
     producers: set[tuple[NodeKey, str]] = field(default_factory=set)
+    #: The latest time a static event (JobEvent, DatasetEvent) *declared* each node, and a RunEvent *observed* it.
+    node_declared: dict[NodeKey, datetime] = field(default_factory=dict)
+    node_observed: dict[NodeKey, datetime] = field(default_factory=dict)
+    #: The same for each edge: a JobEvent declared it, a RunEvent observed it.
+    edge_declared: dict[tuple[NodeKey, NodeKey], datetime] = field(default_factory=dict)
+    edge_observed: dict[tuple[NodeKey, NodeKey], datetime] = field(default_factory=dict)
+    #: Whether the event being added is a RunEvent (what it names is observed) or a static one (declared).
+    observing: bool = False
 
     def node(self, kind: str, namespace: str, name: str, at: datetime) -> NodeKey:
         key = node_key(kind, namespace, name)
         self.nodes[key] = (kind, namespace, name)
         _span(self.node_times, key, at)
+        _max(self.node_observed if self.observing else self.node_declared, key, at)
         return key
+
+    def edge(self, origin: NodeKey, destination: NodeKey, at: datetime) -> None:
+        """An edge named by the event being added (declared or observed, as the event is)."""
+        _span(self.edges, (origin, destination), at)
+        _max(self.edge_observed if self.observing else self.edge_declared, (origin, destination), at)
 
     def dataset(self, ref: DatasetRef, at: datetime, producer: str | None) -> NodeKey:
         key = self.node("dataset", ref.namespace, ref.name, at)
@@ -177,6 +198,7 @@ class _Changes:
 
     def add(self, event: LineageEvent) -> None:
         at = event.event_time
+        self.observing = event.run_id is not None
         if event.dataset is not None:
             self.dataset(event.dataset, at, event.producer)
             return
@@ -188,9 +210,9 @@ class _Changes:
         inputs = [self.dataset(ref, at, event.producer) for ref in event.inputs]
         outputs = [self.dataset(ref, at, event.producer) for ref in event.outputs]
         for source in inputs:
-            _span(self.edges, (source, job), at)
+            self.edge(source, job, at)
         for target in outputs:
-            _span(self.edges, (job, target), at)
+            self.edge(job, target, at)
         if inputs and outputs:
             self._io_group(job, inputs, outputs, at)
         if event.run_id is not None:
@@ -289,6 +311,8 @@ def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
     _write_jobs(conn, sql, changes, ids)
     _write_runs(conn, sql, changes, ids)
     _write_edges(conn, sql, changes, ids)
+    if changes.node_declared and DECLARED_LINEAGE not in settings:
+        _mark_declared(conn)
     _write_io_groups(conn, sql, changes, ids)
     _write_columns(conn, sql, changes, ids)
     _regroup(conn, changes, settings, claimed)
@@ -308,6 +332,8 @@ def _write_nodes(conn: Connection, sql: Statements, changes: _Changes) -> dict[N
             "created_at": first,
             "updated_at": last,
             "version": first_version,
+            "declared_at": changes.node_declared.get(key),
+            "observed_at": changes.node_observed.get(key),
         }
         for key, (kind, ns, name) in changes.nodes.items()
         for first, last in [changes.node_times[key]]
@@ -445,10 +471,24 @@ def _write_runs(conn: Connection, sql: Statements, changes: _Changes, ids: dict[
 def _write_edges(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:
     if changes.edges:
         rows = [
-            {"origin_id": ids[a], "destination_id": ids[b], "first_seen": first, "last_seen": last}
+            {
+                "origin_id": ids[a],
+                "destination_id": ids[b],
+                "first_seen": first,
+                "last_seen": last,
+                "declared_at": changes.edge_declared.get((a, b)),
+                "observed_at": changes.edge_observed.get((a, b)),
+            }
             for (a, b), (first, last) in changes.edges.items()
         ]
         _write(conn, sql.edges, rows)
+
+
+def _mark_declared(conn: Connection) -> None:
+    """Record that the store holds declared lineage (:data:`.tables.DECLARED_LINEAGE`), once."""
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    row = {"name": DECLARED_LINEAGE, "value": "1"}
+    conn.execute(insert(tables.store_settings).values(row).on_conflict_do_nothing(index_elements=["name"]))
 
 
 def _write_io_groups(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:

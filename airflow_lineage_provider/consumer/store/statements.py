@@ -81,6 +81,11 @@ def _newest(table: Table, statement: Any, value: str, time: str) -> dict[str, An
     }
 
 
+def _later(incoming: Any, current: Any) -> ColumnElement[bool]:
+    """SQL: the incoming nullable time is set and later than the stored one (or the stored one is NULL)."""
+    return and_(incoming.is_not(None), or_(current.is_(None), incoming > current))
+
+
 def _later_run(incoming: Any, current: Any, dialect: str) -> ColumnElement[bool]:
     """SQL: the incoming latest run of a job replaces the stored one (the rule of ``ingest._latest_run``).
 
@@ -152,6 +157,8 @@ def statements(dialect: str) -> Statements:
             # Every event naming a node may change what a graph shows of it (a late terminal event
             # changes its latest run's state without moving its times): always a new version.
             "version": t.nodes.c.version + 1,
+            "declared_at": lifecycle.latest_sql(t.nodes.c.declared_at, nodes.excluded.declared_at),
+            "observed_at": lifecycle.latest_sql(t.nodes.c.observed_at, nodes.excluded.observed_at),
         },
     )
     datasets = _insert(dialect, t.datasets)
@@ -185,8 +192,15 @@ def statements(dialect: str) -> Statements:
         set_={
             "first_seen": lifecycle.earliest_sql(t.edges.c.first_seen, edges.excluded.first_seen),
             "last_seen": lifecycle.latest_sql(t.edges.c.last_seen, edges.excluded.last_seen),
+            "declared_at": lifecycle.latest_sql(t.edges.c.declared_at, edges.excluded.declared_at),
+            "observed_at": lifecycle.latest_sql(t.edges.c.observed_at, edges.excluded.observed_at),
         },
-        where=or_(edges.excluded.first_seen < t.edges.c.first_seen, edges.excluded.last_seen > t.edges.c.last_seen),
+        where=or_(
+            edges.excluded.first_seen < t.edges.c.first_seen,
+            edges.excluded.last_seen > t.edges.c.last_seen,
+            _later(edges.excluded.declared_at, t.edges.c.declared_at),
+            _later(edges.excluded.observed_at, t.edges.c.observed_at),
+        ),
     )
     io_groups = _insert(dialect, t.io_groups)
     io_groups = io_groups.on_conflict_do_update(

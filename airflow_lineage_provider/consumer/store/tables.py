@@ -102,6 +102,11 @@ nodes = Table(
     # Counts the ingests that named the node: anything a graph answer shows about a node changes only
     # with an event naming it, so (id, version) keys a cached graph card (see ..graph_cards).
     Column("version", BigInteger, nullable=False, server_default="1"),
+    # The latest event time of a static event (a JobEvent or DatasetEvent: lineage *declared*, no run) and of a
+    # RunEvent (lineage *observed*) naming the node; a node no RunEvent named (``observed_at`` NULL) exists only by
+    # declaration. Both change only with an event naming the node, which bumps ``version``.
+    Column("declared_at", UtcDateTime),
+    Column("observed_at", UtcDateTime),
     # Namespaces (a loose scan of its first two columns) and pages of jobs or datasets in name order.
     Index("ix_lineage_nodes_kind_namespace_name", "kind", "namespace", "name"),
 )
@@ -163,7 +168,8 @@ run_io = Table(
     Column("direction", String(6), primary_key=True),
 )
 
-#: The job↔dataset graph: input dataset → job and job → output dataset, with when each was last seen.
+#: The job↔dataset graph: input dataset → job and job → output dataset, with when each was last seen, and
+#: the latest event time of a JobEvent that *declared* it and of a RunEvent that *observed* it (NULL: never).
 edges = Table(
     "lineage_edges",
     metadata,
@@ -171,7 +177,21 @@ edges = Table(
     Column("destination_id", Id, primary_key=True),
     Column("first_seen", UtcDateTime, nullable=False),
     Column("last_seen", UtcDateTime, nullable=False),
+    Column("declared_at", UtcDateTime),
+    Column("observed_at", UtcDateTime),
     Index("ix_lineage_edges_destination", "destination_id", "origin_id"),
+)
+
+#: The declared edges (a JobEvent named them), with whether a run observed them too: what a graph answer reads to
+#: flag its edges without reading every edge row (see ..subgraph), and what drift starts from. Empty in a store
+#: that never received a JobEvent.
+Index(
+    "ix_lineage_edges_declared",
+    edges.c.origin_id,
+    edges.c.destination_id,
+    edges.c.observed_at,
+    sqlite_where=edges.c.declared_at.is_not(None),
+    postgresql_where=edges.c.declared_at.is_not(None),
 )
 
 #: Table lineage (source dataset → target dataset through a job), one row per io group: a distinct
@@ -262,6 +282,10 @@ dataset_members = Table(
     Column("canonical_id", Id, nullable=False),
     Index("ix_lineage_dataset_members_canonical", "canonical_id"),
 )
+
+#: The setting the ingest writes once the store holds declared lineage (a JobEvent or DatasetEvent was stored):
+#: until then graph answers read every edge as observed without looking (see ..subgraph).
+DECLARED_LINEAGE = "declared_lineage"
 
 #: Settings the store's derived tables were computed with (``namespace_aliases``: the mapping, as JSON).
 store_settings = Table(
