@@ -134,7 +134,7 @@ def test_graph_data_has_marquez_fields(graph_client: TestClient) -> None:
     d = nodes[_id("D")]
     assert d["type"] == "DATASET"
     assert d["data"]["fields"] == [{"name": "x", "type": "VARCHAR", "tags": []}]
-    assert {"origin": _id("j3"), "destination": _id("D")} in d["inEdges"]
+    assert {"origin": _id("j3"), "destination": _id("D"), "declared": False, "observed": True} in d["inEdges"]
     job_only = graph_client.get("/api/v1/lineage", params={"nodeId": _id("j9"), "depth": 0}).json()
     j9 = next(n for n in job_only["graph"] if n["id"] == _id("j9"))
     assert "latestRun" not in j9["data"]  # a job without runs: left out, as Marquez does

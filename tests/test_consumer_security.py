@@ -69,6 +69,8 @@ def test_every_route_declares_the_one_auth_dependency() -> None:
     assert {"/api/v1/lineage", "/api/v1/retention", "/ui", "/docs", "/openapi.json"} <= paths
     writes = {r.path: _needed(r.dependant) for r in app.routes if "POST" in r.methods}
     assert writes["/api/v1/lineage"] == {Access.WRITE} and writes["/api/v1/retention"] == {Access.ADMIN}
+    reads = {r.path: _needed(r.dependant) for r in app.routes if "GET" in r.methods}
+    assert reads["/api/v1/drift"] == {Access.READ}
 
 
 def _route_calls(app: Any) -> list[tuple[str, str, Access]]:

@@ -24,6 +24,7 @@ from airflow_lineage_provider.consumer.routers import (
     column_lineage,
     dataset_conflicts,
     datasets,
+    drift,
     events,
     graph_listing,
     ingest,
@@ -68,6 +69,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     events.router,
     stats.router,
     graph_listing.router,
+    drift.router,
     retention.router,
     reset.router,
 )

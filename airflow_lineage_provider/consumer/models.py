@@ -56,6 +56,13 @@ class Edge(BaseModel):
     destination: str
 
 
+class LineageEdge(Edge):
+    """An edge of the job/dataset graph, with how it is known (see docs/declared-lineage.md)."""
+
+    declared: bool = Field(description="A JobEvent (lineage without a run) declared this edge.")
+    observed: bool = Field(description="A RunEvent observed this edge.")
+
+
 class GraphNode(BaseModel):
     """A node of a lineage graph: ``dataset:<ns>:<name>`` or ``job:<ns>:<name>``."""
 
@@ -65,8 +72,11 @@ class GraphNode(BaseModel):
         description="Dataset: id, name, namespace, type, updatedAt and fields (latest schema). "
         "Job: id, name, namespace, type, simpleName, updatedAt and latestRun (id, state, startedAt, endedAt)."
     )
-    inEdges: list[Edge]
-    outEdges: list[Edge]
+    inEdges: list[LineageEdge]
+    outEdges: list[LineageEdge]
+    declaredOnly: bool | None = Field(
+        None, description="true when no RunEvent named the node (known only by declaration); left out otherwise."
+    )
 
 
 class LineageGraph(BaseModel):
@@ -232,3 +242,35 @@ class GraphListing(BaseModel):
 
 
 IngestSummary.model_rebuild()
+
+
+class DriftJob(BaseModel):
+    """A job of a drift answer: ``{"namespace", "name"}``."""
+
+    namespace: str
+    name: str
+
+
+class DriftEdge(BaseModel):
+    """One edge of a job in a drift answer: which way, the dataset, when last declared and observed."""
+
+    direction: Literal["input", "output"]
+    namespace: str
+    name: str
+    declaredAt: str | None = Field(description="The latest JobEvent that declared the edge (null: never).")
+    lastObservedAt: str | None = Field(description="The latest RunEvent that observed the edge (null: never).")
+
+
+class JobDrift(BaseModel):
+    """A job's drift: declared edges no run observed in the window, edges runs observed that nothing declared."""
+
+    job: DriftJob
+    declaredNotObserved: list[DriftEdge]
+    observedNotDeclared: list[DriftEdge]
+
+
+class Drift(BaseModel):
+    """``GET /api/v1/drift``: a page of jobs with drift, and how many jobs have some."""
+
+    jobs: list[JobDrift]
+    totalCount: int

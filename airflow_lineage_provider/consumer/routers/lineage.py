@@ -14,6 +14,10 @@ name), with every edge into any of its names drawn to it, once. Its ``data`` add
 (visible) name, each with ``via`` (``symlink``, ``dataSource``, ``namespaceAlias``) and ``producers`` — and
 its own ``producers``. A ``nodeId`` naming any name of the dataset answers the same graph. A store without
 such datasets answers with the statements it always did, after one probe (:func:`..store.graph.through_groups`).
+
+Declared and observed lineage (``docs/declared-lineage.md``): every edge says whether a JobEvent ``declared`` it
+and a run ``observed`` it, a node no RunEvent named has ``declaredOnly: true``, and ``declared=exclude`` leaves
+out the edges only declared (the walk does not cross them), ``declared=only`` keeps only declared ones.
 """
 
 from __future__ import annotations
@@ -50,6 +54,13 @@ Depth = Annotated[
 ]
 Direction = Annotated[Literal["upstream", "downstream", "both"], Query(description="Which way to walk.")]
 MaxNodes = Annotated[int | None, Query(alias="maxNodes", ge=1, le=100_000, description="At most this many nodes.")]
+DeclaredEdges = Annotated[
+    graph.Declared,
+    Query(
+        description="Edges only declared (by JobEvents, never observed by a run): include them (default), exclude "
+        "them (and the nodes reached only through them), or show only declared edges (observed too or not)."
+    ),
+]
 
 
 def hops_for(kind: str, depth: int) -> int:
@@ -89,8 +100,10 @@ def lineage_graph(
     direction: str,
     max_nodes: int,
     namespaces: NamespaceScope | None = None,
+    declared: graph.Declared = "include",
 ) -> bytes:
-    """The graph around ``node_id`` as JSON bytes (``{"graph": [...]}``), within ``namespaces`` if given."""
+    """The graph around ``node_id`` as JSON bytes (``{"graph": [...]}``), within ``namespaces`` if given,
+    crossing and drawing the edges ``declared`` keeps (see :func:`..store.graph.declared_filter`)."""
     kind, rest = nodeids.parse(node_id)
     if kind == "datasetField":
         raise nodeids.NodeIdError("datasetField: ids belong to /api/v1/column-lineage")
@@ -99,21 +112,22 @@ def lineage_graph(
         root = nodes.find_node(conn, kind, rest, visible)
         if root is None:
             raise _not_found(node_id)
-        grouped = graph.through_groups(conn)
+        grouped, declarations = graph.walk_probe(conn)
         bounds = graph.WalkBounds(
             hops=hops_for(kind, depth),
             max_nodes=max_nodes,
             namespaces=None if visible is None else tuple(visible),
             grouped=grouped,
+            declared=declared,
         )
         picked = picked_nodes([root[0]], direction, bounds, graph.NODE_EDGES, conn.dialect.name)
         if grouped:
-            found, edges = subgraph.grouped_subgraph(conn, picked, store.graph_cards, visible)
+            found, edges = subgraph.grouped_subgraph(conn, picked, store.graph_cards, visible, declared, declarations)
         else:
-            found, edges = subgraph.subgraph(conn, picked, store.graph_cards)
-        for origin, destination in edges:
+            found, edges = subgraph.subgraph(conn, picked, store.graph_cards, declared, declarations)
+        for origin, destination, flags in edges:
             source, target = found[origin], found[destination]
-            edge = subgraph.Edge(source.id, target.id)
+            edge = subgraph.Edge(source.id, target.id, bool(flags & subgraph.DECLARED), bool(flags & subgraph.OBSERVED))
             source.outEdges.append(edge)
             target.inEdges.append(edge)
         body = msgspec.json.encode({"graph": list(found.values())})
@@ -138,6 +152,7 @@ async def get_lineage(
     depth: Depth = 20,
     direction: Direction = "both",
     max_nodes: MaxNodes = None,
+    declared: DeclaredEdges = "include",
 ) -> Response:
     return await request.app.state.walks.answer(
         lineage_graph,
@@ -147,4 +162,5 @@ async def get_lineage(
         direction,
         max_nodes or settings.default_max_nodes,
         principal.namespaces,
+        declared,
     )

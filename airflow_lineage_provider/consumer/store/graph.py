@@ -43,13 +43,26 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Literal
 
-from sqlalchemy import CTE, Connection, FromClause, Select, Table, and_, cast, func, literal, null, select, true
+from sqlalchemy import CTE, Connection, FromClause, Select, Table, and_, cast, exists, func, literal, null, select, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.visibility import namespace_in
 
 Direction = Literal["upstream", "downstream"]
+#: Which job↔dataset edges a walk crosses and an answer draws, by how they are known (see :func:`declared_filter`).
+Declared = Literal["include", "exclude", "only"]
+
+
+def declared_filter(edge: Any, declared: Declared) -> ColumnElement[bool] | None:
+    """The condition keeping the ``lineage_edges`` rows ``edge`` (a table or alias) that ``declared`` keeps:
+    ``exclude`` leaves out edges only declared (by JobEvents, never observed by a run), ``only`` keeps the
+    declared ones (observed too or not); None for ``include`` (every edge, no condition)."""
+    if declared == "exclude":
+        return edge.c.observed_at.is_not(None)
+    if declared == "only":
+        return edge.c.declared_at.is_not(None)
+    return None
 
 
 @dataclass(frozen=True)
@@ -64,6 +77,8 @@ class Hop:
     seen: ColumnElement[Any] | None
     target: ColumnElement[Any] | None = None
     canonical: ColumnElement[Any] | None = None
+    edge: FromClause | None = None
+    """The ``lineage_edges`` row crossed (None for other edge tables): what ``WalkBounds.declared`` checks."""
 
     @property
     def stepped_into(self) -> ColumnElement[Any]:
@@ -76,7 +91,7 @@ class Hop:
             return self
         reach = through.same_fields if into_fields else through.names
         joined, names, canonical = reach(self.joined, self.next, name)
-        return Hop(joined, names, self.seen, self.next, canonical)
+        return Hop(joined, names, self.seen, self.next, canonical, self.edge)
 
 
 def has_groups(conn: Connection) -> bool:
@@ -98,6 +113,19 @@ def through_groups(conn: Connection) -> bool:
         return has_groups(conn)
     probe = select(func.set_config("jit", "off", True)).select_from(tables.dataset_members).limit(1)
     return conn.execute(probe).first() is not None
+
+
+def walk_probe(conn: Connection) -> tuple[bool, bool]:
+    """``(groups, declarations)`` for a read about to walk, in one statement: :func:`through_groups` (with its
+    ``jit = off`` on PostgreSQL with groups), and whether the store holds declared lineage
+    (:data:`.tables.DECLARED_LINEAGE`), without which every edge is observed."""
+    members = select(tables.dataset_members.c.node_id)
+    if conn.dialect.name == "postgresql":
+        members = select(func.set_config("jit", "off", True)).select_from(tables.dataset_members)
+    settings = tables.store_settings.c
+    declared = exists(select(settings.name).where(settings.name == tables.DECLARED_LINEAGE))
+    groups, declarations = conn.execute(select(members.limit(1).scalar_subquery().is_not(None), declared)).one()
+    return bool(groups), bool(declarations)
 
 
 @dataclass(frozen=True)
@@ -186,7 +214,10 @@ class EdgeSpec:
         """One edge from the walk's node (``dated``: the edge's time is read; ``through``: into every name of
         the vertex reached)."""
         edge = self.table.alias(f"{name}_edge")
-        hop = Hop(walk.join(edge, edge.c[self.here] == walk.c.node_id), edge.c[self.next], edge.c[self.seen])
+        crossed = edge if self.table is tables.edges else None
+        hop = Hop(
+            walk.join(edge, edge.c[self.here] == walk.c.node_id), edge.c[self.next], edge.c[self.seen], edge=crossed
+        )
         return hop.through(through, self.into_fields, name)
 
 
@@ -249,6 +280,9 @@ class WalkBounds:
     """Only nodes in these namespaces are stepped into (None: every namespace)."""
     grouped: bool = False
     """Step into every name of a dataset known under several names (see the module; :func:`through_groups`)."""
+    declared: Declared = "include"
+    """Which job↔dataset edges are crossed: every one (``include``), none only declared (``exclude``: every
+    edge a run observed), only declared ones (``only``); see :func:`declared_filter`."""
 
     def through(self, dialect: str) -> Through | None:
         """How steps go through dataset groups (None: they do not)."""
@@ -303,6 +337,9 @@ def walk_cte(
     step = step.where(walk.c.depth < bounds.hops)
     if hop.seen is not None and bounds.since is not None:
         step = step.where(hop.seen >= bounds.since)
+    kept = declared_filter(hop.edge, bounds.declared) if hop.edge is not None else None
+    if kept is not None:
+        step = step.where(kept)
     if bounds.namespaces is not None:
         step = _within(step, hop.stepped_into, spec.into_fields, bounds.namespaces, dialect, name)
     if dialect == "sqlite":

@@ -1,12 +1,12 @@
 """Graph cards: what a graph answer shows of one node, kept in memory and keyed by the node's version.
 
 A card is a node's ``id``, ``type`` and ``data`` (names, ``updatedAt``, a dataset's latest schema, a
-job's latest run), as the immutable structs a graph answer encodes. Everything on it changes only with an event
-naming the node, and every such ingest bumps ``lineage_nodes.version``; so a card is valid exactly as long
-as the node's version is the one it was read at, whichever process wrote since (:mod:`.versioned_cache`).
-A walk reads the picked nodes' versions with the walk and the data of the nodes whose card is missing or
-older (or, when the previous walk found less than half of its cards here, every node's data along with the
-walk).
+job's latest run) and whether it is known only by declaration (``declaredOnly``), as the immutable structs
+a graph answer encodes. Everything on it changes only with an event naming the node, and every such ingest
+bumps ``lineage_nodes.version``; so a card is valid exactly as long as the node's version is the one it was
+read at, whichever process wrote since (:mod:`.versioned_cache`). A walk reads the picked nodes' versions
+with the walk and the data of the nodes whose card is missing or older (or, when the previous walk found
+less than half of its cards here, every node's data along with the walk).
 
 Overlapping graphs (a page and its neighbours, repeated impact queries) then fetch and encode only the
 nodes that changed. The cache is per store and bounded (least recently used cards go first).
@@ -30,11 +30,13 @@ from airflow_lineage_provider.consumer.store.versioned_cache import VersionedCac
 
 
 class GraphCard(msgspec.Struct, frozen=True):
-    """A node of a graph answer without its edges (``data``: the subgraph module's dataset or job data)."""
+    """A node of a graph answer without its edges (``data``: the subgraph module's dataset or job data;
+    ``declared_only``: no RunEvent named the node, which changes only with an event naming it)."""
 
     id: str
     type: str
     data: Any
+    declared_only: bool = False
 
 
 class GroupCards(VersionedCache[tuple[GraphCard, frozenset[int]]]):
