@@ -34,12 +34,14 @@ def main() -> None:
     for event in events:
         if not event["job"]["name"].startswith(args.job_prefix):
             continue
-        parent = event["run"]["facets"].get("parent")
+        run = event.get("run")  # a JobEvent (design-time lineage, published before any run) has none
+        parent = (run.get("facets") or {}).get("parent") if run else None
         parent_text = f"…{parent['run']['runId'][-8:]} ({parent['job']['name']})" if parent else ""
         lineage = event.get("outputs", [{}])
         column_lineage = any("columnLineage" in d.get("facets", {}) for d in lineage)
+        kind = event["eventType"] if run else "DECLARED (JobEvent)"
         table.add_row(
-            event["eventType"] + (" +column lineage" if column_lineage else ""),
+            kind + (" +column lineage" if column_lineage else ""),
             event["job"]["name"],
             parent_text,
             _datasets(event.get("inputs", [])),
