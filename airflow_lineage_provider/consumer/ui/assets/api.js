@@ -84,8 +84,19 @@ async function getJson(path, params = {}, signal = undefined) {
 }
 
 /** The graph around a node: Marquez's {graph: [{id, type, data, inEdges, outEdges}]}. */
-export function lineage({ nodeId, depth, direction, maxNodes }, signal) {
-  return getJson("/api/v1/lineage", { nodeId, depth, direction, maxNodes }, signal);
+export function lineage({ nodeId, depth, direction, maxNodes, declared }, signal) {
+  // ``declared``: "include" (the server's default, left out of the address) or "exclude" the edges only declared
+  const leave = declared && declared !== "include" ? declared : undefined;
+  return getJson("/api/v1/lineage", { nodeId, depth, direction, maxNodes, declared: leave }, signal);
+}
+
+/**
+ * Per declared job, where declared and observed lineage differ in the last ``days`` days: {jobs: [{job:
+ * {namespace, name}, declaredNotObserved: [edge], observedNotDeclared: [edge]}], totalCount}, each edge
+ * {direction, namespace, name, declaredAt, lastObservedAt} (docs/declared-lineage.md).
+ */
+export function drift({ days, namespace, limit, offset }, signal = undefined) {
+  return getJson("/api/v1/drift", { days, namespace, limit, offset }, signal);
 }
 
 /** Column lineage around one field: {graph: [{id, type: DATASET_FIELD, data, inEdges, outEdges}]}. */

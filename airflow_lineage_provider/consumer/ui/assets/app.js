@@ -1,12 +1,13 @@
 // The lineage page: wires the controls, the URL, the graph, the details panel and the other views (a
-// job's run history, a run, the events browser) together. The URL holds the state (the graph's
-// ?nodeId=...&depth=...&direction=...&maxNodes=...&namespace=..., or ?view=runs|run|events with their own
-// parameters, docs/ui.md), so a view can be bookmarked and shared; the page asks the server only for the
-// bounded subgraph or the page of runs or events it shows.
+// job's run history, a run, the events browser, the drift view) together. The URL holds the state (the
+// graph's ?nodeId=...&depth=...&direction=...&maxNodes=...&namespace=...&declared=..., or
+// ?view=runs|run|events|drift with their own parameters, docs/ui.md), so a view can be bookmarked and shared;
+// the page asks the server only for the bounded subgraph or the page of runs, events or jobs it shows.
 
 import { ApiError, lineage, listNodes, namespaces } from "./api.js";
 import { DetailsPanel } from "./details.js";
 import { h, kindBadge } from "./dom.js";
+import { showDrift } from "./drift.js";
 import { showEvents } from "./events.js";
 import { fromResponse, nearest } from "./graph-model.js";
 import { GraphView } from "./graph-view.js";
@@ -22,6 +23,8 @@ const DEFAULTS = {
   direction: "both",
   maxNodes: 500,
   namespace: "",
+  declared: "include",
+  days: 30,
   jobNamespace: "",
   jobName: "",
   runId: "",
@@ -33,15 +36,16 @@ const DEFAULTS = {
 };
 /** The address parameters of each view ("": the graph), in the order they are written. */
 const VIEW_KEYS = {
-  "": ["nodeId", "depth", "direction", "maxNodes", "namespace"],
+  "": ["nodeId", "depth", "direction", "maxNodes", "namespace", "declared"],
   runs: ["view", "jobNamespace", "jobName", "offset", "limit"],
   run: ["view", "runId"],
   events: ["view", "after", "before", "namespace", "job", "offset", "limit"],
+  drift: ["view", "days", "namespace", "offset", "limit"],
 };
 /** The graph's settings, kept while another view is open. */
-const KEPT = ["depth", "direction", "maxNodes", "namespace"];
+const KEPT = ["depth", "direction", "maxNodes", "namespace", "declared"];
 /** Items per page when the address gives no ``limit``. */
-const PAGE_SIZE = { runs: 20, events: 50 };
+const PAGE_SIZE = { runs: 20, events: 50, drift: 20 };
 const MAX_NODE_CHOICES = [...$("max-nodes").options].map((o) => Number(o.value));
 
 const state = { ...DEFAULTS };
@@ -63,6 +67,8 @@ function readUrl() {
     ? params.get("direction")
     : DEFAULTS.direction;
   state.maxNodes = number("maxNodes", DEFAULTS.maxNodes);
+  state.declared = params.get("declared") === "exclude" ? "exclude" : DEFAULTS.declared;
+  state.days = number("days", DEFAULTS.days, 1, 36_500);
   state.offset = number("offset", DEFAULTS.offset, 0, 10_000_000);
   state.limit = number("limit", DEFAULTS.limit, 1, 1000);
 }
@@ -128,6 +134,7 @@ function syncControls() {
   $("direction").value = state.direction;
   ensureOption($("max-nodes"), state.maxNodes);
   ensureOption($("namespace"), state.namespace, state.namespace || "All namespaces");
+  $("declared").value = state.declared;
 }
 
 function setStatus(text) {
@@ -202,6 +209,10 @@ function render(focus = false) {
   events.href = `${window.location.pathname}${addressOf(nextState({ view: "events" }))}`;
   if (state.view === "events") events.setAttribute("aria-current", "page");
   else events.removeAttribute("aria-current");
+  const driftLink = $("drift-link");
+  driftLink.href = `${window.location.pathname}${addressOf(nextState({ view: "drift" }))}`;
+  if (state.view === "drift") driftLink.setAttribute("aria-current", "page");
+  else driftLink.removeAttribute("aria-current");
   if (graph) {
     pageController?.abort();
     loadGraph();
@@ -259,6 +270,22 @@ const PAGES = {
       ),
     failed: (error) => `The events could not be loaded: ${error.message}`,
   },
+  drift: {
+    loading: () => "Loading the drift…",
+    missing: () => "",
+    show: (pages, context) =>
+      showDrift(
+        pages,
+        {
+          days: state.days,
+          namespace: state.namespace,
+          offset: state.offset,
+          limit: state.limit || PAGE_SIZE.drift,
+        },
+        context,
+      ),
+    failed: (error) => `The drift could not be loaded: ${error.message}`,
+  },
 };
 
 async function loadPage(focus) {
@@ -267,7 +294,7 @@ async function loadPage(focus) {
   const signal = pageController.signal;
   const page = PAGES[state.view];
   const pages = $("pages");
-  const heading = { runs: "Run history", run: "Run", events: "Events" }[state.view];
+  const heading = { runs: "Run history", run: "Run", events: "Events", drift: "Drift" }[state.view];
   const fail = (text) => {
     pages.replaceChildren(h("h2", { id: "page-title", tabindex: "-1" }, heading), h("p", { class: "muted" }, text));
     showError(text);
@@ -333,6 +360,7 @@ async function loadGraph() {
     depth: state.depth,
     direction: state.direction,
     maxNodes: state.maxNodes + 1,
+    declared: state.declared,
   };
   let answer;
   try {
@@ -425,6 +453,7 @@ function bindControls() {
   $("direction").addEventListener("change", onChange("direction", String));
   $("max-nodes").addEventListener("change", onChange("maxNodes", Number));
   $("namespace").addEventListener("change", onChange("namespace", String));
+  $("declared").addEventListener("change", onChange("declared", String));
   $("cut-more").addEventListener("click", () => {
     state.maxNodes = Number($("cut-more").dataset.next);
     syncControls();
@@ -442,6 +471,11 @@ function bindControls() {
     if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
     event.preventDefault();
     navigate({ view: "events" });
+  });
+  $("drift-link").addEventListener("click", (event) => {
+    if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
+    event.preventDefault();
+    navigate({ view: "drift" });
   });
   window.addEventListener("popstate", () => {
     readUrl();

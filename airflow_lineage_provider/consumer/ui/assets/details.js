@@ -75,6 +75,16 @@ export class DetailsPanel {
       h("h2", { id: "details-title" }, node.name),
       h("p", { class: "ns" }, "Namespace: ", h("span", { class: "namespace" }, node.namespace)),
       h("p", { class: "id" }, node.id),
+      ...(node.declaredOnly
+        ? [
+            h(
+              "p",
+              { class: "declared-only-note", id: "details-declared-only" },
+              h("strong", {}, "Declared only"),
+              ": a JobEvent declared it, no run has named it yet.",
+            ),
+          ]
+        : []),
       actions,
       ...body,
       facets,

@@ -3,8 +3,9 @@
 import { kindOf } from "./dom.js";
 
 /**
- * Nodes and edges of a {graph: [...]} answer: nodes {id, kind, name, namespace, data}, edges [from, to]
- * as node positions, index id → position. Edges to nodes outside the answer are left out.
+ * Nodes and edges of a {graph: [...]} answer: nodes {id, kind, name, namespace, data, declaredOnly}, edges
+ * [from, to, declaredOnly] as node positions (declaredOnly: a JobEvent declared the edge and no run observed
+ * it), index id → position. Edges to nodes outside the answer are left out.
  */
 export function fromResponse(answer) {
   const nodes = answer.graph.map((node) => ({
@@ -13,6 +14,7 @@ export function fromResponse(answer) {
     name: node.data?.name ?? node.id,
     namespace: node.data?.namespace ?? "",
     data: node.data ?? {},
+    declaredOnly: Boolean(node.declaredOnly ?? node.data?.declaredOnly),
   }));
   const index = new Map(nodes.map((node, i) => [node.id, i]));
   const edges = [];
@@ -24,7 +26,7 @@ export function fromResponse(answer) {
       const key = `${from}>${to}`;
       if (from === undefined || to === undefined || seen.has(key)) continue;
       seen.add(key);
-      edges.push([from, to]);
+      edges.push([from, to, edge.declared === true && edge.observed === false]);
     }
   }
   return { nodes, edges, index };
@@ -78,6 +80,6 @@ export function nearest(model, rootId, direction, limit) {
   const nodes = keep.map((old) => model.nodes[old]);
   const edges = model.edges
     .filter(([from, to]) => renumber.has(from) && renumber.has(to))
-    .map(([from, to]) => [renumber.get(from), renumber.get(to)]);
+    .map(([from, to, declaredOnly]) => [renumber.get(from), renumber.get(to), declaredOnly]);
   return { nodes, edges, index: new Map(nodes.map((node, i) => [node.id, i])) };
 }

@@ -86,13 +86,13 @@ export class GraphView {
     this.viewport = svg("g", { class: "viewport" }, this.svg);
     const edgeLayer = svg("g", { class: "edges", "aria-hidden": "true" }, this.viewport);
     const nodeLayer = svg("g", { class: "nodes" }, this.viewport);
-    this.edgeEls = model.edges.map(([from, to], i) => {
+    this.edgeEls = model.edges.map(([from, to, declaredOnly], i) => {
       const path = this.layout.edges[i];
       if (!path) return null;
       return svg(
         "path",
         {
-          class: path.reversed ? "edge back" : "edge",
+          class: `edge${path.reversed ? " back" : ""}${declaredOnly ? " declared-only" : ""}`,
           d: curve(path.points),
           "marker-end": "url(#arrow)",
           "data-from": model.nodes[from].id,
@@ -118,15 +118,16 @@ export class GraphView {
     const kind = node.kind === "job" ? "Job" : "Dataset";
     const state = run ? ` Latest run ${run.state}.` : "";
     const links = `${this.inc[i].length} upstream, ${this.out[i].length} downstream.${isRoot ? " Starting node." : ""}`;
+    const declared = node.declaredOnly ? " Declared only: no run has named it." : "";
     const g = svg(
       "g",
       {
-        class: `node ${node.kind}${isRoot ? " root" : ""}`,
+        class: `node ${node.kind}${isRoot ? " root" : ""}${node.declaredOnly ? " declared-only" : ""}`,
         transform: `translate(${x.toFixed(1)},${y.toFixed(1)})`,
         tabindex: isRoot ? 0 : -1,
         role: "button",
         "data-id": node.id,
-        "aria-label": `${kind} ${node.name} in namespace ${node.namespace}.${state} ${links}`,
+        "aria-label": `${kind} ${node.name} in namespace ${node.namespace}.${state} ${links}${declared}`,
       },
       parent,
     );
