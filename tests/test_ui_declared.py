@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ LOAD = f"job:{NS}:load"
 PUBLISH = f"job:{NS}:publish"
 SRC, PLANNED, KEPT, EXTRA, REPORT = (f"dataset:warehouse:{n}" for n in ("src", "planned", "kept", "extra", "report"))
 DASH = "\u2013"
+IMAGES = Path(__file__).resolve().parents[1] / "docs" / "images"
 
 
 def _recent(hours_ago: float) -> float:
@@ -85,6 +87,7 @@ def test_edges_only_declared_are_dashed_and_nodes_no_run_named_are_marked(declar
     assert page.texts("#graph-legend li") == ["Observed by a run", "Declared only, never run", "Node declared only"]
     page.click_node(PLANNED)
     page.wait_text("#details-title", "planned")
+    page.screenshot(IMAGES / "lineage-ui-declared.png")
     assert page.content("#details-declared-only") == "Declared only: a JobEvent declared it, no run has named it yet."
     page.click_node(KEPT)
     page.wait_text("#details-title", "kept")
@@ -143,6 +146,7 @@ def test_the_drift_view_lists_both_directions_per_job_and_links_to_the_graph(dec
     assert "Observed, never declared (1)" in load
     assert "never observed" in page.text("li.declared-not-observed")
     assert "never declared" in page.text("li.observed-not-declared")
+    page.screenshot(IMAGES / "lineage-ui-drift.png")
 
     page.select("drift-days", "7")
     page.wait_text("#drift-range", "the last 7 days")
