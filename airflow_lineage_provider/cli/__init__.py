@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "airflow_lineage_provider.cli.outbox_commands",
     "airflow_lineage_provider.cli.serve_command",
     "airflow_lineage_provider.cli.design_commands",
+    "airflow_lineage_provider.cli.impact_command",
 )
 
 

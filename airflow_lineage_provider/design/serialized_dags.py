@@ -172,7 +172,8 @@ def _document(data: Any, compressed: bytes | None) -> dict[str, Any]:
     return json.loads(data) if isinstance(data, str | bytes) else data
 
 
-def _deserialize(document: dict[str, Any]) -> Any:
+def deserialize_dag(document: dict[str, Any]) -> Any:
+    """A ``SerializedDAG`` from its serialized document (as stored, or serialized in memory from a parsed DAG)."""
     from airflow.serialization.serialized_objects import DagSerialization
 
     # Operator extra links come from plugins and are of no use here: leave the plugins unloaded.
@@ -202,4 +203,4 @@ def load_dags(conn: Connection, rows: Sequence[DagVersionRow], chunk: int = 50) 
         for dag_id, dag_hash, data, compressed in conn.execute(statement):
             # The hash read with the data: a version written since the listing is the one published.
             row = replace(by_id[dag_id], dag_hash=dag_hash)
-            yield LoadedDag(row, _deserialize(_document(data, compressed)))
+            yield LoadedDag(row, deserialize_dag(_document(data, compressed)))
