@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +200,42 @@ def test_a_deployed_dag_id_is_read_from_the_metadata_database(setup: Setup, airf
     assert report["outputs"] == file_outputs
     unknown = deployed.impact(target="no_such_dag")
     assert unknown.returncode == 2 and "no DAG 'no_such_dag' in the metadata database" in unknown.stderr
+
+
+def test_an_openlineage_connection_gives_the_consumer_and_its_key(setup: Setup) -> None:
+    port = setup.served.url.rsplit(":", 1)[1]
+    connection = {"conn_type": "openlineage", "host": "127.0.0.1", "port": int(port), "password": READ_KEY}
+    env = {**setup.env, "AIRFLOW_CONN_LINEAGE_CONSUMER": json.dumps(connection)}
+    command = [str(VENV_BIN / "airflow-lineage"), "impact", str(DESIGN_DAG), "--conn-id", "lineage_consumer", "--json"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["consumer"] == setup.served.url
+    assert [j["name"] for j in _output(report, "load_orders", "main.orders")["jobs"]] == ["summarize", "publish"]
+
+
+def test_a_key_without_read_access_is_named_on_a_403(setup: Setup) -> None:
+    """The served consumer's keys all read (write includes read): a consumer answering 403 stands in here."""
+
+    class Forbidden(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b'{"detail": "scope read needed"}'
+            self.send_response(403)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Forbidden)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        result = setup.impact("--consumer", f"http://127.0.0.1:{server.server_address[1]}", "--task", "load_orders")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.returncode == 2
+    assert "refused the key (HTTP 403): give a key with read scope" in result.stderr
+    assert READ_KEY not in result.stdout + result.stderr
