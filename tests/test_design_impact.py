@@ -68,6 +68,13 @@ def _event(job: str, inputs: list[tuple[str, str]], outputs: list[tuple[str, str
     }
 
 
+def _job_event(job: str, inputs: list[tuple[str, str]], outputs: list[tuple[str, str]]) -> dict[str, Any]:
+    event = _event(job, inputs, outputs)
+    del event["run"], event["eventType"]
+    event["schemaURL"] = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/JobEvent"
+    return event
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     root = tmp_path_factory.mktemp("impact")
@@ -82,6 +89,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             # a rendering of partition_orders' templated output, and a name the pattern does not match
             _event("audit_partition", [(warehouse, "main.orders_20260201")], [(warehouse, "main.audit")]),
             _event("unrelated", [(warehouse, "main.ordersX20260201")], [(warehouse, "main.other")]),
+            # a job only declared (a JobEvent, no run yet) that will read the export of a rendering of the pattern
+            _job_event("planned_audit_report", [(warehouse, "main.audit")], [("s3://dash", "audit.pdf")]),
         ]
         response = requests.post(
             f"{served.url}/api/v1/lineage/batch", json=events, headers={"X-API-Key": WRITE_KEY}, timeout=30
@@ -110,11 +119,12 @@ def test_a_dag_file_prints_the_jobs_and_datasets_its_outputs_feed(setup: Setup) 
     for line in (f"job {JOBS} summarize", f"dataset {setup.warehouse} main.orders_summary", f"job {JOBS} publish"):
         assert line in out
     assert "dataset s3://dash summary.json" in out
+    assert f"job {JOBS} planned_audit_report  hop 3 (declared only)" in out
     assert "design_lineage.totals" in out and "new: nothing downstream yet" in out
     summary = out.strip().splitlines()[-1]
     assert summary.startswith("7 declared output(s) of 6 task(s) in design_lineage, design_lineage_plain feed ")
     assert summary.endswith(
-        "feed 3 job(s) and 3 dataset(s) downstream (depth 3); 2 new (nothing downstream yet), 4 templated pattern(s)"
+        "feed 4 job(s) and 4 dataset(s) downstream (depth 3); 2 new (nothing downstream yet), 4 templated pattern(s)"
     )
     assert READ_KEY not in out + result.stderr
 
@@ -143,8 +153,9 @@ def test_a_templated_output_is_a_pattern_matched_against_the_known_renderings(se
     # Matched as a date (ds_nodash), so neither main.ordersX20260201 nor main.orders_summary is a rendering.
     assert partition["matched"] == ["main.orders_20260201"]
     assert partition["matchRegex"] == r"^main\.orders_(\d{8})$"
-    assert [j["name"] for j in partition["jobs"]] == ["audit_partition"]
-    assert _names(partition["datasets"]) == {(setup.warehouse, "main.audit")}
+    jobs = [(j["name"], j["hops"], j["declaredOnly"]) for j in partition["jobs"]]
+    assert jobs == [("audit_partition", 1, False), ("planned_audit_report", 3, True)]
+    assert _names(partition["datasets"]) == {(setup.warehouse, "main.audit"), ("s3://dash", "audit.pdf")}
     csv = _output(report, "partition_orders", "orders/{{ ds }}.csv")
     assert (csv["status"], csv["matched"], csv["jobs"]) == ("pattern", [], [])
 
