@@ -143,6 +143,14 @@ def test_every_edge_says_whether_it_was_declared_observed_or_both(keyed: TestCli
     assert flags[(DST, f"job:{JOBS}:adhoc")] == (False, True)
 
 
+def test_the_whole_graph_listing_says_the_same_of_every_edge(keyed: TestClient) -> None:
+    page = keyed.get("/api/v1/graph", params={"limit": 10_000}, headers=ADMIN).json()
+    flags = {(e["origin"], e["destination"]): (e["declared"], e["observed"]) for e in page["edges"]}
+    walked = _flags(_graph(keyed, LOAD, direction="both"))
+    assert flags[(LOAD, PLANNED)] == (True, False) and flags[(LOAD, EXTRA)] == (False, True)
+    assert {pair: flags[pair] for pair in walked} == walked
+
+
 def test_nodes_no_run_named_are_marked_declared_only(keyed: TestClient) -> None:
     graph = _graph(keyed, LOAD, direction="both")
     assert _declared_only(graph) == {PLANNED, HIDDEN, DESIGN_ONLY, FUTURE}

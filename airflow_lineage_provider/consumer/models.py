@@ -215,12 +215,15 @@ class GraphListingNode(BaseModel):
 
 
 class GraphListingEdge(BaseModel):
-    """An edge (input dataset → job, job → output dataset), with when events showed it."""
+    """An edge (input dataset → job, job → output dataset), with when events showed it, and whether a JobEvent
+    declared it and a RunEvent observed it."""
 
     origin: str
     destination: str
     firstSeen: str
     lastSeen: str
+    declared: bool
+    observed: bool
 
 
 class GraphListingSymlink(BaseModel):

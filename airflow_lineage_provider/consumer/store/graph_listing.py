@@ -28,12 +28,15 @@ from airflow_lineage_provider.consumer.store.visibility import NODE_KINDS, Visib
 
 
 class ListedEdge(msgspec.Struct):
-    """An edge by node ids (input dataset → job, job → output dataset), with when events showed it."""
+    """An edge by node ids (input dataset → job, job → output dataset), with when events showed it and whether
+    a JobEvent declared it and a RunEvent observed it (see docs/declared-lineage.md)."""
 
     origin: str
     destination: str
     firstSeen: str
     lastSeen: str
+    declared: bool
+    observed: bool
 
 
 class ListedSymlink(msgspec.Struct):
@@ -178,6 +181,7 @@ def _edges(
     query = (
         select(e.origin_id, e.destination_id, to.c.kind, to.c.namespace, to.c.name)
         .add_columns(iso_utc(e.first_seen), iso_utc(e.last_seen))
+        .add_columns(e.declared_at.is_not(None), e.observed_at.is_not(None))
         .join_from(tables.edges, to, to.c.id == e.destination_id)
         .where(_one_of(e.origin_id, sorted(shown), dialect))
     )
@@ -196,12 +200,15 @@ def _edges(
             ):
                 ends[node] = (kind, namespace, name)
     position = {node: index for index, node in enumerate(found)}
-    edges: dict[tuple[int, int], tuple[str, str]] = {}
+    edges: dict[tuple[int, int], tuple[str, str, bool, bool]] = {}
     for row in rows:
         origin, target = shown[row.origin_id], names.get(row.destination_id, row.destination_id)
-        first, last = row[5], row[6]
+        first, last, declared, observed = row[5], row[6], bool(row[7]), bool(row[8])
         known = edges.get((origin, target))
-        edges[(origin, target)] = (first, last) if known is None else (min(known[0], first), max(known[1], last))
+        if known is not None:  # the same edge through two names of a dataset: the two together
+            first, last = min(known[0], first), max(known[1], last)
+            declared, observed = declared or known[2], observed or known[3]
+        edges[(origin, target)] = (first, last, declared, observed)
     ordered = sorted(edges, key=lambda pair: (position[pair[0]], *ends[pair[1]]))
     return [
         ListedEdge(found[origin].id, node_id(*ends[target]), *edges[(origin, target)]) for origin, target in ordered
