@@ -21,7 +21,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer.nodeids import node_id
-from airflow_lineage_provider.consumer.store import dataset_aliases, subgraph, tables
+from airflow_lineage_provider.consumer.store import dataset_aliases, nodes, subgraph, tables
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCard, GraphCards
 from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.visibility import NODE_KINDS, Visible, namespace_in
@@ -146,28 +146,10 @@ def _grouped_page(
 
 def _shown_names(conn: Connection, ids: set[int], visible: Visible) -> dict[int, int]:
     """``dataset → the name it is shown by`` for the datasets ``ids`` in a group: the canonical name, or for a
-    namespace-limited key that cannot see it, the first visible name (namespace, then name, code-point order),
-    as the listings and walks show a group."""
-    m, n = tables.dataset_members.c, tables.nodes.c
-    if not ids:
-        return {}
-    query = (
-        select(m.node_id, m.member_id, m.canonical_id, n.namespace, n.name)
-        .join_from(tables.dataset_members, tables.nodes, n.id == m.member_id)
-        .where(_one_of(m.node_id, sorted(ids), conn.dialect.name))
-    )
-    groups: dict[int, list[tuple[int, int, str, str]]] = {}
-    for node, member, canonical, namespace, name in conn.execute(query):
-        if visible is None or namespace in visible:
-            groups.setdefault(node, []).append((member, canonical, namespace, name))
-    shown: dict[int, int] = {}
-    for node, names in groups.items():
-        canonical = names[0][1]
-        if any(member == canonical for member, _c, _ns, _name in names):
-            shown[node] = canonical
-        else:
-            shown[node] = min(names, key=lambda item: (item[2], item[3]))[0]
-    return shown
+    namespace-limited key that cannot see it, the first visible name (:func:`.nodes.representative`, as the
+    listings and walks show a group)."""
+    shown = {node: nodes.representative(group, visible) for node, group in dataset_aliases.groups(conn, ids).items()}
+    return {node: name for node, name in shown.items() if name is not None}
 
 
 def _edges(

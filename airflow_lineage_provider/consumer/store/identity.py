@@ -255,7 +255,7 @@ def regroup(conn: Connection, seeds: Iterable[int], aliases: Mapping[str, str] |
     for start in range(0, len(rows), CHUNK):
         conn.execute(insert(tables.dataset_members), rows[start : start + CHUNK])
     for chunk in chunks(changed):
-        bump_versions(conn, select(_n.id).where(_n.id.in_(chunk)))
+        bump_versions(conn, chunk)
     return changed
 
 

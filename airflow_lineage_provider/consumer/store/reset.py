@@ -45,6 +45,7 @@ from airflow_lineage_provider.consumer.store import facets as facet_readers
 from airflow_lineage_provider.consumer.store import identity, tables
 from airflow_lineage_provider.consumer.store.ingest import io_group_key
 from airflow_lineage_provider.consumer.store.store_settings import new_store_id
+from airflow_lineage_provider.consumer.store.versioned_cache import bump_versions
 from airflow_lineage_provider.consumer.store.visibility import NODE_KINDS
 from airflow_lineage_provider.consumer.validation import parse_event
 
@@ -434,6 +435,5 @@ def _apply_groups(conn: Connection, plan: _GroupPlan) -> tuple[int, int]:
 
 def _bump(conn: Connection, nodes: Iterable[int]) -> None:
     """Bump the version of ``nodes``: what answers show of them changed, so cached cards are read again."""
-    n = tables.nodes.c
     for ids in _chunks(sorted(nodes)):
-        conn.execute(update(tables.nodes).where(n.id.in_(ids)).values(version=n.version + 1))
+        bump_versions(conn, ids)

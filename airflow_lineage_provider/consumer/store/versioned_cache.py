@@ -68,8 +68,8 @@ class VersionedCache(Generic[T]):
 
 
 def bump_versions(conn: Connection, nodes: Any) -> None:
-    """Bump the version of ``nodes`` (a node id, or a ``SELECT`` of node ids): what answers show of them
-    changed other than by an ingest naming them, so entries read before are stale in every process."""
+    """Bump the version of ``nodes`` (a node id, a list of ids, or a ``SELECT`` of node ids): what answers show
+    of them changed other than by an ingest naming them, so entries read before are stale in every process."""
     n = tables.nodes.c
-    where = n.id.in_(nodes) if hasattr(nodes, "subquery") else n.id == nodes
+    where = n.id == nodes if isinstance(nodes, int) else n.id.in_(nodes)
     conn.execute(update(tables.nodes).where(where).values(version=n.version + 1))
