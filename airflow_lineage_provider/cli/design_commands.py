@@ -11,30 +11,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from airflow_lineage_provider.cli import CommandError
-
-
-@contextmanager
-def _progress() -> Iterator[tuple[Callable[[int], None], Callable[[int], None]]]:
-    """A rich progress bar on a terminal (stderr), silent otherwise: yields (set the total, advance)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not console.is_terminal,
-    ) as progress:
-        task_id = progress.add_task("publishing DAGs", total=None)
-        yield (lambda total: progress.update(task_id, total=total)), (lambda n: progress.advance(task_id, n))
+from airflow_lineage_provider.cli.progress import progress_bar
 
 
 def run_publish_dags(args: argparse.Namespace) -> int:
@@ -44,7 +24,7 @@ def run_publish_dags(args: argparse.Namespace) -> int:
     from airflow_lineage_provider.design.serialized_dags import MetadataDatabaseError
     from airflow_lineage_provider.outbox.database import OutboxUrlError, redacted
 
-    with _progress() as (plan, advance):
+    with progress_bar("publishing DAGs") as (plan, advance):
         try:
             report = publish_dags(
                 outbox_url=args.outbox,

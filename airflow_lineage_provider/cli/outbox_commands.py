@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from airflow_lineage_provider.cli import CommandError
+from airflow_lineage_provider.cli.progress import progress_bar
 
 
 def _positive_int(value: str) -> int:
@@ -75,26 +75,6 @@ def _writer(args: argparse.Namespace) -> Any:
     return writer
 
 
-@contextmanager
-def _progress(description: str, total: int) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on a terminal (stderr); silent otherwise."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    console = Console(stderr=True)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not console.is_terminal,
-        transient=False,
-    ) as progress:
-        task_id = progress.add_task(description, total=total or None)
-        yield lambda n: progress.advance(task_id, n)
-
-
 def run_status(args: argparse.Namespace) -> int:
     from airflow_lineage_provider.outbox import store
 
@@ -141,7 +121,7 @@ def run_ship(args: argparse.Namespace) -> int:
         total = pending_count(writer.engine(), name)
     except Exception:
         total = 0
-    with _progress(f"shipping to {consumer.url}", total) as advance:
+    with progress_bar(f"shipping to {consumer.url}", total) as (_total, advance):
         try:
             report = shipper.ship(progress=advance)
         except ValueError as error:  # e.g. the name belongs to a file export
@@ -174,7 +154,7 @@ def run_export(args: argparse.Namespace) -> int:
         total = pending_count(writer.engine(), name)
     except Exception:
         total = 0
-    with _progress(f"exporting to {exporter.root}", total) as advance:
+    with progress_bar(f"exporting to {exporter.root}", total) as (_total, advance):
         try:
             report = exporter.export(progress=advance)
         except ValueError as error:
