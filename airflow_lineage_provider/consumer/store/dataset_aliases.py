@@ -293,7 +293,7 @@ def alias_conflicts(
         claimants = {
             key: found
             for key, found in claimants.items()
-            if len({_identity(namespace, name, namespace_aliases) for namespace, name in found}) > 1
+            if len({identity.identity_key(namespace, name, namespace_aliases) for namespace, name in found}) > 1
         }
     found: dict[int, list[dict[str, str]]] = {}
     for key, (namespace, name, listed_by) in sorted(claimed.items(), key=lambda item: item[1][:2]):
@@ -301,10 +301,6 @@ def alias_conflicts(
             for node in sorted(listed_by):
                 found.setdefault(node, []).append({"namespace": namespace, "name": name})
     return found
-
-
-def _identity(namespace: str, name: str, namespace_aliases: dict[str, str]) -> tuple[str, str]:
-    return namespace_aliases.get(namespace, namespace), name
 
 
 def merge_times(

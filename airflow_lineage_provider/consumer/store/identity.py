@@ -183,8 +183,14 @@ class _Explorer:
         return {node for node in found if node in self.nodes}
 
 
+def identity_key(namespace: str, name: str, aliases: Mapping[str, str]) -> tuple[str, str]:
+    """What makes two names one dataset without any claim: the same name in namespaces ``aliases`` maps to the
+    same canonical namespace. Claimants with the same key are one dataset, never a conflict."""
+    return aliases.get(namespace, namespace), name
+
+
 def _identity(node: _Node, aliases: Mapping[str, str]) -> tuple[str, str]:
-    return aliases.get(node.namespace, node.namespace), node.name
+    return identity_key(node.namespace, node.name, aliases)
 
 
 def _groups(explorer: _Explorer, aliases: Mapping[str, str]) -> dict[int, tuple[int, frozenset[int]]]:
@@ -338,6 +344,6 @@ def conflicts(conn: Connection, limit: int, offset: int) -> tuple[list[Conflict]
     listed = [
         Conflict(namespace, name, tuple(claims))
         for namespace, name, claims in found.values()
-        if len({(aliases.get(ns, ns), n) for ns, n, _via, _producer in claims}) > 1
+        if len({identity_key(ns, n, aliases) for ns, n, _via, _producer in claims}) > 1
     ]
     return listed[offset : offset + limit], len(listed)
