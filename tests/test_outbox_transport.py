@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import sqlite3
 import time
 from pathlib import Path
@@ -175,6 +176,31 @@ def test_a_forked_process_gets_its_own_connections(tmp_path: Path) -> None:
     assert child.exitcode == 0
     outbox.emit(run_event(job_name="parent", index=1))
     assert [r["job_name"] for r in stored(url)] == ["parent", "child", "parent"]
+
+
+def _emit_and_die(url: str) -> None:
+    outbox = transport(url)
+    for index in range(20):
+        outbox.emit(run_event(job_name="killed", index=index))
+    os.kill(os.getpid(), signal.SIGKILL)  # no close, no atexit, no flush: as an OOM kill or kill -9
+
+
+def test_events_handed_to_the_transport_survive_the_process_being_killed(tmp_path: Path) -> None:
+    """The transport appends with ``synchronous=OFF`` by default (issue 18): each append is in the operating
+    system's hands when ``emit`` returns, so a killed task process loses none (a crashed machine may)."""
+    url = sqlite_url(tmp_path)
+    outbox = transport(url)
+    assert outbox.writer.sqlite_synchronous == "OFF"
+    with outbox.writer.engine().connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 0  # OFF
+    assert transport(url, sqlite_synchronous="normal").writer.sqlite_synchronous == "NORMAL"
+    child = multiprocessing.get_context("fork").Process(target=_emit_and_die, args=(url,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == -signal.SIGKILL
+    rows = stored(url)
+    assert [r["job_name"] for r in rows] == ["killed"] * 20
+    assert sqlite3.connect(tmp_path / "outbox.db").execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
 def test_locked_database_spills_without_waiting_and_drains_in_order(tmp_path: Path) -> None:

@@ -98,8 +98,10 @@ _compiled_appends: dict[str, tuple[str, tuple[str, ...], bool, dict[str, Any]]] 
 
 def append_event(conn: Connection, record: dict[str, Any]) -> None:
     """Store one event (as :func:`append_events`) on the hot path of a task: the same Core statement, compiled
-    once per dialect and run with ``exec_driver_sql``, which skips per-call statement caching (about a
-    quarter of the cost of ``execute`` for a one-row insert)."""
+    once per dialect and run on the driver's own cursor, which skips SQLAlchemy's per-call execution context
+    (about a quarter of the cost of ``exec_driver_sql`` for a one-row insert, which itself was a quarter
+    cheaper than ``execute``). The caller's connection is in autocommit mode: the insert is its own
+    transaction. A driver error (``sqlite3.OperationalError``, ``psycopg2.Error``) is raised as it is."""
     dialect = conn.dialect
     compiled = _compiled_appends.get(dialect.name)
     if compiled is None:
@@ -116,7 +118,11 @@ def append_event(conn: Connection, record: dict[str, Any]) -> None:
     values = {
         column: processors[column](record[column]) if column in processors else record[column] for column in order
     }
-    conn.exec_driver_sql(sql, tuple(values[column] for column in order) if positional else values)
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(sql, tuple(values[column] for column in order) if positional else values)
+    finally:
+        cursor.close()
 
 
 def append_events(conn: Connection, records: Sequence[dict[str, Any]]) -> None:
