@@ -100,8 +100,16 @@ _V3_DATASET_EDGES = sa.Table(
 )
 
 
+def _to_version_9(conn: sa.Connection) -> None:
+    """Take off what version 10 added: templated declared names and their renderings."""
+    tables.pattern_renderings.drop(conn)
+    tables.name_patterns.drop(conn)
+    conn.execute(tables.store_settings.delete().where(tables.store_settings.c.name == tables.TEMPLATED_NAMES))
+
+
 def _to_version_8(conn: sa.Connection) -> None:
     """Take off what version 9 added: when each node and edge was last declared and observed."""
+    _to_version_9(conn)
     conn.exec_driver_sql("DROP INDEX ix_lineage_edges_declared")
     conn.execute(tables.store_settings.delete().where(tables.store_settings.c.name == tables.DECLARED_LINEAGE))
     for table in ("lineage_nodes", "lineage_edges"):

@@ -5,9 +5,9 @@ through the same outbox to the same consumer; then declared and observed lineage
 consumer's HTTP API.
 
 The DAG (``tests/dags/design_drift_dag.py``) gives each kind of edge: declared and observed (what ``@task.lineage``
-declares plainly and a run names alike), declared only (a templated output: published as the pattern, a run
-names the rendered table) and observed only (the rendered table; a lookup an operator's own lineage reports
-at run time).
+declares plainly and a run names alike; a templated output's rendering, declared through its pattern), declared
+only (the templated output's pattern: no run writes a table of that name) and observed only (a lookup an
+operator's own lineage reports at run time).
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def test_after_the_run_edges_are_declared_and_observed_declared_only_or_observed
         (orders, SUMMARIZE): (True, True),
         (SUMMARIZE, totals): (True, True),
         (SUMMARIZE, pattern): (True, False),  # published as the pattern, never written under that name
-        (SUMMARIZE, rendered): (False, True),  # what the run wrote, never declared
+        (SUMMARIZE, rendered): (True, True),  # what the run wrote, declared through the pattern
         (orders, ENRICH): (True, True),
         (ENRICH, served.dataset("enriched")): (True, True),
         (LOOKUP, ENRICH): (False, True),  # the operator's own lineage, known only at run time
@@ -175,11 +175,12 @@ def test_declared_exclude_leaves_out_the_declared_only_edges_and_only_keeps_the_
     assert all(observed for _, observed in excluded.values())
     only_graphs = served.graphs(declared="only")
     only = _flags(only_graphs)
-    assert pattern in _nodes(only_graphs) and rendered not in _nodes(only_graphs) and LOOKUP not in _nodes(only_graphs)
+    assert pattern in _nodes(only_graphs) and rendered in _nodes(only_graphs) and LOOKUP not in _nodes(only_graphs)
     assert set(only) == {
         (served.dataset("orders"), SUMMARIZE),
         (SUMMARIZE, served.dataset("totals")),
         (SUMMARIZE, served.dataset("totals_{{ ds_nodash }}")),
+        (SUMMARIZE, served.dataset("totals_20260201")),
         (served.dataset("orders"), ENRICH),
         (ENRICH, served.dataset("enriched")),
     }
@@ -196,18 +197,9 @@ def test_drift_lists_both_directions_per_job(served: Served) -> None:
         for job in drift["jobs"]
         if job["job"]["namespace"] == JOBS
     }
-    assert drift["totalCount"] == 2
-    # The consumer does not (yet) match a run's rendered name against a declared pattern (the templatedName facet's
-    # nameRegex): a templated output is drift both ways. Matching it would move these two out of summarize's drift.
-    assert summary == {
-        f"{DAG_ID}.enrich": (set(), {("input", "s3://lookups", "customers.csv")}),
-        f"{DAG_ID}.summarize": (
-            {("output", served.warehouse, "main.totals_{{ ds_nodash }}")},
-            {("output", served.warehouse, "main.totals_20260201")},
-        ),
-    }
-    summarize = next(job for job in drift["jobs"] if job["job"]["name"] == f"{DAG_ID}.summarize")
-    (pattern,) = summarize["declaredNotObserved"]
-    assert pattern["declaredAt"] is not None and pattern["lastObservedAt"] is None
-    (rendered,) = summarize["observedNotDeclared"]
-    assert rendered["declaredAt"] is None and rendered["lastObservedAt"] is not None
+    # summarize's templated output is matched to what the run wrote (main.totals_20260201 renders
+    # main.totals_{{ ds_nodash }}): neither is drift. enrich's lookup, known only at run time, is.
+    assert drift["totalCount"] == 1
+    assert summary == {f"{DAG_ID}.enrich": (set(), {("input", "s3://lookups", "customers.csv")})}
+    (lookup,) = drift["jobs"][0]["observedNotDeclared"]
+    assert lookup["declaredAt"] is None and lookup["lastObservedAt"] is not None

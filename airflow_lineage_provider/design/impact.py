@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from airflow_lineage_provider.design.templates import rendering_regex
 from airflow_lineage_provider.facets.design_time import DECLARED_LINEAGE_KEY, TEMPLATED_NAME_KEY
 
 #: Renderings of one templated output walked at most (the newest names the consumer lists first are not
@@ -38,18 +39,6 @@ MAX_RENDERINGS = 50
 
 #: Environment variable holding the consumer's API key when ``--key-file`` is not given.
 API_KEY_ENV = "AIRFLOW_LINEAGE_API_KEY"
-
-
-#: What Airflow's date macros render as, to match renderings of a templated name more tightly than the
-#: facet's ``nameRegex`` (any text): ``orders_{{ ds_nodash }}`` matches ``orders_20260201``, not ``orders_summary``.
-MACRO_FORMATS = {
-    "ds": r"\d{4}-\d{2}-\d{2}",
-    "ds_nodash": r"\d{8}",
-    "ts_nodash": r"\d{8}T\d{6}",
-    "ts_nodash_with_tz": r"\d{8}T\d{6}[+-]\d{4}",
-    "ts": r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?[+-]\d{2}:\d{2}",
-    "ti.map_index": r"-?\d+",
-}
 
 
 class ImpactError(RuntimeError):
@@ -393,25 +382,6 @@ def downstream_nodes(graph: list[dict[str, Any]], start: str) -> list[Downstream
     return sorted(found, key=lambda n: (n.hops, n.namespace, n.name))
 
 
-def rendering_regex(template: str, facet_regex: str) -> str:
-    """The regular expression the renderings of ``template`` are matched with: Airflow's date macros
-    (:data:`MACRO_FORMATS`, filters and other expressions excepted) as what they render to; a name with any
-    other template keeps the facet's ``nameRegex``."""
-    parts = re.split(r"(\{\{.*?\}\})", template, flags=re.DOTALL)
-    if re.search(r"\{[%#]", template):
-        return facet_regex
-    pattern = []
-    for index, part in enumerate(parts):
-        if index % 2 == 0:
-            pattern.append(re.escape(part))
-            continue
-        macro = MACRO_FORMATS.get(part[2:-2].strip())
-        if macro is None:
-            return facet_regex
-        pattern.append(f"({macro})")
-    return "^" + "".join(pattern) + "$"
-
-
 def _literal_prefix(template: str) -> str:
     return re.split(r"\{[{%#]", template, maxsplit=1)[0]
 
@@ -433,7 +403,7 @@ def impact(
     for output in outputs:
         regex = None
         if output.name_regex is not None:
-            regex = rendering_regex(output.name, output.name_regex)
+            regex = rendering_regex(output.name) or output.name_regex
             matched = client.matching_datasets(output.namespace, regex, _literal_prefix(output.name))
             found: list[DownstreamNode] = []
             for name in matched:

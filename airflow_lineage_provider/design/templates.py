@@ -53,6 +53,53 @@ def _expressions_regex(text: str) -> str:
     return "(.*)".join(re.escape(part) for part in _EXPRESSION.split(text))
 
 
+#: What Airflow's date macros render as, to match renderings of a templated name more tightly than
+#: :func:`name_regex` (any text): ``orders_{{ ds_nodash }}`` matches ``orders_20260201``, not ``orders_summary``.
+MACRO_FORMATS = {
+    "ds": r"\d{4}-\d{2}-\d{2}",
+    "ds_nodash": r"\d{8}",
+    "ts_nodash": r"\d{8}T\d{6}",
+    "ts_nodash_with_tz": r"\d{8}T\d{6}[+-]\d{4}",
+    "ts": r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?[+-]\d{2}:\d{2}",
+    "ti.map_index": r"-?\d+",
+}
+
+#: The free parts (matching any text) a rendering regex may hold: each more one multiplies the time a failed
+#: match can take by the name's length, and a consumer matches names from anyone.
+MAX_FREE_PARTS = 2
+
+
+@lru_cache(maxsize=4096)
+def rendering_regex(text: str, max_free_parts: int | None = None) -> str | None:
+    """The regular expression (anchored) the renderings of ``text`` are matched with: Airflow's date macros
+    (:data:`MACRO_FORMATS`, filters and other expressions excepted) as what they render to, every other
+    expression as any text, comments as nothing, and statements as :func:`name_regex` has them.
+
+    ``None`` when the regex would hold more than ``max_free_parts`` parts that match any text.
+    """
+    text = _COMMENT.sub("", text)
+    statements = list(_STATEMENT.finditer(text))
+    if statements:
+        head, tail = text[: statements[0].start()], text[statements[-1].end() :]
+        parts = [*_rendering_parts(head), "(.*)", *_rendering_parts(tail)]
+    else:
+        parts = _rendering_parts(text)
+    if max_free_parts is not None and parts.count("(.*)") > max_free_parts:
+        return None
+    return "^" + "".join(parts) + "$"
+
+
+def _rendering_parts(text: str) -> list[str]:
+    parts = []
+    for index, part in enumerate(re.split(r"(\{\{.*?\}\})", text, flags=re.DOTALL)):
+        if index % 2 == 0:
+            parts.append(re.escape(part))
+            continue
+        macro = MACRO_FORMATS.get(part[2:-2].strip())
+        parts.append(f"({macro})" if macro is not None else "(.*)")
+    return parts
+
+
 @lru_cache(maxsize=1024)
 def template_variables(text: str) -> tuple[str, ...]:
     """The context variables the templates in ``text`` read (``("ds_nodash",)``, ``("ti",)``), sorted; empty

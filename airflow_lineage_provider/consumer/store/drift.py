@@ -3,9 +3,11 @@
 A job that a JobEvent declared (``lineage_nodes.declared_at`` set) drifts when, among its job↔dataset edges:
 
 * a declared edge was not observed in the window (``declaredNotObserved``): ``declared_at`` set and
-  ``observed_at`` NULL or before the window's start;
+  ``observed_at`` NULL or before the window's start, and, for a templated name (``totals_{{ ds_nodash }}``), no
+  rendering of it (``totals_20260201``) observed with the same job in the window, and not itself a rendering of
+  a pattern the job declared (:mod:`.templated_names`);
 * an edge observed in the window was never declared (``observedNotDeclared``): ``observed_at`` in the window and
-  ``declared_at`` NULL.
+  ``declared_at`` NULL (a rendering of a declared templated name is declared by it).
 
 A job nobody declared has no drift. The window is the last ``days`` days before now, by event time. Jobs come in
 (namespace, name) order, a page at a time: one statement reads the page's jobs (those with drift), one counts
@@ -20,10 +22,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import Connection, and_, exists, func, literal, or_, select, union_all
+from sqlalchemy import Connection, and_, exists, func, literal, not_, or_, select, union_all
 from sqlalchemy.sql.elements import ColumnElement
 
-from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store import tables, templated_names
 from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.visibility import namespace_in
 
@@ -40,11 +42,17 @@ class _Side:
 _SIDES = (_Side("input", "destination_id", "origin_id"), _Side("output", "origin_id", "destination_id"))
 
 
-def _drifting(edge: Any, since: datetime) -> ColumnElement[bool]:
-    """SQL: the edge is declared and not observed since ``since``, or observed since then and never declared."""
+def _drifting(edge: Any, side: _Side, since: datetime) -> ColumnElement[bool]:
+    """SQL: the edge is declared and not observed since ``since`` (nor, for a templated name, any rendering of it:
+    :mod:`.templated_names`), or observed since then and never declared."""
     declared, observed = edge.c.declared_at, edge.c.observed_at
     return or_(
-        and_(declared.is_not(None), or_(observed.is_(None), observed < since)),
+        and_(
+            declared.is_not(None),
+            or_(observed.is_(None), observed < since),
+            not_(templated_names.realised(edge, side.at_job, side.at_dataset, since)),
+            not_(templated_names.rendering(edge, side.at_job, side.at_dataset)),
+        ),
         and_(declared.is_(None), observed >= since),
     )
 
@@ -53,7 +61,7 @@ def _edges_of(side: _Side, since: datetime, visible: Collection[str] | None, dia
     """``(edge, dataset, conditions)``: the drifting edges of ``side`` (any job's; the caller says which) and
     their (visible) datasets."""
     edge, dataset = tables.edges.alias(f"{side.direction}_edge"), tables.nodes.alias(f"{side.direction}_dataset")
-    conditions = [dataset.c.id == edge.c[side.at_dataset], _drifting(edge, since)]
+    conditions = [dataset.c.id == edge.c[side.at_dataset], _drifting(edge, side, since)]
     if visible is not None:
         conditions.append(namespace_in(dataset.c.namespace, visible, dialect))
     return edge, dataset, conditions

@@ -23,10 +23,10 @@ from sqlalchemy import Connection
 from sqlalchemy.dialects import postgresql, sqlite
 
 from airflow_lineage_provider.consumer.store import facets as facet_readers
-from airflow_lineage_provider.consumer.store import identity, lifecycle, tables
+from airflow_lineage_provider.consumer.store import identity, lifecycle, tables, templated_names
 from airflow_lineage_provider.consumer.store.statements import Statement, Statements, statements
 from airflow_lineage_provider.consumer.store.store_settings import STORE_ID, read_settings
-from airflow_lineage_provider.consumer.store.tables import DECLARED_LINEAGE, as_utc
+from airflow_lineage_provider.consumer.store.tables import DECLARED_LINEAGE, TEMPLATED_NAMES, as_utc
 from airflow_lineage_provider.consumer.validation import DatasetRef, LineageEvent
 
 NodeKey = str
@@ -161,6 +161,8 @@ class _Changes:
     #: The same for each edge: a JobEvent declared it, a RunEvent observed it.
     edge_declared: dict[tuple[NodeKey, NodeKey], datetime] = field(default_factory=dict)
     edge_observed: dict[tuple[NodeKey, NodeKey], datetime] = field(default_factory=dict)
+    #: Declared datasets whose names are templates (see ..templated_names).
+    patterns: dict[NodeKey, templated_names.Pattern] = field(default_factory=dict)
     #: Whether the event being added is a RunEvent (what it names is observed) or a static one (declared).
     observing: bool = False
 
@@ -183,6 +185,10 @@ class _Changes:
         if not ref.facets:
             return key
         _latest(self.dataset_facets, key, at, json.dumps(ref.facets, sort_keys=True))
+        if not self.observing:
+            pattern = templated_names.pattern_of(ref.namespace, ref.name, ref.facets)
+            if pattern is not None:
+                self.patterns[key] = pattern
         fields = facet_readers.schema_fields(ref.facets)
         if fields is not None:
             _latest(self.schemas, key, at, json.dumps(fields))  # already in the API's shape
@@ -312,7 +318,8 @@ def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
     _write_runs(conn, sql, changes, ids)
     _write_edges(conn, sql, changes, ids)
     if changes.node_declared and DECLARED_LINEAGE not in settings:
-        _mark_declared(conn)
+        _mark_setting(conn, DECLARED_LINEAGE)
+    _match_templated_names(conn, changes, ids, settings)
     _write_io_groups(conn, sql, changes, ids)
     _write_columns(conn, sql, changes, ids)
     _regroup(conn, changes, settings, claimed)
@@ -484,11 +491,38 @@ def _write_edges(conn: Connection, sql: Statements, changes: _Changes, ids: dict
         _write(conn, sql.edges, rows)
 
 
-def _mark_declared(conn: Connection) -> None:
-    """Record that the store holds declared lineage (:data:`.tables.DECLARED_LINEAGE`), once."""
+def _mark_setting(conn: Connection, name: str) -> None:
+    """Record that the store holds declared lineage (:data:`.tables.DECLARED_LINEAGE`) or templated declared
+    names (:data:`.tables.TEMPLATED_NAMES`), once."""
     insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    row = {"name": DECLARED_LINEAGE, "value": "1"}
+    row = {"name": name, "value": "1"}
     conn.execute(insert(tables.store_settings).values(row).on_conflict_do_nothing(index_elements=["name"]))
+
+
+def _match_templated_names(
+    conn: Connection, changes: _Changes, ids: dict[NodeKey, int], settings: dict[str, str]
+) -> None:
+    """Store the batch's templated declared names and match renderings to them (see :mod:`.templated_names`);
+    nothing in a store that never received one."""
+    if changes.patterns:
+        templated_names.write_patterns(conn, {ids[key]: pattern for key, pattern in changes.patterns.items()})
+        if TEMPLATED_NAMES not in settings:
+            _mark_setting(conn, TEMPLATED_NAMES)
+    elif TEMPLATED_NAMES not in settings:
+        return
+    observed, declaring = [], set()
+    for origin, destination in changes.edge_observed:
+        job, dataset, direction = (origin, destination, "output")
+        if changes.nodes[origin][0] != "job":
+            job, dataset, direction = destination, origin, "input"
+        _kind, namespace, name = changes.nodes[dataset]
+        observed.append(templated_names.JobEdge(ids[job], ids[dataset], direction, namespace, name))
+    for origin, destination in changes.edge_declared:
+        if origin in changes.patterns:
+            declaring.add(ids[destination])
+        elif destination in changes.patterns:
+            declaring.add(ids[origin])
+    templated_names.match(conn, observed, declaring)
 
 
 def _write_io_groups(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:

@@ -2,15 +2,16 @@
 
 Whole store (:func:`reset_all`): every lineage row goes — events, nodes, runs and their inputs and outputs,
 edges, io groups, fields and column edges, symlinks and other claimed names, the producers of each node,
-dataset groups, tags on nodes. The tag names themselves (``lineage_tags``, what ``PUT /api/v1/tags`` made),
-the store's settings (the namespace aliases its groups were derived with), the prune history and the schema
-version stay.
+dataset groups, tags on nodes, templated declared names and their renderings. The tag names themselves
+(``lineage_tags``, what ``PUT /api/v1/tags`` made), the store's settings (the namespace aliases its groups were
+derived with), the prune history and the schema version stay.
 
 One namespace (:func:`reset_namespace`): its jobs and datasets go with
 
 * the runs of its jobs (and their inputs and outputs), and other runs' inputs and outputs among its datasets;
-* every edge, field, column edge, claimed name (``lineage_symlinks`` rows of its datasets), producer record
-  and node tag of its nodes; names other datasets claim stay theirs;
+* every edge, field, column edge, claimed name (``lineage_symlinks`` rows of its datasets), producer record,
+  node tag, templated declared name and rendering of a templated name of its nodes; names other datasets
+  claim stay theirs;
 * every raw event that names one of its nodes where the ingest makes a node of a name: the job, inputs,
   outputs, a DatasetEvent's dataset, a column-lineage input field. So other namespaces' jobs lose the events
   that read or wrote its datasets: re-sending the same events then rebuilds exactly what a store that never
@@ -105,6 +106,8 @@ _LINEAGE_TABLES = (
     tables.node_producers,
     tables.dataset_members,
     tables.node_tags,
+    tables.pattern_renderings,
+    tables.name_patterns,
     tables.datasets,
     tables.jobs,
     tables.nodes,
@@ -408,6 +411,10 @@ def _apply(conn: Connection, plan: _Plan) -> ResetCounts:
     counts.tags = _deleted(conn, tables.node_tags, scope.of_nodes(tables.node_tags.c.node_id))
     _deleted(conn, tables.node_producers, scope.of_nodes(tables.node_producers.c.node_id))
     _deleted(conn, tables.dataset_members, scope.of_nodes(tables.dataset_members.c.node_id))
+    renderings = tables.pattern_renderings.c
+    _deleted(conn, tables.pattern_renderings, scope.of_nodes(renderings.pattern_id))
+    _deleted(conn, tables.pattern_renderings, scope.of_nodes(renderings.dataset_id))
+    _deleted(conn, tables.name_patterns, scope.of_nodes(tables.name_patterns.c.node_id))
     _deleted(conn, tables.datasets, scope.of_nodes(tables.datasets.c.node_id))
     _deleted(conn, tables.jobs, scope.of_nodes(tables.jobs.c.node_id))
     kinds = dict(conn.execute(select(n.kind, func.count()).where(scope.node_rows).group_by(n.kind)).all())

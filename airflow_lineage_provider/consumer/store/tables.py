@@ -283,6 +283,32 @@ dataset_members = Table(
     Index("ix_lineage_dataset_members_canonical", "canonical_id"),
 )
 
+#: Declared datasets whose name is a template (a JobEvent's ``airflowLineageProvider_templatedName`` facet, as
+#: ``totals_{{ ds_nodash }}``): the regular expressions its renderings match (``namespace_regex`` NULL: the
+#: namespace is the pattern node's own). Written by the ingest from the facet's ``nameTemplate``, never from the
+#: event's own regex (see ..templated_names).
+name_patterns = Table(
+    "lineage_name_patterns",
+    metadata,
+    Column("node_id", Id, primary_key=True, autoincrement=False),
+    Column("name_regex", Text, nullable=False),
+    Column("namespace_regex", Text),
+)
+
+#: Which datasets render which pattern: a job that declared an edge to the pattern was observed with an edge to
+#: the dataset, in the same direction, and the dataset's name matches the pattern (see ..templated_names).
+pattern_renderings = Table(
+    "lineage_pattern_renderings",
+    metadata,
+    Column("pattern_id", Id, primary_key=True),
+    Column("dataset_id", Id, primary_key=True),
+    Index("ix_lineage_pattern_renderings_dataset", "dataset_id", "pattern_id"),
+)
+
+#: The setting the ingest writes once the store holds a templated declared name (:data:`name_patterns`): until
+#: then an ingest does not look for renderings.
+TEMPLATED_NAMES = "templated_names"
+
 #: The setting the ingest writes once the store holds declared lineage (a JobEvent or DatasetEvent was stored):
 #: until then graph answers read every edge as observed without looking (see ..subgraph).
 DECLARED_LINEAGE = "declared_lineage"
