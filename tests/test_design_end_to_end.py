@@ -140,6 +140,19 @@ def test_before_the_run_every_edge_is_declared_only(served: Served) -> None:
     }
     assert _declared_only(served.before_run) == _nodes(served.before_run)
     assert served.drift_before_run["totalCount"] == 2  # both tasks: nothing declared was observed yet
+    not_observed = {
+        job["job"]["name"]: {(e["direction"], e["name"]) for e in job["declaredNotObserved"]}
+        for job in served.drift_before_run["jobs"]
+    }
+    assert not_observed == {
+        f"{DAG_ID}.summarize": {
+            ("input", "main.orders"),
+            ("output", "main.totals"),
+            ("output", "main.totals_{{ ds_nodash }}"),
+        },
+        f"{DAG_ID}.enrich": {("input", "main.orders"), ("output", "main.enriched")},
+    }
+    assert all(not job["observedNotDeclared"] for job in served.drift_before_run["jobs"])
 
 
 def test_after_the_run_edges_are_declared_and_observed_declared_only_or_observed_only(served: Served) -> None:

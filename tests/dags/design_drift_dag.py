@@ -2,7 +2,8 @@
 
 ``summarize`` (``@task.lineage``) declares ``orders`` in and ``totals`` plus a per-day ``totals_{{ ds_nodash }}``
 out. At design time the templated output is published as the pattern; a run names the rendered table
-(``totals_20260201``), so the pattern stays declared-only and the rendered table is observed but undeclared.
+(``totals_20260201``), which the consumer matches to the pattern: the rendered table's edge is declared through
+it, the pattern's own edge stays declared-only, and neither is drift.
 ``enrich`` (a ``LineageMixin`` operator) declares ``orders`` in and ``enriched`` out; which lookup file it
 reads is only known when it runs, from the operator's own OpenLineage method, which the mixin merges in.
 """
