@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
-from openlineage.client.event_v2 import InputDataset, Job, JobEvent, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.event_v2 import InputDataset, Job, JobEvent, OutputDataset
 from openlineage.client.serde import Serde
 from support.consumer_helpers import PRODUCER
 from support.olschema import assert_valid_event, shared_available
@@ -77,17 +76,10 @@ def declared(job: str, outputs: list[str], days_ago: float, inputs: list[str] = 
 
 
 def observed(job: str, outputs: list[str], days_ago: float, inputs: list[str] = ()) -> dict[str, Any]:  # type: ignore[assignment]
-    """A COMPLETE RunEvent of ``job``."""
-    event = RunEvent(
-        eventType=RunState.COMPLETE,
-        eventTime=_when(days_ago),
-        run=Run(runId=str(uuid.uuid4())),
-        job=Job(namespace=JOBS, name=job),
-        producer=PRODUCER,
-        inputs=[InputDataset(namespace=WAREHOUSE, name=n) for n in inputs],
-        outputs=[OutputDataset(namespace=WAREHOUSE, name=n) for n in outputs],
-    )
-    return _checked(event)
+    """A COMPLETE RunEvent of ``job`` (outputs first: most tests here need only those)."""
+    from test_consumer_declared import observed as run_of
+
+    return run_of(job, list(inputs), outputs, days_ago)
 
 
 @pytest.fixture
