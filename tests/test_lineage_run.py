@@ -138,3 +138,86 @@ def test_negative_rows_written_is_misuse(events, caplog):
         run.rows_written = -3
     assert "airflowLineageProvider_materialization" not in events.all()[-1]["run"]["facets"]
     assert "-3" in caplog.text
+
+
+# -- redaction: lineage_run's events are redacted as the stock api.emit redacts them (issue 18) -------------
+
+
+def _stock_redactor():
+    from airflow.providers.openlineage.plugins.listener import get_openlineage_listener
+
+    return get_openlineage_listener().adapter._redacter
+
+
+def _same_event_both_routes(event):
+    """Send copies of ``event`` through this package's route and the stock ``api.emit``."""
+    import copy
+
+    from airflow.providers.openlineage.api import emit
+
+    from airflow_lineage_provider.producer import client
+
+    client.send(copy.deepcopy(event))
+    emit(copy.deepcopy(event))
+
+
+def _event_with(job_name: str, run_facets: dict, parent=None):
+    from airflow_lineage_provider.producer.emit import EventType, build_run_event
+
+    return build_run_event(
+        EventType.COMPLETE,
+        job_namespace="default",
+        job_name=job_name,
+        run_id=str(uuid.uuid4()),
+        inputs=[],
+        outputs=[],
+        run_facets=run_facets,
+        parent=parent,
+    )
+
+
+def test_a_masked_secret_is_redacted_as_the_stock_route_redacts_it_and_shared_facets_stay_intact(events):
+    from airflow.sdk.log import mask_secret
+
+    from airflow_lineage_provider import conf
+    from airflow_lineage_provider.producer import client
+    from airflow_lineage_provider.producer.client import needs_redaction
+    from airflow_lineage_provider.producer.parent import RunLink
+
+    secret = "s3cr3t-value-4711"
+    mask_secret(secret)
+    client.reset()  # the listener's adapter takes the masker's secrets when it is created
+    link = RunLink("default", f"job-{secret}", str(uuid.uuid4()))
+    event = _event_with("orders.load", {"note": {"text": f"token {secret} used"}}, parent=link)
+    assert needs_redaction(event, _stock_redactor())
+    _same_event_both_routes(event)
+    ours, stock = events.all(ignore_facets={"note"})
+    assert ours == stock
+    assert ours["run"]["facets"]["note"]["text"] == "token *** used"
+    # The parent facet object is shared by a run's events: the stock redactor was given a copy.
+    assert link.parent_facet(conf.producer()).job.name == f"job-{secret}"
+    with lineage_run("orders.load", run_facets={"note": {"text": secret}}):
+        pass
+    assert events.all(ignore_facets={"note"})[-1]["run"]["facets"]["note"]["text"] == "***"
+
+
+def test_sensitive_keys_are_redacted_as_the_stock_route_does(events):
+    with lineage_run("orders.load", run_facets={"vendor": {"password": "hunter2-longer", "region": "eu"}}):
+        pass
+    vendor = events.all(ignore_facets={"vendor"})[-1]["run"]["facets"]["vendor"]
+    assert (vendor["password"], vendor["region"]) == ("***", "eu")
+
+
+def test_clean_events_skip_the_stock_redactor_and_come_out_as_it_would_leave_them(events):
+    from airflow_lineage_provider.producer.client import needs_redaction
+    from airflow_lineage_provider.producer.parent import RunLink
+
+    event = _event_with(
+        "orders.load",
+        {"vendor": {"region": "eu", "tags": ["a", None]}, **schema_facet("x", {"id": "INT"})["facets"]},
+        parent=RunLink("default", "outer", str(uuid.uuid4())),
+    )
+    assert not needs_redaction(event, _stock_redactor())
+    _same_event_both_routes(event)
+    ours, stock = events.all(ignore_facets={"vendor", "schema"})
+    assert ours == stock

@@ -13,8 +13,10 @@ own rules (use the outbox transport for durable delivery).
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
+from enum import Enum
 from functools import lru_cache
 from typing import Any
 
@@ -41,9 +43,36 @@ def _disabled_in_airflow(env_value: str | None) -> bool:
 
 def airflow_openlineage_active() -> bool:
     """The stock provider is configured and its listener available (its ``is_openlineage_active``)."""
-    from airflow.providers.openlineage.api import is_openlineage_active
+    return _stock().is_openlineage_active()
 
-    return is_openlineage_active()
+
+class _StockParts:
+    """The stock provider's functions this module calls per event, imported once (an import statement in a
+    function costs a microsecond or two per call)."""
+
+    def __init__(self) -> None:
+        from airflow.providers.openlineage.api import emit, is_openlineage_active
+        from airflow.providers.openlineage.plugins.adapter import Stats, prune_dict
+        from airflow.providers.openlineage.plugins.listener import get_openlineage_listener
+
+        from airflow_lineage_provider.producer.event_json import attrs_fields
+
+        self.emit = emit
+        self.is_openlineage_active = is_openlineage_active
+        self.get_openlineage_listener = get_openlineage_listener
+        self.Stats = Stats
+        self.prune_dict = prune_dict
+        self.attrs_fields = attrs_fields
+
+
+_stock_parts: _StockParts | None = None
+
+
+def _stock() -> _StockParts:
+    global _stock_parts
+    if _stock_parts is None:
+        _stock_parts = _StockParts()
+    return _stock_parts
 
 
 def _standalone_client() -> Any:
@@ -67,21 +96,131 @@ def will_emit() -> bool:
         return False
 
 
-def send(event: Any) -> bool:
-    """Send one event; ``True`` when a transport accepted it. Never raises."""
+def send(event: Any, checked: bool = False) -> bool:
+    """Send one event; ``True`` when a transport accepted it. Never raises. ``checked``: the caller asked
+    :func:`will_emit` for this event already."""
     try:
-        if openlineage_disabled():
+        if not checked and openlineage_disabled():
             return False
         if airflow_openlineage_active():
-            from airflow.providers.openlineage.api import emit
-
-            emit(event)
+            _send_through_listener(event)
         else:
             _standalone_client().emit(event)
         return True
     except Exception as error:
         warn_once(f"Lineage: could not send the {getattr(event, 'eventType', 'event')} event: {error}", exc_info=error)
         return False
+
+
+def _send_through_listener(event: Any) -> None:
+    """What the stock ``api.emit`` does - the listener adapter's secret redaction, then its client - without
+    paying the redaction's walk when it would change nothing.
+
+    The stock redactor (``OpenLineageRedactor``) rebuilds every attrs object and dict of the event, and
+    defines a class per node it visits: about 0.3-0.5 ms per event, two thirds of what a ``lineage_run``
+    block cost. It changes an event only where a key it is shown is a sensitive name (``password``,
+    ``token``, ... per ``[core] sensitive_var_conn_names``) or a string holds a masked secret (its
+    ``replacer``), or for objects it does not know (``Proxy`` and the like). :func:`needs_redaction` checks
+    for exactly those - every key and every string, more than the redactor itself looks at - in one walk
+    (about 15 us); when it finds any, or the adapter is not laid out as expected, the event takes the stock
+    route unchanged. Otherwise it goes to the same client with the adapter's own log line and metrics.
+    """
+    stock = _stock()
+    adapter = stock.get_openlineage_listener().adapter
+    redacter = getattr(adapter, "_redacter", None)
+    get_client = getattr(adapter, "get_or_create_openlineage_client", None)
+    if redacter is None or get_client is None or needs_redaction(event, redacter):
+        # The stock redactor rewrites attrs objects in place: give it a copy, as facets this package reuses
+        # between events (the job type, a run's parent) must not take one event's redaction into the next.
+        stock.emit(copy.deepcopy(event))
+        return
+    ol_client = get_client()
+    Stats = stock.Stats
+    event_type = event.eventType.value.lower() if getattr(event, "eventType", None) else ""
+    try:
+        tags = stock.prune_dict({"event_type": event_type, "transport_type": f"{ol_client.transport.kind}".lower()})
+        with Stats.timer("ol.emit.attempts", tags=tags):
+            ol_client.emit(event)
+            adapter.log.info(
+                "Successfully emitted OpenLineage `%s` event of id `%s`", event_type.upper(), event.run.runId
+            )
+    except Exception as error:  # as the adapter: logged, never raised
+        Stats.incr("ol.emit.failed", tags={})
+        adapter.log.warning(
+            "Failed to emit OpenLineage `%s` event of id `%s` with the following exception: `%s`",
+            event_type.upper(),
+            event.run.runId,
+            error,
+        )
+        adapter.log.debug("OpenLineage emission failure details:", exc_info=True)
+
+
+_PLAIN = (int, float, bool, type(None))
+#: The redactor the caches below are for, its settings, and per key name / attrs class whether it hides a value.
+_hidden: tuple[Any, Any, dict[str, bool], dict[type, bool]] = (None, None, {}, {})
+
+
+def _hidden_caches(redacter: Any) -> tuple[Any, dict[str, bool], dict[type, bool]]:
+    """``(hides, by_name, by_class)``: ``hides(name)`` asks ``redacter`` whether it hides the value under a key;
+    the dicts cache it per name and, for attrs classes, whether it hides any of their fields."""
+    global _hidden
+    settings = (tuple(getattr(redacter, "sensitive_variables_fields", None) or ()),
+                getattr(redacter, "hide_sensitive_var_conn_fields", None))  # fmt: skip
+    if _hidden[0] is not redacter or _hidden[1] != settings:
+        _hidden = (redacter, settings, {}, {})
+    by_name, by_class = _hidden[2], _hidden[3]
+    check = getattr(redacter, "_should_hide_value_for_key", None) or redacter.should_hide_value_for_key
+
+    def hides(name: str) -> bool:
+        found = by_name.get(name)
+        if found is None:
+            found = by_name[name] = bool(check(name))
+        return found
+
+    return hides, by_name, by_class
+
+
+def needs_redaction(event: Any, redacter: Any) -> bool:
+    """Whether the stock OpenLineage redactor could change ``event``'s JSON (see :func:`_send_through_listener`).
+
+    ``True`` for any key (attrs field or dict key) it would hide the value of, any string its ``replacer``
+    matches, and any value other than strings, numbers, booleans, ``None``, enums of those, lists, tuples,
+    dicts and attrs objects.
+    """
+    attrs_fields = _stock().attrs_fields
+    replacer = getattr(redacter, "replacer", None)
+    hides, _by_name, by_class = _hidden_caches(redacter)
+    strings: list[str] = []
+    stack = [event]
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind is str:
+            strings.append(value)
+        elif kind in _PLAIN:
+            continue
+        elif kind is list or kind is tuple:
+            stack.extend(value)
+        elif kind is dict:
+            for key, item in value.items():
+                if type(key) is not str or hides(key):
+                    return True
+                stack.append(item)
+        elif hasattr(kind, "__attrs_attrs__"):
+            names, values = attrs_fields(kind)
+            hidden = by_class.get(kind)
+            if hidden is None:
+                hidden = by_class[kind] = any(hides(name) for name in names)
+            if hidden:
+                return True
+            stack.extend(values(value))
+        elif isinstance(value, Enum):
+            stack.append(value.value)
+        else:
+            return True
+    # One search over all the strings: a secret found in one string is found in the joined text (a match
+    # across the separator can only send an event the stock route needlessly).
+    return replacer is not None and replacer.search("\x00".join(strings)) is not None
 
 
 def reset() -> None:

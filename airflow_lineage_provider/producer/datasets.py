@@ -46,7 +46,8 @@ class DatasetRef:
     raw: str | None = None
 
     def copy(self) -> DatasetRef:
-        return DatasetRef(self.namespace, self.name, copy.deepcopy(self.facets), self.raw)
+        """A copy whose facets can be changed (named, enriched) without touching this one's."""
+        return DatasetRef(self.namespace, self.name, copy.deepcopy(self.facets) if self.facets else {}, self.raw)
 
 
 def _from_uri(uri: str) -> DatasetRef:

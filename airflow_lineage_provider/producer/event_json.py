@@ -39,7 +39,7 @@ class _NotPlain(Exception):
     """A value this walk leaves to ``Serde`` (see the module docstring)."""
 
 
-def _attrs_fields(cls: type) -> tuple[tuple[str, ...], Any]:
+def attrs_fields(cls: type) -> tuple[tuple[str, ...], Any]:
     """The attribute names of an attrs class, and a function giving their values as a tuple."""
     found = _fields.get(cls)
     if found is None:
@@ -88,7 +88,7 @@ def _plain(value: Any) -> Any:
             if item is not None and not (type(item) is dict and not item):
                 out.append(item)
         return out
-    found = _fields.get(kind) or (_attrs_fields(kind) if hasattr(kind, "__attrs_attrs__") else None)
+    found = _fields.get(kind) or (attrs_fields(kind) if hasattr(kind, "__attrs_attrs__") else None)
     if found is not None:
         return _object(zip(found[0], found[1](value), strict=True))
     if isinstance(value, Enum):

@@ -7,6 +7,7 @@ uses, so a consumer nests the custom job under the task's run and the DAG's run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from openlineage.client.facet_v2 import parent_run
@@ -22,16 +23,23 @@ class RunLink:
     root: RunLink | None = None
 
     def parent_facet(self, producer: str) -> parent_run.ParentRunFacet:
-        root = self.root or self
-        return parent_run.ParentRunFacet(
-            run=parent_run.Run(runId=self.run_id),
-            job=parent_run.Job(namespace=self.namespace, name=self.name),
-            root=parent_run.Root(
-                run=parent_run.RootRun(runId=root.run_id),
-                job=parent_run.RootJob(namespace=root.namespace, name=root.name),
-            ),
-            producer=producer,
-        )
+        """The ``parent`` facet of a child of this run; one object per run and producer, shared by the child's
+        events (see :func:`~.emit.job_type_facet` for why sharing is safe)."""
+        return _parent_facet(self, producer)
+
+
+@lru_cache(maxsize=256)
+def _parent_facet(link: RunLink, producer: str) -> parent_run.ParentRunFacet:
+    root = link.root or link
+    return parent_run.ParentRunFacet(
+        run=parent_run.Run(runId=link.run_id),
+        job=parent_run.Job(namespace=link.namespace, name=link.name),
+        root=parent_run.Root(
+            run=parent_run.RootRun(runId=root.run_id),
+            job=parent_run.RootJob(namespace=root.namespace, name=root.name),
+        ),
+        producer=producer,
+    )
 
 
 def current_task_instance() -> Any | None:

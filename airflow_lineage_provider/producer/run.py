@@ -22,7 +22,7 @@ from airflow_lineage_provider.producer.emit import (
     current_parent,
     job_namespace,
 )
-from airflow_lineage_provider.producer.parent import RunLink
+from airflow_lineage_provider.producer.parent import RunLink, current_task_instance
 from airflow_lineage_provider.reporting import report_misuse, warn_once
 
 _active: contextvars.ContextVar[LineageRun | None] = contextvars.ContextVar("lineage_run", default=None)
@@ -73,6 +73,10 @@ class LineageRun:
         self.rows_written: int | None = None
         self._token: contextvars.Token[LineageRun | None] | None = None
         self._entered = False
+        #: The Airflow task instance the block runs in (``None`` outside a task) and its Egeria facets: looked
+        #: up once per block, for both events.
+        self._task_instance: Any = None
+        self._egeria: dict[str, Any] | None = None
 
     @property
     def link(self) -> RunLink:
@@ -98,9 +102,10 @@ class LineageRun:
                 f"lineage_run {self.job_name!r} ({self.run_id}) was already entered; create a new one per run"
             )
         self._entered = True
+        self._task_instance = current_task_instance()  # never raises: None outside a task
         try:
             self.job_namespace = job_namespace()
-            self.parent = current_parent()
+            self.parent = current_parent(self._task_instance)
         except Exception as error:
             warn_once(f"Lineage: could not read the job namespace or parent run: {error}")
             self.job_namespace = self.job_namespace or "default"
@@ -134,7 +139,11 @@ class LineageRun:
             name_datasets(inputs + outputs, self.connectors)
             if enrich:
                 add_schemas(inputs + outputs, self.connectors)
-            run_facets = package_run_facets(event_type, outputs, self.rows_written)
+            if self._egeria is None:
+                self._egeria = task_egeria_facets(self._task_instance)
+            run_facets = package_run_facets(
+                event_type, outputs, self.rows_written, task_instance=self._task_instance, egeria=self._egeria
+            )
             if event_type is not EventType.START:
                 run_facets.update(self.run_facets)
             if error is not None:
@@ -161,30 +170,42 @@ class LineageRun:
                 exc_info=build_error,
             )
             return
-        client.send(event)
+        client.send(event, checked=True)
 
 
-def package_run_facets(event_type: EventType, outputs: list[DatasetRef], rows_written: int | None) -> dict[str, Any]:
+def task_egeria_facets(task_instance: Any) -> dict[str, Any]:
+    """The Egeria facets of the running task (``{}`` outside a task)."""
+    if task_instance is None:
+        return {}
+    from airflow.sdk import get_current_context
+
+    from airflow_lineage_provider.facets import egeria_facets
+
+    context = get_current_context()
+    return egeria_facets(context["task"], context.get("params"))
+
+
+_UNSET: Any = object()
+
+
+def package_run_facets(
+    event_type: EventType,
+    outputs: list[DatasetRef],
+    rows_written: int | None,
+    *,
+    task_instance: Any = _UNSET,
+    egeria: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Inside an Airflow task: the task's Egeria facets on every event, and on COMPLETE with outputs the
-    materialization facet (rows written, the DAG run's data interval and logical date, the outputs)."""
-    from airflow_lineage_provider.producer.parent import current_task_instance
-
-    task_instance = current_task_instance()
+    materialization facet (rows written, the DAG run's data interval and logical date, the outputs).
+    ``task_instance`` and ``egeria``: the task instance and its Egeria facets when the caller knows them."""
+    if task_instance is _UNSET:
+        task_instance = current_task_instance()
     if task_instance is None and (event_type is not EventType.COMPLETE or rows_written is None or not outputs):
         return {}
-    from airflow_lineage_provider.facets import (
-        MATERIALIZATION_KEY,
-        egeria_facets,
-        materialization_facet,
-        run_dates,
-    )
+    from airflow_lineage_provider.facets import MATERIALIZATION_KEY, materialization_facet, run_dates
 
-    facets: dict[str, Any] = {}
-    if task_instance is not None:
-        from airflow.sdk import get_current_context
-
-        context = get_current_context()
-        facets.update(egeria_facets(context["task"], context.get("params")))
+    facets: dict[str, Any] = dict(task_egeria_facets(task_instance) if egeria is None else egeria)
     if event_type is EventType.COMPLETE and outputs:
         try:
             facet = materialization_facet(
