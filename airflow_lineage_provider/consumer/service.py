@@ -68,13 +68,24 @@ def _write(store: LineageStore, events: Sequence[LineageEvent]) -> IngestResult:
     return _retrying("a lineage ingest", lambda conn: ingest_events(conn, events), store)
 
 
-def store_events(store: LineageStore, events: Sequence[LineageEvent]) -> tuple[IngestResult, dict[int, str]]:
-    """Store ``events``; return the counts and ``index → error`` for events the database refused."""
+def write_events(store: LineageStore, events: Sequence[LineageEvent]) -> IngestResult:
+    """Store ``events`` in one transaction. Raises :class:`StoreUnavailable` when the store itself failed, and
+    the database's ``SQLAlchemyError`` when it refused a value (whose, the caller finds out)."""
     try:
-        return _write(store, events), {}
+        return _write(store, events)
     except SQLAlchemyError as error:
         if _is_store_failure(error):
             raise StoreUnavailable(f"the lineage store is unavailable: {_reason(error)}") from error
+        raise
+
+
+def store_events(store: LineageStore, events: Sequence[LineageEvent]) -> tuple[IngestResult, dict[int, str]]:
+    """Store ``events``; return the counts and ``index → error`` for events the database refused."""
+    try:
+        return write_events(store, events), {}
+    except StoreUnavailable:
+        raise
+    except SQLAlchemyError as error:
         if len(events) == 1:
             return IngestResult(), {0: f"the lineage store refused this event: {_reason(error)}"}
     total, errors = IngestResult(), {}

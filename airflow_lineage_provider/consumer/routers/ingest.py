@@ -15,7 +15,6 @@ from airflow_lineage_provider.consumer.access import Access, Principal
 from airflow_lineage_provider.consumer.auth import Writer, requires
 from airflow_lineage_provider.consumer.deps import read_body
 from airflow_lineage_provider.consumer.models import IngestSummary, Problem, StoredEvent
-from airflow_lineage_provider.consumer.service import store_events
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_body, parse_event, shown
 
@@ -129,7 +128,7 @@ async def post_lineage(request: Request, principal: Writer) -> Any:
         _audit(principal, 1, 0, 0, 1, [], status.HTTP_400_BAD_REQUEST)
         raise EventError(checked.errors[0])
     event = checked.valid[0][1]
-    result, errors = await run_in_threadpool(store_events, request.app.state.store, [event])
+    result, errors = await run_in_threadpool(request.app.state.ingest.ingest, [event])
     if errors:
         _audit(principal, 1, 0, 0, 1, audit.namespaces_of([event]), status.HTTP_400_BAD_REQUEST)
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=errors[0])
@@ -170,7 +169,7 @@ async def _store_batch(request: Request, checked: Checked, principal: Principal)
     errors, valid, received = checked.errors, checked.valid, checked.received
     duplicates = stored = 0
     if valid:
-        result, refused = await run_in_threadpool(store_events, request.app.state.store, [e for _, e in valid])
+        result, refused = await run_in_threadpool(request.app.state.ingest.ingest, [e for _, e in valid])
         duplicates, stored = result.duplicates, result.stored
         errors.update((valid[i][0], message) for i, message in refused.items())
         request.app.state.retention.maybe_run(request.app.state.store)

@@ -96,10 +96,12 @@ def _write(conn: Connection, statement: Statement, rows: list[dict[str, Any]]) -
 
 @dataclass
 class IngestResult:
-    """How many events were new (stored and applied) and how many were already stored."""
+    """How many events were new (stored and applied) and how many were already stored, and the keys
+    (:attr:`.LineageEvent.key`) of the new ones."""
 
     stored: int = 0
     duplicates: int = 0
+    inserted: frozenset[str] = frozenset()
 
 
 def _span(found: dict[Any, tuple[datetime, datetime]], key: Any, at: datetime) -> None:
@@ -263,7 +265,7 @@ def ingest_events(conn: Connection, events: Sequence[LineageEvent]) -> IngestRes
         changes.add(unique[key])
     if inserted:
         after_commit(conn, _apply(conn, changes))
-    return IngestResult(stored=len(inserted), duplicates=len(events) - len(inserted))
+    return IngestResult(stored=len(inserted), duplicates=len(events) - len(inserted), inserted=frozenset(inserted))
 
 
 def _insert_events(conn: Connection, events: Iterable[LineageEvent], received_at: datetime) -> list[str]:

@@ -1,0 +1,209 @@
+"""Single-event ingest: one OpenLineage event per HTTP request, as the stock HTTP transport sends them.
+
+Each consumer is a server process on 127.0.0.1 with a fresh store: this package's ``airflow-lineage serve``
+(SQLite, PostgreSQL; with ``--baseline-tree`` also the same server imported from another checkout, e.g. the
+commit before a change) and Feast 0.67's ``feast serve_lineage`` (SQLite registry). Events are the consumer
+benchmark's workload (``consumer_workload.py``: START + COMPLETE per job, with inputs, outputs and a schema
+facet), pre-encoded JSON.
+
+Per consumer, in this order:
+
+1. **one client**: ``--sequential`` events posted one after another on one kept-alive connection; the median
+   and 95th percentile time per request (to the last byte of the answer) and events/s;
+2. **N clients** (``--clients``, 8: as 8 Airflow workers would): the remaining events split by job among N
+   client *processes* (so the clients are not one Python interpreter's GIL), each posting one event per
+   request on its own kept-alive connection, all started together; events/s from the first request sent to
+   the last answer received, and the median and p95 per request.
+
+Every answer must be a success (201/200/204): one that is not stops the benchmark. Afterwards the stored
+events are counted: an answered event that is not stored would be a lost event.
+
+    .venv/bin/python bench/single_event_ingest.py                               # SQLite, PostgreSQL, Feast
+    .venv/bin/python bench/single_event_ingest.py --consumers sqlite postgres --events 6000
+    .venv/bin/python bench/single_event_ingest.py --baseline-tree /tmp/before   # A/B against another checkout
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from consumer_bench import Consumer, open_consumer, postgres_schema, serve_ours  # noqa: E402
+from consumer_workload import workload  # noqa: E402
+
+PATH = "/api/v1/lineage"
+OK = (200, 201, 204)
+
+
+def _post_all(url: str, bodies: list[bytes], close_each: bool) -> list[float]:
+    """Post ``bodies`` one per request on one connection (a new one per request when ``close_each``); the time
+    of each request in seconds. Raises on any answer that is not a success."""
+    parts = urlsplit(url)
+    headers = {"Content-Type": "application/json"}
+    if close_each:
+        headers["Connection"] = "close"
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+    times = []
+    try:
+        for body in bodies:
+            started = time.perf_counter()
+            connection.request("POST", PATH, body=body, headers=headers)
+            answer = connection.getresponse()
+            text = answer.read()
+            times.append(time.perf_counter() - started)
+            if answer.status not in OK:
+                raise RuntimeError(f"{url} answered {answer.status}: {text[:300]!r}")
+            if close_each or answer.getheader("connection", "").lower() == "close":
+                connection.close()
+                connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+    finally:
+        connection.close()
+    return times
+
+
+def _client(url: str, bodies: list[bytes], close_each: bool, start: Any, out: Any) -> None:
+    start.wait()
+    began = time.perf_counter()
+    try:
+        times = _post_all(url, bodies, close_each)
+        out.put((began, time.perf_counter(), times, None))
+    except Exception as error:  # reported by the parent
+        out.put((began, time.perf_counter(), [], repr(error)))
+
+
+def _split_by_job(events: list[dict[str, Any]], clients: int) -> list[list[bytes]]:
+    """The events as JSON, split among ``clients`` so that each job's events stay in one client, in order."""
+    shares: list[list[bytes]] = [[] for _ in range(clients)]
+    jobs: dict[str, int] = {}
+    for event in events:
+        name = event["job"]["name"]
+        index = jobs.setdefault(name, len(jobs) % clients)
+        shares[index].append(json.dumps(event).encode())
+    return shares
+
+
+def _summary(times: list[float], seconds: float, count: int) -> dict[str, float]:
+    ordered = sorted(times)
+    return {
+        "events": count,
+        "seconds": seconds,
+        "events_per_s": count / seconds,
+        "p50_ms": statistics.median(ordered) * 1000,
+        "p95_ms": ordered[int(len(ordered) * 0.95) - 1] * 1000,
+    }
+
+
+def measure(consumer: Consumer, events: list[dict[str, Any]], sequential: int, clients: int) -> dict[str, Any]:
+    close_each = consumer.__class__.__name__ == "Feast"
+    warm, one, rest = events[:20], events[20 : 20 + sequential], events[20 + sequential :]
+    _post_all(consumer.url, [json.dumps(e).encode() for e in warm], close_each)
+    result: dict[str, Any] = {}
+    bodies = [json.dumps(e).encode() for e in one]
+    started = time.perf_counter()
+    times = _post_all(consumer.url, bodies, close_each)
+    result["one_client"] = _summary(times, time.perf_counter() - started, len(bodies))
+    context = multiprocessing.get_context("fork")
+    start, out = context.Event(), context.Queue()
+    shares = _split_by_job(rest, clients)
+    workers = [context.Process(target=_client, args=(consumer.url, s, close_each, start, out)) for s in shares]
+    for worker in workers:
+        worker.start()
+    time.sleep(0.5)  # every client connected and waiting
+    start.set()
+    reports = [out.get(timeout=3600) for _ in workers]
+    for worker in workers:
+        worker.join()
+    errors = [error for *_rest, error in reports if error]
+    if errors:
+        raise RuntimeError(f"a client failed: {errors[0]}")
+    first, last = min(r[0] for r in reports), max(r[1] for r in reports)
+    all_times = [t for r in reports for t in r[2]]
+    result[f"{clients}_clients"] = _summary(all_times, last - first, len(all_times))
+    result["stored"] = consumer.stored_events()
+    result["posted"] = len(events)
+    return result
+
+
+@contextmanager
+def _consumer(kind: str, folder: Path, baseline: Path | None) -> Iterator[Consumer]:
+    if kind.startswith("baseline-"):
+        assert baseline is not None
+        store_kind = kind.removeprefix("baseline-")
+        folder.mkdir(parents=True, exist_ok=True)
+        if store_kind == "sqlite":
+            with serve_ours(f"sqlite:///{folder / 'lineage.db'}", folder, tree=baseline) as consumer:
+                yield consumer
+        else:
+            with postgres_schema() as url, serve_ours(url, folder, tree=baseline) as consumer:
+                yield consumer
+        return
+    with open_consumer(kind, folder) as consumer:
+        yield consumer
+
+
+def _table(results: dict[str, dict[str, Any]], clients: int) -> str:
+    many = f"{clients}_clients"
+    lines = [
+        f"| consumer | 1 client: events/s | p50 / p95 | {clients} clients: events/s | p50 / p95 | stored / posted |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for kind, r in results.items():
+        one, multi = r["one_client"], r[many]
+        lines.append(
+            f"| {kind} | {one['events_per_s']:,.0f} | {one['p50_ms']:.2f} / {one['p95_ms']:.2f} ms "
+            f"| {multi['events_per_s']:,.0f} | {multi['p50_ms']:.2f} / {multi['p95_ms']:.2f} ms "
+            f"| {r['stored']:,} / {r['posted']:,} |"
+        )
+    if "feast" in results:
+        feast = results["feast"]
+        for kind, r in results.items():
+            if kind != "feast":
+                ratio = r[many]["events_per_s"] / feast[many]["events_per_s"]
+                one = r["one_client"]["events_per_s"] / feast["one_client"]["events_per_s"]
+                lines.append(f"\n{kind} vs Feast: {one:.1f}x with one client, {ratio:.1f}x with {clients} clients")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=4000, help="events per consumer (a workload of events/2 jobs)")
+    parser.add_argument("--sequential", type=int, default=500, help="events posted by the one client")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--consumers", nargs="+", default=["sqlite", "postgres", "feast"])
+    parser.add_argument("--baseline-tree", type=Path, help="also measure the server imported from this checkout")
+    parser.add_argument("--json", type=Path, help="write the results here as JSON")
+    args = parser.parse_args()
+    kinds = list(args.consumers)
+    if args.baseline_tree is not None:
+        kinds = [k for kind in kinds for k in ((f"baseline-{kind}", kind) if kind != "feast" else (kind,))]
+    events = workload(args.events // 2)
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="alp-single-") as tmp:
+        for kind in kinds:
+            print(f"==> {kind}: {len(events):,} events, 1 client then {args.clients}", flush=True)
+            with _consumer(kind, Path(tmp) / kind, args.baseline_tree) as consumer:
+                results[kind] = measure(consumer, events, args.sequential, args.clients)
+            print(json.dumps(results[kind]), flush=True)
+    print(_table(results, args.clients))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

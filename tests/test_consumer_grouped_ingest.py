@@ -1,0 +1,218 @@
+"""Grouped commits of concurrent ingest requests (issue 18), on real SQLite and PostgreSQL stores.
+
+Requests that wait while a group is written are written together in the next transaction; what each request
+is told must stay what it would be told alone: one bad event fails only its own request (the database's own
+refusal, by a trigger), duplicates count as duplicates, and a server killed while groups are written has
+stored every event it answered 201 for (a real ``airflow-lineage serve`` killed with SIGKILL, then restarted on
+the same store).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import sqlalchemy as sa
+from support.consumer_helpers import run_event
+from support.served import serve_consumer
+
+from airflow_lineage_provider.consumer.grouped_ingest import GroupedIngest
+from airflow_lineage_provider.consumer.service import StoreUnavailable
+from airflow_lineage_provider.consumer.store import LineageStore, tables
+from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event
+
+pytest_plugins = ("support.consumer_fixtures",)
+
+CLIENTS = 8
+
+
+def _refuse_name(store: LineageStore, name: str) -> None:
+    """A real refusal by the database: a trigger that aborts the insert of a node of that name."""
+    with store.write() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(
+                "CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN "
+                "RAISE EXCEPTION 'names like this are refused here'; END $$ LANGUAGE plpgsql"
+            )
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER refuse BEFORE INSERT ON lineage_nodes FOR EACH ROW WHEN (NEW.name = '{name}') "
+                "EXECUTE FUNCTION refuse()"
+            )
+        else:
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER refuse BEFORE INSERT ON lineage_nodes WHEN NEW.name = '{name}' "
+                "BEGIN SELECT RAISE(ABORT, 'names like this are refused here'); END"
+            )
+
+
+@contextmanager
+def _write_lock_held(store: LineageStore, url: str) -> Iterator[None]:
+    """Hold the store's write lock from another connection for the block, so ingests queue behind it."""
+    if url.startswith("sqlite"):
+        held = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        held.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            held.execute("ROLLBACK")
+            held.close()
+        return
+    with store.engine.connect() as conn, conn.begin():
+        conn.exec_driver_sql("LOCK TABLE lineage_events IN EXCLUSIVE MODE")
+        yield
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 20
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert condition(), "the requests did not queue behind the held lock"
+
+
+def _concurrently(grouped: GroupedIngest, calls: list[Callable[[], Any]], hold: Any) -> list[Any]:
+    """Run ``calls`` on their own threads while ``hold`` is held: the first, once it leads a group (and waits for
+    the lock), then the others, and release the lock once they all wait; their outcomes."""
+    outcomes: list[Any] = [None] * len(calls)
+
+    def run(index: int) -> None:
+        try:
+            outcomes[index] = calls[index]()
+        except Exception as error:
+            outcomes[index] = error
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    with hold:
+        threads[0].start()
+        _until(lambda: grouped.statistics.groups == 1)
+        for thread in threads[1:]:
+            thread.start()
+        _until(lambda: grouped.waiting == len(calls) - 1)
+    for thread in threads:
+        thread.join(timeout=60)
+    return outcomes
+
+
+def _events(names: list[str]) -> list[LineageEvent]:
+    return [parse_event(run_event("START", name, inputs=[{"namespace": "warehouse", "name": "src"}])) for name in names]
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[LineageStore]:
+    opened = LineageStore(store_url)
+    opened.engine  # noqa: B018 - created and migrated now, not behind a held lock
+    yield opened
+    opened.dispose()
+
+
+def test_requests_that_wait_together_are_committed_in_one_group(store: LineageStore, store_url: str) -> None:
+    grouped = GroupedIngest(store)
+    events = _events([f"job_{i}" for i in range(CLIENTS)])
+    calls = [lambda e=e: grouped.ingest([e]) for e in events]
+    outcomes = _concurrently(grouped, calls, _write_lock_held(store, store_url))
+    assert [(r.stored, r.duplicates, errors) for r, errors in outcomes] == [(1, 0, {})] * CLIENTS
+    assert grouped.statistics.largest == CLIENTS - 1  # the first alone (it met the lock), the rest together
+    assert grouped.statistics.groups == 2
+    with store.read() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(tables.runs)).scalar() == CLIENTS
+
+
+def test_one_refused_event_fails_only_its_own_request(store: LineageStore, store_url: str) -> None:
+    _refuse_name(store, "refused")
+    grouped = GroupedIngest(store)
+    names = [f"job_{i}" for i in range(CLIENTS - 1)]
+    names.insert(4, "refused")
+    calls = [lambda e=e: grouped.ingest([e]) for e in _events(names)]
+    outcomes = _concurrently(grouped, calls, _write_lock_held(store, store_url))
+    assert grouped.statistics.largest == CLIENTS - 1
+    for name, (result, errors) in zip(names, outcomes, strict=True):
+        if name == "refused":
+            assert result.stored == 0 and "refused here" in errors[0]
+        else:
+            assert (result.stored, errors) == (1, {})
+    with store.read() as conn:
+        stored = set(conn.execute(sa.select(tables.events.c.job_name)).scalars())
+    assert stored == {n for n in names if n != "refused"}
+
+
+def test_the_same_event_in_two_requests_of_a_group_is_stored_once(store: LineageStore, store_url: str) -> None:
+    grouped = GroupedIngest(store)
+    (event,) = _events(["twice"])
+    others = _events(["first"])
+    calls = [lambda: grouped.ingest(others), lambda: grouped.ingest([event]), lambda: grouped.ingest([event])]
+    outcomes = _concurrently(grouped, calls, _write_lock_held(store, store_url))
+    assert (outcomes[0][0].stored, outcomes[0][0].duplicates) == (1, 0)  # led alone
+    counts = sorted((result.stored, result.duplicates) for result, _errors in outcomes[1:])
+    assert counts == [(0, 1), (1, 0)]  # grouped: stored for one request, duplicate for the other
+    assert grouped.statistics.largest == 2
+
+
+def test_a_store_that_fails_fails_every_request_of_the_group() -> None:
+    closed_port = "postgresql+psycopg2://postgres@127.0.0.1:9/nowhere?connect_timeout=2"
+    grouped = GroupedIngest(LineageStore(closed_port))
+    with pytest.raises(StoreUnavailable, match="unavailable"):
+        grouped.ingest(_events(["a"]))
+    assert grouped.waiting == 0
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_server_killed_while_writing_groups_stored_every_event_it_answered(kind: str, tmp_path: Path) -> None:
+    """8 clients post one event per request to a real server, which is killed (SIGKILL) while they do: every
+    event answered 201 is stored and applied after a restart on the same store."""
+    from support.consumer_fixtures import postgres_schema_url
+
+    with postgres_schema_url() if kind == "postgres" else _nullcontext(f"sqlite:///{tmp_path / 'lineage.db'}") as url:
+        answered: list[str] = []
+        lock = threading.Lock()
+        with serve_consumer(url, tmp_path) as served:
+            stop = threading.Event()
+
+            def client(index: int) -> None:
+                session = requests.Session()
+                for n in range(100_000):
+                    if stop.is_set():
+                        return
+                    event = run_event("START", f"client{index}.job{n}")
+                    try:
+                        response = session.post(f"{served.url}/api/v1/lineage", json=event, timeout=10)
+                    except requests.RequestException:
+                        return  # the server is gone
+                    if response.status_code == 201:
+                        with lock:
+                            answered.append(event["run"]["runId"])
+
+            threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
+            for thread in threads:
+                thread.start()
+            deadline = time.monotonic() + 30
+            while len(answered) < 200 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            os.kill(served.pid, signal.SIGKILL)
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=30)
+        assert len(answered) >= 200
+        with serve_consumer(url, tmp_path) as restarted:  # opens (and recovers) the same store
+            assert requests.get(f"{restarted.url}/api/v1/namespaces", timeout=10).status_code == 200
+        store = LineageStore(url)
+        try:
+            with store.read() as conn:
+                events = set(conn.execute(sa.select(tables.events.c.run_uuid)).scalars())
+                runs = set(conn.execute(sa.select(tables.runs.c.run_uuid)).scalars())
+        finally:
+            store.dispose()
+        assert set(answered) <= events
+        assert set(answered) <= runs
+
+
+@contextmanager
+def _nullcontext(value: str) -> Iterator[str]:
+    yield value
