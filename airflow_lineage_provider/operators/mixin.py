@@ -106,6 +106,24 @@ class LineageMixin(BaseOperator):
         except Exception as error:
             warn_once(f"Lineage: declared lineage of task {self.task_id!r} could not be prepared: {error}")
 
+    def post_execute(self, context: Any, result: Any = None) -> None:
+        """Look the declared datasets' schemas up here, in the task process, once ``execute`` is done: the
+        stock listener builds COMPLETE in a process it forks afterwards, which then finds them (and its own
+        connection pool untouched) instead of opening a database connection of its own per event. A failed
+        task skips ``post_execute``: its FAIL event looks them up in the fork, as before."""
+        super().post_execute(context, result)
+        try:
+            if not client.will_emit():
+                return
+            inputs, outputs = self.declared_lineage(context=dict(context))
+            add_schemas([ref.copy() for ref in inputs + outputs], self.lineage_connectors(), self._lineage_schemas())
+        except Exception as error:
+            warn_once(f"Lineage: schemas of task {self.task_id!r} could not be looked up: {error}")
+
+    def _lineage_schemas(self) -> dict[str, Any]:
+        """Columns looked up for this task try, by ``"database/table"`` string (see :func:`add_schemas`)."""
+        return self.__dict__.setdefault("_lineage_looked_up", {})
+
     # -- declared datasets --------------------------------------------------------------------------
 
     def _lineage_context(self, task_instance: Any = None) -> dict[str, Any] | None:
@@ -183,7 +201,7 @@ class LineageMixin(BaseOperator):
         connectors = self.lineage_connectors()
         name_datasets(inputs + outputs, connectors)
         if enrich:
-            add_schemas(inputs + outputs, connectors)
+            add_schemas(inputs + outputs, connectors, self._lineage_schemas())
         return OperatorLineage(inputs=input_datasets(inputs), outputs=output_datasets(outputs))
 
     # -- the stock listener's protocol --------------------------------------------------------------

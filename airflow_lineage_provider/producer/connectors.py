@@ -17,8 +17,11 @@ as it was without affecting the others.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -137,8 +140,37 @@ def _is_engine(value: Any) -> bool:
     return isinstance(value, Engine)
 
 
+#: Per process: the source resolved for each Airflow connection id, and the engine made for each hook object,
+#: so every lookup through one connector in a process checks a connection out of one pool (an Airflow
+#: ``get_connection`` is a round trip to the supervisor, and ``get_sqlalchemy_engine`` a new engine and
+#: pool each time it is called). A forked process (the stock listener forks per event) inherits them, with
+#: its engines' pools replaced (:func:`_after_fork_in_child`): it never uses its parent's connections.
+_sources_by_conn_id: dict[tuple[int, str], SqlAlchemySource] = {}
+_engines_by_hook: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_engines_in_use: weakref.WeakSet[Any] = weakref.WeakSet()
+_cache_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """In a forked child: give every engine the parent's lookups used a new, empty pool. The parent's
+    connections are left to the parent (``close=False``: closing them here would close the parent's too)."""
+    for engine in list(_engines_in_use):
+        with contextlib.suppress(Exception):  # an engine without a pool: nothing to replace
+            engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _source_from_hook(hook: Any) -> SqlAlchemySource:
-    engine = hook.get_sqlalchemy_engine()
+    try:
+        engine = _engines_by_hook.get(hook)
+    except TypeError:  # an object that cannot be weakly referenced: not cached
+        engine = None
+    if engine is None:
+        engine = hook.get_sqlalchemy_engine()
+        with contextlib.suppress(TypeError):  # an object that cannot be weakly referenced: not cached
+            _engines_by_hook[hook] = engine
     naming = naming_for_url(engine.url)
     info_getter = getattr(hook, "get_openlineage_database_info", None)
     if callable(info_getter):
@@ -149,6 +181,7 @@ def _source_from_hook(hook: Any) -> SqlAlchemySource:
             info = None
         if info is not None and getattr(info, "scheme", None):
             naming = naming.with_database_info(info.scheme, info.authority, info.database)
+    _engines_in_use.add(engine)
     return SqlAlchemySource(engine, naming)
 
 
@@ -159,11 +192,20 @@ def _hook_for_conn_id(conn_id: str) -> Any:
 
 
 def resolve_source(connector: Any) -> SchemaSource:
-    """Resolve one connector (not a dict) to a :class:`SchemaSource`. Raises when it cannot."""
+    """Resolve one connector (not a dict) to a :class:`SchemaSource`. Raises when it cannot.
+
+    An Airflow connection id is resolved once per process (see ``_sources_by_conn_id``)."""
     if _is_engine(connector):
+        _engines_in_use.add(connector)
         return SqlAlchemySource(connector, naming_for_url(connector.url))
     if isinstance(connector, str):
-        return _source_from_hook(_hook_for_conn_id(connector))
+        key = (os.getpid(), connector)
+        source = _sources_by_conn_id.get(key)
+        if source is None:
+            source = _source_from_hook(_hook_for_conn_id(connector))
+            with _cache_lock:
+                source = _sources_by_conn_id.setdefault(key, source)
+        return source
     if callable(getattr(connector, "get_sqlalchemy_engine", None)):
         return _source_from_hook(connector)
     if isinstance(connector, TableSchemaSource):
@@ -255,8 +297,16 @@ def name_datasets(refs: list[DatasetRef], connectors: Connectors) -> None:
                         input_field["namespace"], input_field["name"] = source.namespace, source.dataset_name(table)
 
 
-def add_schemas(refs: list[DatasetRef], connectors: Connectors) -> None:
+def add_schemas(
+    refs: list[DatasetRef],
+    connectors: Connectors,
+    known: dict[str, list[schema_dataset.SchemaDatasetFacetFields]] | None = None,
+) -> None:
     """Add a ``schema`` facet from the database to each served dataset that has none, in place.
+
+    ``known``: columns already looked up, by ``"database/table"`` string: those datasets are not looked up
+    again, and what is looked up now is added to it (the mixin looks its datasets up in the task process,
+    so that the listener's forked processes find them there).
 
     Lookups through database connections run on one helper thread per database, all of them within
     ``[lineage_provider] schema_lookup_timeout`` seconds: a database that hangs (a host that drops
@@ -268,7 +318,15 @@ def add_schemas(refs: list[DatasetRef], connectors: Connectors) -> None:
         return
     wanted = []
     for ref in refs:
-        if ref.raw is not None and "schema" not in ref.facets and (served := connectors.source_for(ref.raw)):
+        if ref.raw is None or "schema" in ref.facets:
+            continue
+        if known is not None and ref.raw in known:
+            if known[ref.raw]:
+                ref.facets["schema"] = schema_dataset.SchemaDatasetFacet(
+                    fields=known[ref.raw], producer=conf.producer()
+                )
+            continue
+        if served := connectors.source_for(ref.raw):
             wanted.append((ref, *served))
     if not wanted:
         return
@@ -312,5 +370,10 @@ def add_schemas(refs: list[DatasetRef], connectors: Connectors) -> None:
                 f"Lineage: schema lookup of {ref.raw!r} ({source.namespace}) did not answer within {timeout:g} s "
                 "([lineage_provider] schema_lookup_timeout). The dataset is sent without a schema."
             )
-        elif answered[index]:
-            ref.facets["schema"] = schema_dataset.SchemaDatasetFacet(fields=answered[index], producer=conf.producer())
+        else:
+            if known is not None:
+                known[ref.raw] = answered[index]  # an empty answer too: the lookup failed or found no table
+            if answered[index]:
+                ref.facets["schema"] = schema_dataset.SchemaDatasetFacet(
+                    fields=answered[index], producer=conf.producer()
+                )
