@@ -217,3 +217,48 @@ def test_failed_block_still_carries_schemas(events, sqlite_engine):
     fail = events.of_job("orders.load")[-1]
     assert fail["eventType"] == "FAIL"
     assert fail["inputs"][0]["facets"]["schema"]["fields"] == ORDERS
+
+
+def test_a_connection_id_is_resolved_once_per_process_and_its_pool_reused(events, sqlite_engine, monkeypatch):
+    from airflow_lineage_provider.producer.connectors import resolve_source
+
+    monkeypatch.setenv("AIRFLOW_CONN_WAREHOUSE", f"sqlite:///{sqlite_engine.url.database}")
+    first = resolve_source("warehouse")
+    for _ in range(3):
+        with lineage_run("orders.load", inputs=["main/orders"], connector="warehouse"):
+            pass
+    assert resolve_source("warehouse") is first
+    assert first.engine.pool.checkedin() == 1  # three lookups, one connection
+    assert [e["inputs"][0]["facets"]["schema"]["fields"] for e in events.of_job("orders.load")[1::2]] == [ORDERS] * 3
+    monkeypatch.setenv("AIRFLOW_CONN_WAREHOUSE", "sqlite:////elsewhere/other.db")
+    assert resolve_source("warehouse") is not first  # a changed connection is looked up again
+
+
+def _pool_in_child(engine, path) -> None:
+    from airflow_lineage_provider.producer.connectors import Connectors, add_schemas
+    from airflow_lineage_provider.producer.datasets import DatasetRef
+
+    refs = [DatasetRef("default", "main/orders", raw="main/orders")]
+    add_schemas(refs, Connectors({"main": engine}))
+    path.write_text(f"{id(engine.pool)} {len(refs[0].facets['schema'].fields)}")
+
+
+def test_a_forked_process_looks_schemas_up_on_its_own_connections(sqlite_engine, tmp_path):
+    """The stock listener forks per event: a child must never use a connection its parent's lookups pooled."""
+    import multiprocessing
+
+    from airflow_lineage_provider.producer.connectors import Connectors, add_schemas
+    from airflow_lineage_provider.producer.datasets import DatasetRef
+
+    add_schemas([DatasetRef("default", "main/orders", raw="main/orders")], Connectors({"main": sqlite_engine}))
+    assert sqlite_engine.pool.checkedin() == 1  # the parent's pooled connection
+    out = tmp_path / "child.txt"
+    child = multiprocessing.get_context("fork").Process(target=_pool_in_child, args=(sqlite_engine, out))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    pool_id, columns = out.read_text().split()
+    assert int(pool_id) != id(sqlite_engine.pool) and int(columns) == len(ORDERS)
+    assert sqlite_engine.pool.checkedin() == 1  # and the parent's connection is still there, usable
+    with sqlite_engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM orders").scalar() == 0

@@ -229,6 +229,9 @@ def reset() -> None:
     with _lock:
         _standalone = None
     _disabled_in_airflow.cache_clear()
+    from airflow_lineage_provider.producer.connectors import forget_resolved_connections
+
+    forget_resolved_connections()
     try:
         from airflow.providers.openlineage import conf as ol_conf
         from airflow.providers.openlineage.plugins import listener

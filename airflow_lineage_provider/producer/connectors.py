@@ -145,10 +145,17 @@ def _is_engine(value: Any) -> bool:
 #: ``get_connection`` is a round trip to the supervisor, and ``get_sqlalchemy_engine`` a new engine and
 #: pool each time it is called). A forked process (the stock listener forks per event) inherits them, with
 #: its engines' pools replaced (:func:`_after_fork_in_child`): it never uses its parent's connections.
-_sources_by_conn_id: dict[tuple[int, str], SqlAlchemySource] = {}
+_sources_by_conn_id: dict[tuple[int, str, str | None], SqlAlchemySource] = {}
 _engines_by_hook: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _engines_in_use: weakref.WeakSet[Any] = weakref.WeakSet()
 _cache_lock = threading.Lock()
+
+
+def forget_resolved_connections() -> None:
+    """Resolve Airflow connection ids again from now on (tests, and long-lived shells whose connections
+    changed; :func:`~.client.reset` calls it)."""
+    with _cache_lock:
+        _sources_by_conn_id.clear()
 
 
 def _after_fork_in_child() -> None:
@@ -199,7 +206,8 @@ def resolve_source(connector: Any) -> SchemaSource:
         _engines_in_use.add(connector)
         return SqlAlchemySource(connector, naming_for_url(connector.url))
     if isinstance(connector, str):
-        key = (os.getpid(), connector)
+        # A connection given in the environment is looked up again when its variable changes.
+        key = (os.getpid(), connector, os.environ.get(f"AIRFLOW_CONN_{connector.upper()}"))
         source = _sources_by_conn_id.get(key)
         if source is None:
             source = _source_from_hook(_hook_for_conn_id(connector))
