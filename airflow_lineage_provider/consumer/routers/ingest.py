@@ -16,6 +16,7 @@ from airflow_lineage_provider.consumer.auth import Writer, requires
 from airflow_lineage_provider.consumer.deps import read_body
 from airflow_lineage_provider.consumer.models import IngestSummary, Problem, StoredEvent
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
+from airflow_lineage_provider.consumer.store.ingest import IngestResult
 from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_body, parse_event, shown
 
 router = APIRouter(tags=["ingest"], dependencies=[Depends(requires(Access.WRITE))])
@@ -106,10 +107,29 @@ def check_body(body: bytes, settings: ConsumerSettings, principal: Principal, va
     return checked
 
 
-async def _checked(request: Request, principal: Principal) -> Checked:
+@dataclass
+class Ingested:
+    """A request body checked and its valid events stored: what the answer is made of."""
+
+    checked: Checked
+    result: IngestResult = field(default_factory=IngestResult)
+    #: ``index among checked.valid → error`` for the valid events the store refused.
+    refused: dict[int, str] = field(default_factory=dict)
+
+
+def check_and_store(body: bytes, state: Any, principal: Principal) -> Ingested:
+    """Check ``body`` and store its valid events (grouped with concurrent requests: ``state.ingest``), in one
+    worker thread: one hand-off from the event loop per request instead of two."""
+    checked = check_body(body, state.settings, principal, state.spec_validator)
+    ingested = Ingested(checked)
+    if checked.valid and (checked.is_array or not checked.errors):
+        ingested.result, ingested.refused = state.ingest.ingest([event for _, event in checked.valid])
+    return ingested
+
+
+async def _ingested(request: Request, principal: Principal) -> Ingested:
     body = await read_body(request)
-    state = request.app.state
-    return await run_in_threadpool(check_body, body, state.settings, principal, state.spec_validator)
+    return await run_in_threadpool(check_and_store, body, request.app.state, principal)
 
 
 @router.post(
@@ -121,14 +141,14 @@ async def _checked(request: Request, principal: Principal) -> Checked:
     summary="Ingest one event (201), or an array of events (as /batch)",
 )
 async def post_lineage(request: Request, principal: Writer) -> Any:
-    checked = await _checked(request, principal)
+    ingested = await _ingested(request, principal)
+    checked = ingested.checked
     if checked.is_array:
-        return await _store_batch(request, checked, principal)
+        return _store_batch(request, ingested, principal)
     if checked.errors:
         _audit(principal, 1, 0, 0, 1, [], status.HTTP_400_BAD_REQUEST)
         raise EventError(checked.errors[0])
-    event = checked.valid[0][1]
-    result, errors = await run_in_threadpool(request.app.state.ingest.ingest, [event])
+    event, result, errors = checked.valid[0][1], ingested.result, ingested.refused
     if errors:
         _audit(principal, 1, 0, 0, 1, audit.namespaces_of([event]), status.HTTP_400_BAD_REQUEST)
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=errors[0])
@@ -159,19 +179,23 @@ def _audit(
     summary="Ingest an array of events: 200 if all stored, 207 with per-event errors if some were not",
 )
 async def post_batch(request: Request, principal: Writer) -> Any:
-    checked = await _checked(request, principal)
-    if not checked.is_array:
+    body = await read_body(request)
+    state = request.app.state
+    checked = await run_in_threadpool(check_body, body, state.settings, principal, state.spec_validator)
+    if not checked.is_array:  # refused before anything is stored
         raise EventError("the batch endpoint takes a JSON array of events; post a single event to /api/v1/lineage")
-    return await _store_batch(request, checked, principal)
+    ingested = Ingested(checked)
+    if checked.valid:
+        ingested.result, ingested.refused = await run_in_threadpool(state.ingest.ingest, [e for _, e in checked.valid])
+    return _store_batch(request, ingested, principal)
 
 
-async def _store_batch(request: Request, checked: Checked, principal: Principal) -> JSONResponse:
+def _store_batch(request: Request, ingested: Ingested, principal: Principal) -> JSONResponse:
+    checked = ingested.checked
     errors, valid, received = checked.errors, checked.valid, checked.received
-    duplicates = stored = 0
+    duplicates, stored = ingested.result.duplicates, ingested.result.stored
     if valid:
-        result, refused = await run_in_threadpool(request.app.state.ingest.ingest, [e for _, e in valid])
-        duplicates, stored = result.duplicates, result.stored
-        errors.update((valid[i][0], message) for i, message in refused.items())
+        errors.update((valid[i][0], message) for i, message in ingested.refused.items())
         request.app.state.retention.maybe_run(request.app.state.store)
     summary = batch_summary(received, errors, duplicates)
     code = status.HTTP_200_OK if not errors else status.HTTP_207_MULTI_STATUS if len(errors) < received else 400

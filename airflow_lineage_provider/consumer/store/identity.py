@@ -297,15 +297,20 @@ def apply_namespace_aliases(conn: Connection, aliases: Mapping[str, str]) -> set
     return regroup(conn, seeds, aliases)
 
 
-def ungrouped_candidates(conn: Connection, datasets: Mapping[str, str], aliases: Mapping[str, str]) -> set[int]:
+def ungrouped_candidates(
+    conn: Connection, datasets: Mapping[str, str], aliases: Mapping[str, str], any_claim: bool | None = None
+) -> set[int]:
     """Of the datasets a batch just stored (``node key → namespace``), those in no group that another
     dataset claims or that live in an aliased namespace: a group may now form around them.
 
-    Costs one probe of the claims' index per dataset, and nothing when the store holds no claim at all.
+    Costs one probe of the claims' index per dataset, and nothing when the store holds no claim at all
+    (``any_claim``, when the caller already knows: :func:`.store_settings.read_settings_and_claims`).
     """
     equivalents = _equivalents(aliases)
     candidates = {key for key, namespace in datasets.items() if namespace in equivalents}
-    if conn.execute(select(_s.alias_key).where(_s.alias_key.is_not(None)).limit(1)).first() is not None:
+    if any_claim is None:
+        any_claim = conn.execute(select(_s.alias_key).where(_s.alias_key.is_not(None)).limit(1)).first() is not None
+    if any_claim:
         for chunk in chunks(datasets):
             candidates.update(conn.execute(select(_s.alias_key).where(_s.alias_key.in_(chunk)).distinct()).scalars())
     found: set[int] = set()

@@ -25,7 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from airflow_lineage_provider.consumer.store import facets as facet_readers
 from airflow_lineage_provider.consumer.store import identity, lifecycle, tables, templated_names
 from airflow_lineage_provider.consumer.store.statements import Statement, Statements, statements
-from airflow_lineage_provider.consumer.store.store_settings import STORE_ID, read_settings
+from airflow_lineage_provider.consumer.store.store_settings import STORE_ID, read_settings_and_claims
 from airflow_lineage_provider.consumer.store.tables import DECLARED_LINEAGE, TEMPLATED_NAMES, as_utc
 from airflow_lineage_provider.consumer.validation import DatasetRef, LineageEvent
 
@@ -313,7 +313,7 @@ def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
     sql = statements(conn.dialect.name)
     ids = _write_nodes(conn, sql, changes)
     _write_datasets(conn, sql, changes, ids)
-    settings = read_settings(conn)
+    settings, any_claim = read_settings_and_claims(conn)
     remember = _write_producers(conn, sql, changes, ids, settings.get(STORE_ID, ""))
     claimed = _write_claims(conn, sql, changes, ids)
     _write_jobs(conn, sql, changes, ids)
@@ -324,7 +324,7 @@ def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
     _match_templated_names(conn, changes, ids, settings)
     _write_io_groups(conn, sql, changes, ids)
     _write_columns(conn, sql, changes, ids)
-    _regroup(conn, changes, settings, claimed)
+    _regroup(conn, changes, settings, claimed, any_claim or bool(claimed))
     return remember
 
 
@@ -347,8 +347,11 @@ def _write_nodes(conn: Connection, sql: Statements, changes: _Changes) -> dict[N
         for key, (kind, ns, name) in changes.nodes.items()
         for first, last in [changes.node_times[key]]
     ]
-    _write(conn, sql.nodes, rows)
-    return _ids(conn, sql.node_ids, changes.nodes)
+    ids = dict(_execute(conn, sql.nodes, rows).all())  # the upsert answers every node's id (statements.py)
+    missing = [key for key in changes.nodes if key not in ids]
+    if missing:  # never, while every conflict updates the row; kept so that a change there cannot lose ids
+        ids.update(_ids(conn, sql.node_ids, missing))
+    return ids
 
 
 def _write_datasets(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:
@@ -408,11 +411,11 @@ def _write_claims(conn: Connection, sql: Statements, changes: _Changes, ids: dic
     return set(_execute(conn, sql.symlinks, list(links.values())).scalars())
 
 
-def _regroup(conn: Connection, changes: _Changes, settings: dict[str, str], claimed: set[int]) -> None:
+def _regroup(conn: Connection, changes: _Changes, settings: dict[str, str], claimed: set[int], any_claim: bool) -> None:
     """Let groups form or change around the batch's datasets (see :mod:`.identity`)."""
     aliases = identity.stored_namespace_aliases(conn, settings)
     datasets = {key: ns for key, (kind, ns, _name) in changes.nodes.items() if kind == "dataset"}
-    seeds = claimed | identity.ungrouped_candidates(conn, datasets, aliases)
+    seeds = claimed | identity.ungrouped_candidates(conn, datasets, aliases, any_claim)
     if seeds:
         identity.regroup(conn, seeds, aliases)
 

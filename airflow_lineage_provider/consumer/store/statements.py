@@ -222,7 +222,8 @@ def statements(dialect: str) -> Statements:
     keys = bindparam("keys", expanding=True)
     return Statements(
         events=_done(events, "event_key", returning=("event_key",)),
-        nodes=_done(nodes, "node_key"),
+        # Every conflicting row is updated (its version moves), so RETURNING answers every node's id.
+        nodes=_done(nodes, "node_key", returning=("node_key", "id")),
         node_ids=select(t.nodes.c.node_key, t.nodes.c.id).where(t.nodes.c.node_key.in_(keys)),
         datasets=_done(datasets, "node_id"),
         # Answers the claims it inserted: their datasets' groups may change (see ..identity).

@@ -9,8 +9,10 @@
 from __future__ import annotations
 
 import uuid
+from functools import cache
+from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, delete, insert, literal, select, union_all
 
 from airflow_lineage_provider.consumer.store import tables
 
@@ -23,6 +25,25 @@ _s = tables.store_settings.c
 def read_settings(conn: Connection) -> dict[str, str]:
     """Every setting of the store, ``name → value`` (one statement)."""
     return dict(conn.execute(select(_s.name, _s.value)).all())
+
+
+#: The name :func:`read_settings_and_claims` answers, with the settings, when any dataset claims another name.
+ANY_CLAIM = "(any claim)"
+
+
+@cache
+def _settings_and_claims() -> Any:
+    sym = tables.symlinks.c
+    probe = select(literal(ANY_CLAIM).label("name"), sym.alias_key.label("value"))
+    probe = probe.where(sym.alias_key.is_not(None)).limit(1).subquery("any_claim")
+    return union_all(select(_s.name, _s.value), select(probe.c.name, probe.c.value))
+
+
+def read_settings_and_claims(conn: Connection) -> tuple[dict[str, str], bool]:
+    """Every setting, and whether any dataset claims another name (``lineage_symlinks``), in one statement:
+    what every ingest batch reads first (see :mod:`.ingest` and :func:`.identity.ungrouped_candidates`)."""
+    settings = dict(conn.execute(_settings_and_claims()).all())
+    return settings, settings.pop(ANY_CLAIM, None) is not None
 
 
 def write_setting(conn: Connection, name: str, value: str) -> None:
