@@ -1,22 +1,32 @@
 """What a task pays to emit lineage: the outbox against the stock HTTP transport, healthy and with the consumer down.
 
-Each case runs ``--blocks`` ``lineage_run`` blocks (a START and a COMPLETE each, no connector, an empty
-body) in this process, with openlineage-python's client configured the way a user would:
+Each case runs ``lineage_run`` blocks (a START and a COMPLETE each, no connector, an empty body) in this
+process, with OpenLineage configured the way a user would (``OPENLINEAGE__TRANSPORT__*``, so the events go
+through the stock provider's listener client, as in a task):
 
-* ``outbox, SQLite``      - ``OutboxTransport`` on a local SQLite file (the embedded default);
+* ``noop``                - openlineage-python's ``noop`` transport: everything but the transport (the
+                            floor that "the transport's share of a block" is measured from);
+* ``outbox, SQLite``      - ``OutboxTransport`` on a local SQLite file (the embedded default,
+                            ``sqlite_synchronous=OFF``);
+* ``outbox, SQLite, NORMAL`` - the same with ``sqlite_synchronous=NORMAL`` (an fsync per append: survives
+                            a crashed machine, not only a crashed process);
 * ``outbox, PostgreSQL``  - ``OutboxTransport`` on PostgreSQL at 127.0.0.1:5432 (skipped if unreachable);
-* ``http, healthy``       - the stock ``http`` transport posting to a loopback consumer (a threaded HTTP
-                            server in this process, answering 201 at once);
-* ``http, healthy (airflow-lineage serve)`` - the same, posting to this package's own consumer in its own
-                            process (SQLite store): a real consumer a user would run next to Airflow;
-* ``http, consumer down`` - the stock ``http`` transport with nothing listening on the port: its retries
-                            (5, with backoff) make each event wait seconds, so this case runs only
-                            ``--down-blocks`` blocks (default 3) and is reported per block;
-* ``outbox, consumer down`` - the outbox when the consumer is down: emission never talks to the
-                            consumer, so this is the ``outbox, SQLite`` case again, measured again.
+* ``http, healthy``       - the stock ``http`` transport posting to the fastest loopback consumer there is:
+                            a threaded HTTP server in this process on 127.0.0.1 that reads the body and
+                            answers 201 at once (no parsing, nothing stored).
 
-Run: ``.venv/bin/python bench/outbox_emission.py [--blocks 1000] [--down-blocks 3]``; prints a Markdown table
-with the median and p99 per block and the ratio to ``http, healthy``.
+These cases are interleaved (``--rounds`` rounds of ``blocks / rounds`` blocks each, A/B/C/A/B/C...: the
+machine is noisy) and reported as ratios to ``http, healthy`` from the same run, measured two ways:
+
+* in the transport: the time inside the transport's ``emit`` per event (median);
+* the transport's share of a block: the block's median minus the ``noop`` block's median, per event.
+
+Then, not interleaved: ``http, healthy (airflow-lineage serve)`` (this package's own consumer in its own
+process, SQLite store: a real consumer next to Airflow) and ``http, consumer down`` (nothing listening:
+the stock transport's retries make each event wait seconds, so only ``--down-blocks`` blocks).
+
+Run: ``.venv/bin/python bench/outbox_emission.py [--blocks 1000] [--rounds 10] [--down-blocks 3]``; prints a
+Markdown table.
 """
 
 from __future__ import annotations
@@ -29,13 +39,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
 PG_URL = os.environ.get("LINEAGE_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
+OUTBOX = "airflow_lineage_provider.outbox.OutboxTransport"
 
 
 def configure(transport: dict[str, str]) -> None:
@@ -54,10 +66,11 @@ TRANSPORT_TIME: list[float] = []
 def time_transports() -> None:
     """Wrap the transports' ``emit`` so the time spent inside them is measured apart from the rest."""
     from openlineage.client.transport.http import HttpTransport
+    from openlineage.client.transport.noop import NoopTransport
 
     from airflow_lineage_provider.outbox.transport import OutboxTransport
 
-    for cls in (HttpTransport, OutboxTransport):
+    for cls in (HttpTransport, OutboxTransport, NoopTransport):
         original = cls.emit
 
         def timed(self: object, event: object, _original=original) -> object:
@@ -82,14 +95,31 @@ def run_blocks(blocks: int) -> list[float]:
     return samples
 
 
-def case(name: str, transport: dict[str, str], blocks: int, warmup: int = 20) -> tuple[str, list[float], list[float]]:
-    configure(transport)
-    run_blocks(warmup)
-    TRANSPORT_TIME.clear()
-    samples = run_blocks(blocks)
-    emits = list(TRANSPORT_TIME)
-    print(f"  {name}: {statistics.median(samples) * 1e6:.0f} us median over {blocks} blocks", file=sys.stderr)
-    return name, samples, emits
+class _Answer201(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as a real consumer
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(201)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def fast_responder() -> Iterator[str]:
+    """A threaded HTTP server in this process on 127.0.0.1 that reads each body and answers 201 at once."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Answer201)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def postgres_url() -> str | None:
@@ -133,9 +163,18 @@ def served_consumer(workdir: Path) -> Iterator[str]:
         process.wait(timeout=30)
 
 
+def measure(transport: dict[str, str], blocks: int, warmup: int) -> tuple[list[float], list[float]]:
+    configure(transport)
+    run_blocks(warmup)
+    TRANSPORT_TIME.clear()
+    samples = run_blocks(blocks)
+    return samples, list(TRANSPORT_TIME)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--down-blocks", type=int, default=3)
     args = parser.parse_args()
 
@@ -143,41 +182,60 @@ def main() -> None:
     os.environ["AIRFLOW_HOME"] = str(workdir / "airflow")
     os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")  # no log line per event in any case
-    from support.consumer_server import ConsumerServer
-
-    outbox = "airflow_lineage_provider.outbox.OutboxTransport"
     time_transports()
-    results: list[tuple[str, list[float], list[float]]] = []
-    results.append(case("outbox, SQLite", {"type": outbox, "url": f"sqlite:///{workdir / 'outbox.db'}"}, args.blocks))
-    pg = postgres_url()
-    if pg:
-        results.append(case("outbox, PostgreSQL", {"type": outbox, "url": pg}, args.blocks))
-    with ConsumerServer() as consumer:
-        results.append(case("http, healthy", {"type": "http", "url": consumer.url}, args.blocks))
+    per_round = max(1, args.blocks // args.rounds)
+    results: dict[str, tuple[list[float], list[float]]] = {}
+    with fast_responder() as responder:
+        cases = {
+            "noop": {"type": "noop"},
+            "outbox, SQLite": {"type": OUTBOX, "url": f"sqlite:///{workdir / 'outbox.db'}"},
+            "outbox, SQLite, NORMAL": {
+                "type": OUTBOX,
+                "url": f"sqlite:///{workdir / 'outbox-normal.db'}",
+                "sqlite_synchronous": "NORMAL",
+            },
+            "http, healthy": {"type": "http", "url": responder},
+        }
+        pg = postgres_url()
+        if pg:
+            cases["outbox, PostgreSQL"] = {"type": OUTBOX, "url": pg}
+        results = {name: ([], []) for name in cases}
+        for round_ in range(args.rounds):
+            for name, transport in cases.items():
+                blocks, emits = measure(transport, per_round, warmup=10)
+                results[name][0].extend(blocks)
+                results[name][1].extend(emits)
+            print(f"  round {round_ + 1}/{args.rounds} done", file=sys.stderr)
     with served_consumer(workdir) as url:
-        results.append(case("http, healthy (airflow-lineage serve)", {"type": "http", "url": url}, args.blocks))
-    down = ConsumerServer()
-    down.stop()  # the port now refuses connections
-    results.append(case("http, consumer down", {"type": "http", "url": down.url}, args.down_blocks, warmup=0))
-    results.append(
-        case("outbox, consumer down", {"type": outbox, "url": f"sqlite:///{workdir / 'outbox2.db'}"}, args.blocks)
-    )
+        results["http, healthy (airflow-lineage serve)"] = measure({"type": "http", "url": url}, per_round * 2, 20)
+    if args.down_blocks > 0:
+        down = socket.socket()
+        down.bind(("127.0.0.1", 0))
+        down_url = f"http://127.0.0.1:{down.getsockname()[1]}"
+        down.close()  # the port now refuses connections
+        results["http, consumer down"] = measure({"type": "http", "url": down_url}, args.down_blocks, warmup=0)
 
-    by_name = {name: (blocks, emits) for name, blocks, emits in results}
-    healthy_block = statistics.median(by_name["http, healthy"][0])
-    healthy_emit = statistics.median(by_name["http, healthy"][1])
+    noop_block = statistics.median(results["noop"][0])
+    healthy_block = statistics.median(results["http, healthy"][0])
+    healthy_emit = statistics.median(results["http, healthy"][1])
+    healthy_share = (healthy_block - noop_block) / 2
     print(
-        f"\n{args.blocks} `lineage_run` blocks (START + COMPLETE) per case; consumer-down HTTP: {args.down_blocks}.\n"
+        f"\n{per_round * args.rounds} `lineage_run` blocks (START + COMPLETE) per interleaved case in {args.rounds} "
+        f"rounds; airflow-lineage serve: {per_round * 2}; consumer-down HTTP: {args.down_blocks}.\n"
     )
     print("| case | per block, median | per block, p99 | in the transport, per event (median) | "
-          "block vs http healthy | transport vs http healthy |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, (blocks, emits) in by_name.items():
-        median, emit = statistics.median(blocks), statistics.median(emits)
+          "share of the block over noop, per event | transport vs http healthy | share vs http healthy |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, (blocks, emits) in results.items():
+        median = statistics.median(blocks)
+        emit = statistics.median(emits) if emits else 0.0  # the client skips a noop transport's emit
         p99 = sorted(blocks)[max(0, int(len(blocks) * 0.99) - 1)]
+        share = (median - noop_block) / 2
+        vs_emit = f"{emit / healthy_emit:.3f}x ({healthy_emit / emit:.1f}x cheaper)" if emit > 0 else "-"
+        vs_share = f"{share / healthy_share:.3f}x ({healthy_share / share:.1f}x cheaper)" if share > 0 else "-"
         print(
             f"| {name} | {median * 1e6:,.0f} us | {p99 * 1e6:,.0f} us | {emit * 1e6:,.0f} us | "
-            f"{median / healthy_block:.2f}x | {emit / healthy_emit:.3f}x |"
+            f"{share * 1e6:,.0f} us | {vs_emit} | {vs_share} |"
         )
     if pg:
         import sqlalchemy as sa

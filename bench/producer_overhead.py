@@ -1,18 +1,25 @@
-"""What a task pays per ``lineage_run`` block (START + COMPLETE), against the same code without lineage.
+"""What a task pays per ``lineage_run`` block (START + COMPLETE), against the same code without lineage and
+against the same two events built and sent by hand.
 
-Cases, each run ``--blocks`` times on the same workload (insert 10 rows into a local SQLite table):
+Cases, each on the same workload (insert 10 rows into a local SQLite table), all through the same transport
+in the same process (``--transport outbox``, the default: this package's SQLite outbox; or ``file``):
 
 * ``no lineage``          - the workload alone (the floor);
-* ``openlineage-python``  - the same two events built by hand with ``event_v2`` and sent with
-                            ``OpenLineageClient`` through the file transport (what a user would write);
-* ``stock api.emit``      - the same hand-built events through ``airflow.providers.openlineage.api.emit``
-                            (the stock provider's route, which ``lineage_run`` takes when OpenLineage is
-                            configured for Airflow: it adds secret redaction and logging);
-* ``lineage_run``         - ``lineage_run`` with the file transport, no connector;
-* ``+ sqlite schema``     - with ``connector=`` a SQLite engine: two tables looked up on COMPLETE;
-* ``+ postgres schema``   - with ``connector=`` a PostgreSQL engine on 127.0.0.1 (skipped if unreachable).
+* ``openlineage-python by hand`` - the same two events ``lineage_run`` sends (same datasets, ``jobType``
+                            facet and producer) built with ``event_v2`` and sent with ``OpenLineageClient``
+                            (what a user would write);
+* ``stock api.emit by hand`` - those hand-built events through ``airflow.providers.openlineage.api.emit``
+                            (the stock provider's route: secret redaction, metrics and a log line);
+* ``lineage_run``         - ``lineage_run``, no connector (OpenLineage is configured for Airflow, so it
+                            goes to the listener's client, redacted as the stock route would);
+* ``+ SQLite schema``     - with ``connector=`` a SQLite engine: two tables looked up on COMPLETE;
+* ``+ PostgreSQL schema`` - with ``connector=`` a PostgreSQL engine on 127.0.0.1 (skipped if unreachable).
 
-Run: ``.venv/bin/python bench/producer_overhead.py [--blocks 2000]``; prints a Markdown table.
+The machine is noisy (2 shared cores): the cases are interleaved, ``--rounds`` rounds of
+``blocks / rounds`` blocks each (A/B/C/A/B/C...), and every ratio comes from the same run.
+
+Run: ``.venv/bin/python bench/producer_overhead.py [--blocks 2000] [--rounds 20] [--transport outbox]``;
+prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 
 WORK_ROWS = [(i, i * 1.5) for i in range(10)]
@@ -33,40 +41,41 @@ def _workload(engine) -> None:
         conn.exec_driver_sql("INSERT INTO sink (n, v) VALUES (?, ?)", WORK_ROWS)
 
 
-def _timed(blocks: int, body: Callable[[], None]) -> list[float]:
-    for _ in range(min(50, blocks)):  # warm-up: imports, client creation, connection pools
-        body()
-    samples = []
-    for _ in range(blocks):
-        start = time.perf_counter()
-        body()
-        samples.append(time.perf_counter() - start)
-    return samples
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--transport", choices=["outbox", "file"], default="outbox")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="alp-bench-"))
     os.environ["AIRFLOW_HOME"] = str(workdir / "airflow")
-    os.environ.update(
-        {
-            "OPENLINEAGE__TRANSPORT__TYPE": "file",
-            "OPENLINEAGE__TRANSPORT__LOG_FILE_PATH": str(workdir / "events.ndjson"),
-            "OPENLINEAGE__TRANSPORT__APPEND": "true",
-        }
-    )
+    os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")  # no log line per event in any case
+    if args.transport == "file":
+        os.environ.update(
+            {
+                "OPENLINEAGE__TRANSPORT__TYPE": "file",
+                "OPENLINEAGE__TRANSPORT__LOG_FILE_PATH": str(workdir / "events.ndjson"),
+                "OPENLINEAGE__TRANSPORT__APPEND": "true",
+            }
+        )
+    else:
+        os.environ.update(
+            {
+                "OPENLINEAGE__TRANSPORT__TYPE": "airflow_lineage_provider.outbox.OutboxTransport",
+                "OPENLINEAGE__TRANSPORT__URL": f"sqlite:///{workdir / 'outbox.db'}",
+            }
+        )
     import logging
 
     logging.disable(logging.INFO)  # the stock adapter logs every emission at INFO; measure the work, not the log
     import sqlalchemy as sa
     from openlineage.client import OpenLineageClient
     from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+    from openlineage.client.facet_v2 import job_type_job
     from openlineage.client.uuid import generate_new_uuid
 
-    from airflow_lineage_provider import lineage_run
+    from airflow_lineage_provider import conf, lineage_run
 
     engine = sa.create_engine(f"sqlite:///{workdir / 'warehouse.db'}")
     with engine.begin() as conn:
@@ -74,26 +83,36 @@ def main() -> None:
         conn.exec_driver_sql("CREATE TABLE source (id INTEGER PRIMARY KEY, label TEXT, amount NUMERIC(10, 2))")
 
     client = OpenLineageClient()
+    producer = conf.producer()
+
+    def hand_event(state: RunState, run_id: str) -> RunEvent:
+        """The event lineage_run sends for this block, built by hand."""
+        job_type = job_type_job.JobTypeJobFacet(
+            processingType="BATCH", integration="PYTHON", jobType="TASK", producer=producer
+        )
+        return RunEvent(
+            eventType=state,
+            eventTime=datetime.now(timezone.utc).isoformat(),
+            run=Run(runId=run_id, facets={}),
+            job=Job(namespace="default", name="bench.job", facets={"jobType": job_type}),
+            inputs=[InputDataset("default", "main/source")],
+            outputs=[OutputDataset("default", "main/sink")],
+            producer=producer,
+        )
 
     def by_hand() -> None:
         run_id = str(generate_new_uuid())
-        now = lambda: time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())  # noqa: E731
-        io = {"inputs": [InputDataset("default", "main/source")], "outputs": [OutputDataset("default", "main/sink")]}
-        client.emit(RunEvent(eventType=RunState.START, eventTime=now(), run=Run(run_id), job=Job("default", "j"), **io))
+        client.emit(hand_event(RunState.START, run_id))
         _workload(engine)
-        client.emit(
-            RunEvent(eventType=RunState.COMPLETE, eventTime=now(), run=Run(run_id), job=Job("default", "j"), **io)
-        )
+        client.emit(hand_event(RunState.COMPLETE, run_id))
 
     def through_stock_api() -> None:
         from airflow.providers.openlineage.api import emit
 
         run_id = str(generate_new_uuid())
-        now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-        io = {"inputs": [InputDataset("default", "main/source")], "outputs": [OutputDataset("default", "main/sink")]}
-        emit(RunEvent(eventType=RunState.START, eventTime=now, run=Run(run_id), job=Job("default", "j"), **io))
+        emit(hand_event(RunState.START, run_id))
         _workload(engine)
-        emit(RunEvent(eventType=RunState.COMPLETE, eventTime=now, run=Run(run_id), job=Job("default", "j"), **io))
+        emit(hand_event(RunState.COMPLETE, run_id))
 
     def with_lineage(connector=None, prefix="main") -> Callable[[], None]:
         def body() -> None:
@@ -106,7 +125,7 @@ def main() -> None:
         ("no lineage", lambda: _workload(engine)),
         ("openlineage-python by hand", by_hand),
         ("stock provider api.emit by hand", through_stock_api),
-        ("lineage_run (file transport)", with_lineage()),
+        ("lineage_run", with_lineage()),
         ("lineage_run + SQLite schema lookup", with_lineage({"main": engine})),
     ]
     pg_url = os.environ.get("LINEAGE_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
@@ -119,14 +138,26 @@ def main() -> None:
     except Exception as error:  # no PostgreSQL here: the other cases still stand
         print(f"(PostgreSQL case skipped: {error})")
 
-    results = []
-    for name, body in cases:
-        samples = _timed(args.blocks, body)
-        results.append((name, statistics.median(samples), statistics.quantiles(samples, n=20)[-1]))
+    for _name, body in cases:  # warm-up: imports, client creation, connection pools
+        for _ in range(50):
+            body()
+    samples: dict[str, list[float]] = {name: [] for name, _ in cases}
+    per_round = max(1, args.blocks // args.rounds)
+    for _ in range(args.rounds):  # interleaved: every case sees the same machine noise
+        for name, body in cases:
+            for _ in range(per_round):
+                start = time.perf_counter()
+                body()
+                samples[name].append(time.perf_counter() - start)
+
+    results = [(name, statistics.median(s), statistics.quantiles(s, n=20)[-1]) for name, s in samples.items()]
     floor = results[0][1]
     by_hand_cost = results[1][1] - floor
-    print(f"\n{args.blocks} blocks per case; median and p95 wall time per block\n")
     stock_cost = results[2][1] - floor
+    print(
+        f"\n{per_round * args.rounds} blocks per case in {args.rounds} interleaved rounds, {args.transport} transport; "
+        "median and p95 wall time per block\n"
+    )
     print(
         "| case | median / block | p95 / block | lineage cost over no lineage | block time vs no lineage "
         "| lineage cost vs by hand (client / stock api) |"
