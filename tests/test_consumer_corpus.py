@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import require_shared
+from conftest import IN_CI, require_shared
 from fastapi.testclient import TestClient
 from support.olschema import SHARED, SPEC
 
@@ -27,6 +27,17 @@ def manifest() -> list[tuple[str, str]]:
 
 
 CASES = manifest()
+
+
+def test_the_corpus_manifest_lists_the_corpus() -> None:
+    """Without ../shared/corpus the cases below are not generated at all: say so (a failure under CI=true)."""
+    require_shared()
+    if not CASES:
+        reason = f"no {CORPUS / 'MANIFEST.tsv'} (clone the project with ../shared beside it)"
+        if IN_CI:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    assert all((CORPUS / path).is_file() for _status, path in CASES)
 
 
 @pytest.fixture(params=[False, True], ids=["lenient", "strict"])

@@ -23,11 +23,19 @@ CORE_ID = "https://openlineage.io/spec/2-0-2/OpenLineage.json"
 PACKAGE_SCHEMAS = REPO / "airflow_lineage_provider" / "schemas"
 
 
-def shared_available() -> bool:
-    return (SPEC / "openlineage" / "OpenLineage.json").is_file()
-
-
 SKIP_REASON = f"the OpenLineage spec is not at {SPEC}/openlineage (clone the project with ../shared beside it)"
+
+
+def shared_available() -> bool:
+    """Whether ../shared/spec is there. Under ``CI=true`` its absence fails the test instead: CI must validate
+    every event, never skip it (as PostgreSQL and Chromium tests already do)."""
+    if (SPEC / "openlineage" / "OpenLineage.json").is_file():
+        return True
+    if os.environ.get("CI", "").lower() == "true":
+        import pytest
+
+        pytest.fail(f"{SKIP_REASON}; under CI=true that is a failure, not a skip")
+    return False
 
 
 def _schema_files() -> Iterable[Path]:
