@@ -213,7 +213,12 @@ def needs_redaction(event: Any, redacter: Any) -> bool:
                 hidden = by_class[kind] = any(hides(name) for name in names)
             if hidden:
                 return True
-            stack.extend(values(value))
+            for item in values(value):  # most fields are strings or None: not through the stack
+                item_kind = type(item)
+                if item_kind is str:
+                    strings.append(item)
+                elif item_kind not in _PLAIN:
+                    stack.append(item)
         elif isinstance(value, Enum):
             stack.append(value.value)
         else:

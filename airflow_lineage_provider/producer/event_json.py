@@ -62,6 +62,10 @@ def _object(items: Any) -> dict[str, Any]:
             continue
         if type(key) is not str:
             raise _NotPlain
+        kind = type(value)
+        if kind is str or kind is int or kind is bool:  # most values: no call
+            out[key] = value
+            continue
         value = _plain(value)
         if value is not None:
             out[key] = value
@@ -90,7 +94,7 @@ def _plain(value: Any) -> Any:
         return out
     found = _fields.get(kind) or (attrs_fields(kind) if hasattr(kind, "__attrs_attrs__") else None)
     if found is not None:
-        return _object(zip(found[0], found[1](value), strict=True))
+        return _object(zip(found[0], found[1](value), strict=False))  # same length: both from the class
     if isinstance(value, Enum):
         inner = value.value
         if inner is None or type(inner) in (str, int, bool) or (type(inner) is float and math.isfinite(inner)):
