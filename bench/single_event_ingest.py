@@ -141,19 +141,20 @@ def measure(consumer: Consumer, events: list[dict[str, Any]], sequential: int, c
 
 @contextmanager
 def _consumer(kind: str, folder: Path, baseline: Path | None) -> Iterator[Consumer]:
-    if kind.startswith("baseline-"):
-        assert baseline is not None
-        store_kind = kind.removeprefix("baseline-")
-        folder.mkdir(parents=True, exist_ok=True)
-        if store_kind == "sqlite":
-            with serve_ours(f"sqlite:///{folder / 'lineage.db'}", folder, tree=baseline) as consumer:
-                yield consumer
-        else:
-            with postgres_schema() as url, serve_ours(url, folder, tree=baseline) as consumer:
-                yield consumer
+    """``sqlite``/``postgres`` (this checkout), ``baseline-sqlite``/``baseline-postgres`` (``--baseline-tree``)
+    or ``feast``."""
+    if kind == "feast":
+        with open_consumer(kind, folder) as consumer:
+            yield consumer
         return
-    with open_consumer(kind, folder) as consumer:
-        yield consumer
+    tree = baseline if kind.startswith("baseline-") else None
+    folder.mkdir(parents=True, exist_ok=True)
+    if kind.removeprefix("baseline-") == "sqlite":
+        with serve_ours(f"sqlite:///{folder / 'lineage.db'}", folder, tree=tree) as consumer:
+            yield consumer
+    else:
+        with postgres_schema() as url, serve_ours(url, folder, tree=tree) as consumer:
+            yield consumer
 
 
 def _table(results: dict[str, dict[str, Any]], clients: int) -> str:
