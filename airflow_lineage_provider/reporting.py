@@ -14,18 +14,28 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 
 log = logging.getLogger("airflow_lineage_provider")
 
-_seen: set[str] = set()
+#: Distinct messages remembered per process (messages name values, so a long-lived process — a scheduler, an
+#: API server — meets new ones for ever). The least recently seen is forgotten first and, if it comes back,
+#: is logged at WARNING once more.
+REMEMBERED_MESSAGES = 4096
+
+_seen: OrderedDict[str, None] = OrderedDict()
 _seen_lock = threading.Lock()
 
 
 def warn_once(message: str, *, exc_info: BaseException | None = None) -> None:
-    """Log ``message`` at WARNING the first time this process sees it, and at DEBUG afterwards."""
+    """Log ``message`` at WARNING the first time this process sees it (among the last
+    :data:`REMEMBERED_MESSAGES` distinct ones), and at DEBUG afterwards."""
     with _seen_lock:
         first = message not in _seen
-        _seen.add(message)
+        _seen[message] = None
+        _seen.move_to_end(message)
+        if len(_seen) > REMEMBERED_MESSAGES:
+            _seen.popitem(last=False)
     log.log(logging.WARNING if first else logging.DEBUG, "%s", message, exc_info=exc_info if first else None)
 
 
