@@ -6,6 +6,9 @@ through the stock provider's listener client, as in a task):
 
 * ``noop``                - openlineage-python's ``noop`` transport: everything but the transport (the
                             floor that "the transport's share of a block" is measured from);
+* ``null``                - a transport whose ``emit`` does nothing: what the client does for any real
+                            transport (``noop`` returns before it), so ``share - null share`` is the
+                            transport's own;
 * ``outbox, SQLite``      - ``OutboxTransport`` on a local SQLite file (the embedded default,
                             ``sqlite_synchronous=OFF``);
 * ``outbox, SQLite, NORMAL`` - the same with ``sqlite_synchronous=NORMAL`` (an fsync per append: survives
@@ -63,6 +66,31 @@ def configure(transport: dict[str, str]) -> None:
 TRANSPORT_TIME: list[float] = []
 
 
+class NullTransport:
+    """A transport that takes each event and does nothing: the openlineage-python client's full path to a
+    transport, which the ``noop`` transport skips (the client returns before calling it)."""
+
+    kind = "null"
+
+    def __init__(self, config: object) -> None:
+        self.config = config
+
+    def emit(self, event: object) -> None:
+        return None
+
+    def close(self, timeout: float = -1) -> bool:
+        return True
+
+
+def _null_transport_class() -> type:
+    from openlineage.client.transport.transport import Config, Transport
+
+    return type("NullTransport", (NullTransport, Transport), {"config_class": Config})
+
+
+NULL = _null_transport_class()
+
+
 def time_transports() -> None:
     """Wrap the transports' ``emit`` so the time spent inside them is measured apart from the rest."""
     from openlineage.client.transport.http import HttpTransport
@@ -70,7 +98,7 @@ def time_transports() -> None:
 
     from airflow_lineage_provider.outbox.transport import OutboxTransport
 
-    for cls in (HttpTransport, OutboxTransport, NoopTransport):
+    for cls in (HttpTransport, OutboxTransport, NoopTransport, NULL):
         original = cls.emit
 
         def timed(self: object, event: object, _original=original) -> object:
@@ -188,6 +216,7 @@ def main() -> None:
     with fast_responder() as responder:
         cases = {
             "noop": {"type": "noop"},
+            "null (a transport doing nothing)": {"type": f"{__name__}.NULL"},
             "outbox, SQLite": {"type": OUTBOX, "url": f"sqlite:///{workdir / 'outbox.db'}"},
             "outbox, SQLite, NORMAL": {
                 "type": OUTBOX,
