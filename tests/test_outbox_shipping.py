@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -170,6 +171,21 @@ def test_partial_results_dead_letter_only_the_failed_events(tmp_path: Path, cons
     assert (report.delivered, report.dead) == (19, 1)
     assert 207 in {r.status for r in consumer.requests}
     assert len(consumer.events) == 19
+
+
+def test_a_207_in_an_undocumented_shape_is_logged_and_its_events_sent_one_by_one(
+    tmp_path: Path, consumer: ConsumerServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = sqlite_url(tmp_path)
+    events = run_pairs(10)
+    fill(url, events)
+    consumer.partial_results, consumer.partial_key = True, "items"  # not the documented "results"
+    consumer.reject = lambda e: e["run"]["runId"] == str(events[0].run.runId) and e["eventType"] == "START"
+    with caplog.at_level(logging.WARNING, logger="airflow_lineage_provider"):
+        report = shipper(url, consumer).ship()
+    assert (report.delivered, report.dead) == (19, 1)
+    assert consumer.requests[0].path.endswith("/batch") and not consumer.requests[-1].path.endswith("/batch")
+    assert any("without a 'results' list" in r.getMessage() for r in caplog.records)
 
 
 def test_consumer_without_batch_endpoint_gets_one_post_per_event(tmp_path: Path, consumer: ConsumerServer) -> None:

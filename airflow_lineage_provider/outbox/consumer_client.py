@@ -4,8 +4,8 @@ One request carries a batch (``POST <url>/<endpoint>/batch`` with a JSON array);
 batch endpoint (404/405) gets one ``POST <url>/<endpoint>`` per event from then on. Each answer is read as
 an :class:`~.outcomes.Answer` (accepted, unavailable, failed or rejected: see :mod:`.outcomes`), and
 :meth:`ConsumerClient.deliver` turns the answers into one :class:`Outcome` per event, taking apart a batch
-the consumer failed as a whole (:mod:`.isolation`). A 207, or a 200 whose body says ``partial``, is read
-per event when the body has per-event results, else its events are re-sent one by one (a consumer that
+the consumer failed as a whole (:mod:`.isolation`). A 207 is read per event from its documented
+``results`` list (:func:`_per_event_results`), else its events are re-sent one by one (a consumer that
 already stored some sees them twice; none is lost). 401 and 403 mean the consumer refuses this client at
 all: :class:`ConsumerRefused` stops shipping and leaves the events pending.
 """
@@ -36,9 +36,6 @@ from airflow_lineage_provider.outbox.outcomes import (
 from airflow_lineage_provider.reporting import warn_once
 
 __all__ = ["DEAD", "DELIVERED", "RETRY", "ConsumerClient", "ConsumerConfig", "ConsumerRefused", "Outcome"]
-
-_ACCEPTED_WORDS = {"accepted", "ok", "success", "created", "stored", "duplicate", "delivered"}
-_RETRY_WORDS = {"retry", "transient", "unavailable", "timeout"}
 
 
 class ConsumerRefused(Exception):
@@ -145,7 +142,7 @@ class ConsumerClient:
         self._refuse_if_unauthorized(response)
         if 200 <= code < 300:
             self.batch_supported = True
-            per_event = _per_event_results(response, len(payloads))
+            per_event = _per_event_results(response, len(payloads), self.config.batch_url)
             return Answer(ACCEPTED, code, per_event=None if per_event is None else self._without_keys(per_event))
         if code == 404:  # the batch endpoint worked before: the consumer is being redeployed
             return Answer(UNAVAILABLE, code, self._describe(response))
@@ -223,58 +220,62 @@ def _never_reached(error: requests.RequestException) -> bool:
     return isinstance(getattr(cause, "reason", cause), NewConnectionError)
 
 
-def _outcome_of_item(item: Any, code: int, listed_error: str = "") -> Outcome | None:
-    """One per-event result of a 207-style body, or ``None`` when it cannot be read. ``listed_error`` is
-    the event's error as the body's ``errors`` list gives it, for results that carry only a status."""
-    if not isinstance(item, dict):
-        return None
-    raw = item.get("status", item.get("statusCode", item.get("code")))
-    detail = str(item.get("error") or item.get("detail") or item.get("message") or listed_error)
-    if isinstance(raw, int) or (isinstance(raw, str) and raw.isdigit()):
-        status = int(raw)
-        if 200 <= status < 300:
-            return Outcome(DELIVERED, status)
-        kind = DEAD if answer_of_status(status, "").kind == REJECTED else RETRY
-        return Outcome(kind, status, detail or f"HTTP {status} (in a {code} response)")
-    if isinstance(raw, str):
-        word = raw.strip().lower()
-        if word in _ACCEPTED_WORDS:
-            return Outcome(DELIVERED, code)
-        if word in _RETRY_WORDS:
-            return Outcome(RETRY, code, detail or word)
-        return Outcome(DEAD, code, detail or word)
-    return None
+def _outcome_of_item(item: dict[str, Any], code: int, listed_error: str) -> Outcome:
+    """One per-event result (``{"index": i, "status": 201, "error": ...}``) of a 207 answer. ``listed_error``
+    is the event's error as the body's ``errors`` list gives it, for results that carry only a status."""
+    status = item["status"]
+    if 200 <= status < 300:
+        return Outcome(DELIVERED, status)
+    detail = str(item.get("error") or listed_error or f"HTTP {status} (in a {code} response)")
+    return Outcome(DEAD if answer_of_status(status, "").kind == REJECTED else RETRY, status, detail)
 
 
-def _per_event_results(response: requests.Response, count: int) -> list[Outcome | None] | None:
-    """Per-event outcomes of a 2xx batch answer; ``None`` when it accepted everything.
+def _readable(item: Any, count: int) -> bool:
+    return (
+        isinstance(item, dict)
+        and isinstance(item.get("index"), int)
+        and 0 <= item["index"] < count
+        and isinstance(item.get("status"), int)
+        and not isinstance(item["status"], bool)
+    )
 
-    Reads ``{"results": [{"index": i, "status": 201 | "accepted" | "rejected", "error": ...}, ...]}`` (also
-    under ``events``/``items``, or a bare list); a result without its own error text takes the one the
-    body lists under ``errors`` (``[{"index": i, "error": ...}]``, as this package's consumer answers). A
-    partial answer without per-event results gives a list of ``None``: each of those events is then re-sent
-    on its own.
+
+def _per_event_results(response: requests.Response, count: int, url: str = "") -> list[Outcome | None] | None:
+    """Per-event outcomes of a 2xx batch answer; ``None`` when it accepted everything (any 2xx but 207).
+
+    A 207 is read in the shape the OpenLineage-compatible consumers document, this package's included:
+    ``{"results": [{"index": i, "status": 201 | 400, "error": ...}, ...], "errors": [{"index": i, "error":
+    ...}]}`` (a result without its own error text takes the one ``errors`` lists). An event without a readable
+    result gets ``None``: it is re-sent on its own. A 207 in any other shape is logged once, and all its events
+    are re-sent on their own (a consumer that stored some sees them twice; none is lost).
     """
     code = response.status_code
+    if code != 207:
+        return None
     try:
         body = response.json() if response.content else None
     except ValueError:
         body = None
-    partial = code == 207 or (
-        isinstance(body, dict)
-        and ("partial" in str(body.get("status", "")).lower() or int((body.get("summary") or {}).get("failed") or 0))
-    )
-    items = body if isinstance(body, list) else None
-    if isinstance(body, dict):
-        items = next((body[k] for k in ("results", "events", "items") if isinstance(body.get(k), list)), None)
-    if not partial and not (items and any(isinstance(i, dict) and "status" in i for i in items)):
-        return None
-    listed = _listed_errors(body)
+    results = body.get("results") if isinstance(body, dict) else None
     outcomes: list[Outcome | None] = [None] * count
-    for position, item in enumerate(items or []):
-        index = item.get("index", position) if isinstance(item, dict) else position
-        if isinstance(index, int) and 0 <= index < count:
-            outcomes[index] = _outcome_of_item(item, code, listed.get(index, ""))
+    if not isinstance(results, list):
+        warn_once(
+            f"Lineage shipping: {url or 'the consumer'} answered 207 without a 'results' list of per-event "
+            "statuses; the batch's events are sent again one by one"
+        )
+        return outcomes
+    listed = _listed_errors(body)
+    unreadable = 0
+    for item in results:
+        if _readable(item, count):
+            outcomes[item["index"]] = _outcome_of_item(item, code, listed.get(item["index"], ""))
+        else:
+            unreadable += 1
+    if unreadable:
+        warn_once(
+            f"Lineage shipping: {url or 'the consumer'} answered 207 with per-event results this client cannot "
+            "read (each needs an integer 'index' and 'status'); those events are sent again one by one"
+        )
     return outcomes
 
 

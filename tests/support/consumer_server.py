@@ -57,6 +57,8 @@ class ConsumerServer:
         self.delay = 0.0
         self.reject: Callable[[dict[str, Any]], bool] | None = None
         self.partial_results = False
+        #: Where a 207 puts its per-event results (``results``, as documented; anything else: a shape to refuse).
+        self.partial_key = "results"
         self.batch_endpoint = True
         self.api_key: str | None = None
         self.accept_gzip = True
@@ -133,7 +135,7 @@ class ConsumerServer:
                 {"index": i, "status": 400 if bad else 201, "error": "event rejected" if bad else None}
                 for i, bad in enumerate(rejected)
             ]
-            return 207, {"results": results}
+            return 207, {self.partial_key: results}
         return (200, {"received": len(events)}) if is_batch else (201, {"status": "created"})
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
