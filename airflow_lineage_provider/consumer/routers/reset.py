@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, status
-from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer import audit
 from airflow_lineage_provider.consumer.access import Access, Principal
@@ -64,16 +63,16 @@ def _check(
     responses={400: {"model": Problem}, 403: {"model": Problem}, 404: {"model": Problem}, 503: {"model": Problem}},
     summary="Reset the whole store (confirm=all) or one namespace; dryRun=true says what would go",
 )
-async def post_reset(
+def post_reset(
     store: Store,
     principal: Admin,
     namespace: Namespace = None,
     dry_run: DryRun = False,
     confirm: Confirm = None,
 ) -> dict:
-    await run_in_threadpool(_check, store, principal, namespace, dry_run, confirm)
+    _check(store, principal, namespace, dry_run, confirm)  # a plain def endpoint: run in FastAPI's thread pool
     try:
-        counts = await run_in_threadpool(reset_now, store, namespace, dry_run)
+        counts = reset_now(store, namespace, dry_run)
     except StoreUnavailable:
         audit.reset(principal, namespace=namespace, dry_run=dry_run, removed=None, status=503)
         raise

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
-from fastapi.concurrency import run_in_threadpool
 
 from airflow_lineage_provider.consumer import audit
 from airflow_lineage_provider.consumer.access import Access, NamespaceScope, Principal
@@ -94,11 +93,11 @@ async def get_retention(request: Request, store: Store, principal: Reader) -> Re
     dependencies=[Depends(requires(Access.ADMIN))],
     summary="Prune events and runs older than N days",
 )
-async def post_retention(
+def post_retention(
     store: Store, principal: Admin, days: Annotated[float, Query(gt=0, le=100_000, description="Keep this many days.")]
 ) -> dict:
     try:
-        result = await run_in_threadpool(prune_now, store, days, "api")
+        result = prune_now(store, days, "api")  # a plain def endpoint: FastAPI runs it in its thread pool
     except StoreUnavailable:
         audit.prune(principal, days=days, events=None, runs=None, status=503)
         raise
