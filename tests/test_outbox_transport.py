@@ -178,23 +178,24 @@ def test_a_forked_process_gets_its_own_connections(tmp_path: Path) -> None:
     assert [r["job_name"] for r in stored(url)] == ["parent", "child", "parent"]
 
 
-def _emit_and_die(url: str) -> None:
-    outbox = transport(url)
+def _emit_and_die(url: str, synchronous: str) -> None:
+    outbox = transport(url, sqlite_synchronous=synchronous)
     for index in range(20):
         outbox.emit(run_event(job_name="killed", index=index))
     os.kill(os.getpid(), signal.SIGKILL)  # no close, no atexit, no flush: as an OOM kill or kill -9
 
 
-def test_events_handed_to_the_transport_survive_the_process_being_killed(tmp_path: Path) -> None:
-    """The transport appends with ``synchronous=OFF`` by default (issue 18): each append is in the operating
-    system's hands when ``emit`` returns, so a killed task process loses none (a crashed machine may)."""
+@pytest.mark.parametrize("synchronous", ["NORMAL", "OFF"])
+def test_events_handed_to_the_transport_survive_the_process_being_killed(tmp_path: Path, synchronous: str) -> None:
+    """Each append is in the operating system's hands when ``emit`` returns (with ``NORMAL``, the default, on
+    the disk), so a killed task process loses none, whichever ``sqlite_synchronous``."""
     url = sqlite_url(tmp_path)
-    outbox = transport(url)
-    assert outbox.writer.sqlite_synchronous == "OFF"
+    assert transport(url).writer.sqlite_synchronous == "NORMAL"  # the default survives a crashed machine too
+    outbox = transport(url, sqlite_synchronous=synchronous.lower())
+    assert outbox.writer.sqlite_synchronous == synchronous
     with outbox.writer.engine().connect() as conn:
-        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 0  # OFF
-    assert transport(url, sqlite_synchronous="normal").writer.sqlite_synchronous == "NORMAL"
-    child = multiprocessing.get_context("fork").Process(target=_emit_and_die, args=(url,))
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == {"OFF": 0, "NORMAL": 1}[synchronous]
+    child = multiprocessing.get_context("fork").Process(target=_emit_and_die, args=(url, synchronous))
     child.start()
     child.join(60)
     assert child.exitcode == -signal.SIGKILL
