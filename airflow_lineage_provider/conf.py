@@ -11,6 +11,7 @@ import os
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, MAX_BODY_BYTES
 from airflow_lineage_provider.get_provider_info import CONFIG
 from airflow_lineage_provider.version import __version__
 
@@ -195,7 +196,7 @@ def consumer_auth_cache_seconds() -> float:
 
 def consumer_max_body_bytes() -> int:
     """``[lineage_provider] consumer_max_body_bytes``: largest ingest body in bytes (default 16 MiB)."""
-    return int(_get("consumer_max_body_bytes") or 16 * 1024 * 1024)
+    return int(_get("consumer_max_body_bytes") or MAX_BODY_BYTES)
 
 
 def consumer_strict() -> bool:
@@ -237,7 +238,7 @@ def _positive_int(option: str) -> int:
 def consumer_graph_cache_nodes() -> int:
     """``[lineage_provider] consumer_graph_cache_nodes``: graph cards kept in memory (default 20,000)."""
     value = _get("consumer_graph_cache_nodes").strip()
-    return int(value) if value else 20_000
+    return int(value) if value else GRAPH_CACHE_NODES
 
 
 def consumer_retention_days() -> float | None:

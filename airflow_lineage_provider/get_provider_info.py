@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, LINEAGE_ENDPOINT, MAX_BODY_BYTES
 from airflow_lineage_provider.version import __version__
 
 PACKAGE_NAME = "airflow-lineage-provider"
@@ -197,7 +198,7 @@ CONSUMER_OPTIONS: dict[str, Any] = {
     ),
     "consumer_max_body_bytes": _option(
         "Largest ingest request body the consumer accepts, in bytes (larger ones get 413).\n",
-        "16777216",
+        str(MAX_BODY_BYTES),
         "67108864",
         "integer",
     ),
@@ -236,7 +237,7 @@ CONSUMER_OPTIONS: dict[str, Any] = {
     "consumer_graph_cache_nodes": _option(
         "Nodes whose graph data the consumer keeps in memory for graph answers, keyed by a version every "
         "event naming the node bumps (never stale); about 1 KB each. 0: read every node from the store.\n",
-        "20000",
+        str(GRAPH_CACHE_NODES),
         "50000",
         "integer",
     ),
@@ -304,7 +305,7 @@ CONNECTION_TYPES: list[dict[str, Any]] = [
         "conn-fields": {
             "endpoint": {
                 "label": "Endpoint",
-                "schema": {"type": ["string", "null"], "default": "api/v1/lineage"},
+                "schema": {"type": ["string", "null"], "default": LINEAGE_ENDPOINT},
                 "description": "Path of the lineage endpoint; batches go to <endpoint>/batch.",
             },
             "timeout": {"label": "Timeout (seconds)", "schema": {"type": ["number", "null"], "default": 10}},

@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow_lineage_provider.cli import CommandError
 from airflow_lineage_provider.cli.progress import progress_bar
+from airflow_lineage_provider.defaults import LINEAGE_ENDPOINT
 
 
 def _positive_int(value: str) -> int:
@@ -206,7 +207,9 @@ def register(subparsers: Any) -> None:
 
     ship = command("ship", run_ship, "Deliver pending events to an OpenLineage HTTP consumer.")
     ship.add_argument("--url", required=True, help="base URL of the consumer, e.g. http://marquez:5000")
-    ship.add_argument("--endpoint", default="api/v1/lineage", help="lineage endpoint path (default api/v1/lineage)")
+    ship.add_argument(
+        "--endpoint", default=LINEAGE_ENDPOINT, help=f"lineage endpoint path (default {LINEAGE_ENDPOINT})"
+    )
     ship.add_argument("--api-key", help="sent as Authorization: Bearer <key>")
     ship.add_argument("--name", help="destination name (default: the endpoint URL)")
     ship.add_argument("--batch-size", type=_positive_int, default=500, help="events per request (default 500)")

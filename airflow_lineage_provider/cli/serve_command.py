@@ -21,6 +21,7 @@ from airflow_lineage_provider.cli import CommandError
 from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing, load_keys_file
 from airflow_lineage_provider.consumer.hosts import serve_hosts
 from airflow_lineage_provider.consumer.namespace_aliases import NamespaceAliases
+from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, MAX_BODY_BYTES
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6580
@@ -75,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "when none is given); needed to start with no keys on a non-loopback address",
     )
     parser.add_argument(
-        "--max-body-bytes", type=int, default=16 * 1024 * 1024, help="largest request body (default 16 MiB)"
+        "--max-body-bytes", type=int, default=MAX_BODY_BYTES, help="largest request body (default 16 MiB)"
     )
     parser.add_argument(
         "--max-batch-events", type=int, default=10_000, metavar="N", help="most events per request (default 10000)"
@@ -139,7 +140,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--graph-cache-nodes",
         type=int,
-        default=20_000,
+        default=GRAPH_CACHE_NODES,
         metavar="N",
         help="nodes whose graph data is kept in memory, keyed by node version (default 20000; 0: none)",
     )

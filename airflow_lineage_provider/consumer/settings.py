@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing
 from airflow_lineage_provider.consumer.namespace_aliases import NamespaceAliases, aliases_from
+from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, MAX_BODY_BYTES
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class ConsumerSettings:
     """The access a request without a credential gets: None (the default) for none, or ``Access.READ``,
     ``WRITE`` or ``ADMIN`` where an operator opts in to anonymous access."""
 
-    max_body_bytes: int = 16 * 1024 * 1024
+    max_body_bytes: int = MAX_BODY_BYTES
     """Largest request body accepted (after gzip decompression), in bytes; larger ones get 413. 16 MiB."""
 
     max_batch_events: int = 10_000
@@ -83,7 +84,7 @@ class ConsumerSettings:
     default_max_nodes: int = 1000
     """``maxNodes`` of a graph query that does not give one."""
 
-    graph_cache_nodes: int = 20_000
+    graph_cache_nodes: int = GRAPH_CACHE_NODES
     """Nodes whose graph data (names, latest schema, latest run, as encoded JSON) is kept in memory for
     graph answers, keyed by a version every event naming the node bumps, so nothing stale is ever
     served; about 1 KB each. It also bounds the Marquez Job objects job listings keep the same way (about

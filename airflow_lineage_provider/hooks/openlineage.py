@@ -17,6 +17,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
+from airflow_lineage_provider.defaults import LINEAGE_ENDPOINT
 from airflow_lineage_provider.outbox.consumer_client import ConsumerConfig
 
 
@@ -36,7 +37,7 @@ def consumer_config_from_connection(conn: Any) -> ConsumerConfig:
     return ConsumerConfig.from_dict(
         {
             "url": url,
-            "endpoint": extra.get("endpoint") or "api/v1/lineage",
+            "endpoint": extra.get("endpoint") or LINEAGE_ENDPOINT,
             "api_key": conn.password or extra.get("api_key"),
             "timeout": extra.get("timeout") or 10,
             "compress": extra.get("compress", False),

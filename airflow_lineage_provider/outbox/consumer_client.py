@@ -20,6 +20,7 @@ from typing import Any
 import requests
 from urllib3.exceptions import NewConnectionError
 
+from airflow_lineage_provider.defaults import LINEAGE_ENDPOINT
 from airflow_lineage_provider.outbox.isolation import PoisonPolicy, deliver_batch
 from airflow_lineage_provider.outbox.outcomes import (
     ACCEPTED,
@@ -53,7 +54,7 @@ class ConsumerConfig:
     url: str
     """Base URL of the consumer, e.g. ``http://marquez:5000``."""
 
-    endpoint: str = "api/v1/lineage"
+    endpoint: str = LINEAGE_ENDPOINT
     """Path of the lineage endpoint below ``url``; batches go to ``<endpoint>/batch``."""
 
     api_key: str | None = None
@@ -82,7 +83,7 @@ class ConsumerConfig:
             verify = verify.strip().lower() in ("true", "1", "yes")
         return cls(
             url=url,
-            endpoint=str(params.get("endpoint") or "api/v1/lineage").strip("/"),
+            endpoint=str(params.get("endpoint") or LINEAGE_ENDPOINT).strip("/"),
             api_key=params.get("api_key") or None,
             timeout=timeout,
             compress=str(params.get("compress", False)).strip().lower() in ("true", "1", "yes", "on"),

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from sqlalchemy import Engine
 
+from airflow_lineage_provider.defaults import LINEAGE_ENDPOINT
 from airflow_lineage_provider.outbox import store
 from airflow_lineage_provider.outbox.consumer_client import (
     DEAD,
@@ -242,6 +243,6 @@ def without_password(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def default_destination_name(url: str, endpoint: str = "api/v1/lineage") -> str:
+def default_destination_name(url: str, endpoint: str = LINEAGE_ENDPOINT) -> str:
     """A destination name from the consumer's URL: the full lineage endpoint URL."""
     return f"{url.rstrip('/')}/{endpoint.strip('/')}"

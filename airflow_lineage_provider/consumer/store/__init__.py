@@ -22,6 +22,7 @@ from airflow_lineage_provider.consumer.store.ingest import AFTER_COMMIT
 from airflow_lineage_provider.consumer.store.marquez_jobs import JobObjects
 from airflow_lineage_provider.consumer.store.migrations import migrate
 from airflow_lineage_provider.consumer.store.versioned_cache import VersionedCache
+from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES
 
 _WRITE = "lineage_write"
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ class LineageStore:
         self,
         url: str,
         engine: Engine | None = None,
-        graph_cache_nodes: int = 20_000,
+        graph_cache_nodes: int = GRAPH_CACHE_NODES,
         namespace_aliases: Mapping[str, str] | None = None,
     ) -> None:
         self.url = url
