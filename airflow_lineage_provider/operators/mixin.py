@@ -13,6 +13,7 @@ logged and drops only the lineage it would have named: it never fails the task.
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -26,11 +27,19 @@ from airflow_lineage_provider.producer.datasets import DatasetRef, to_dataset_re
 from airflow_lineage_provider.producer.emit import input_datasets, output_datasets
 from airflow_lineage_provider.reporting import warn_once
 
-OL_METHODS = (
-    "get_openlineage_facets_on_start",
-    "get_openlineage_facets_on_complete",
-    "get_openlineage_facets_on_failure",
-)
+
+class Moment(IntEnum):
+    """When the stock listener asks an operator for its lineage, in the order its DefaultExtractor falls back
+    through (failure → complete → start)."""
+
+    START = 0
+    COMPLETE = 1
+    FAILURE = 2
+
+    @property
+    def method(self) -> str:
+        """The operator method the listener calls at this moment."""
+        return f"get_openlineage_facets_on_{('start', 'complete', 'failure')[self]}"
 
 
 class LineageMixin(BaseOperator):
@@ -206,31 +215,30 @@ class LineageMixin(BaseOperator):
 
     # -- the stock listener's protocol --------------------------------------------------------------
 
-    def _own_operator_lineage(self, method_index: int, *args: Any) -> Any:
+    def _own_operator_lineage(self, moment: Moment, task_instance: Any) -> Any:
         """The lineage of the operator's own ``get_openlineage_facets_*``, falling back like the stock
         DefaultExtractor does (failure → complete → start)."""
-        for index in range(method_index, -1, -1):
-            method = getattr(super(), OL_METHODS[index], None)
+        for earlier in sorted((m for m in Moment if m <= moment), reverse=True):
+            method = getattr(super(), earlier.method, None)
             if callable(method):
                 try:
-                    return method(*args) if index else method()
+                    return method() if earlier is Moment.START else method(task_instance)
                 except Exception as error:
-                    warn_once(f"Lineage: {OL_METHODS[index]} of task {self.task_id!r} failed: {error}")
+                    warn_once(f"Lineage: {earlier.method} of task {self.task_id!r} failed: {error}")
                     return None
         return None
 
-    def _lineage(self, method_index: int, task_instance: Any = None) -> Any:
+    def _lineage(self, moment: Moment, task_instance: Any = None) -> Any:
         try:
-            declared = self._declared_operator_lineage(task_instance, enrich=method_index > 0)
+            declared = self._declared_operator_lineage(task_instance, enrich=moment is not Moment.START)
         except Exception as error:
             warn_once(f"Lineage: declared lineage of task {self.task_id!r} could not be built: {error}")
             declared = None
-        args = (task_instance,) if method_index else ()
-        lineage = merge_lineage(self._own_operator_lineage(method_index, *args), declared)
-        lineage.run_facets = {**self._package_run_facets(method_index, task_instance, lineage), **lineage.run_facets}
+        lineage = merge_lineage(self._own_operator_lineage(moment, task_instance), declared)
+        lineage.run_facets = {**self._package_run_facets(moment, task_instance, lineage), **lineage.run_facets}
         return lineage
 
-    def _package_run_facets(self, method_index: int, task_instance: Any, lineage: Any) -> dict[str, Any]:
+    def _package_run_facets(self, moment: Moment, task_instance: Any, lineage: Any) -> dict[str, Any]:
         """Egeria facets on every event; the materialization facet on COMPLETE when there are outputs."""
         try:
             from airflow_lineage_provider.facets import task_run_facets
@@ -239,19 +247,19 @@ class LineageMixin(BaseOperator):
                 from airflow.sdk import get_current_context
 
                 task_instance = get_current_context()["task_instance"]
-            return task_run_facets(task_instance, complete=method_index == 1, outputs=lineage.outputs)
+            return task_run_facets(task_instance, complete=moment is Moment.COMPLETE, outputs=lineage.outputs)
         except Exception as error:
             warn_once(f"Lineage: run facets of task {self.task_id!r} could not be built: {error}")
             return {}
 
     def get_openlineage_facets_on_start(self) -> Any:
         """START: the declared datasets, named, without schemas; merged with the operator's own."""
-        return self._lineage(0)
+        return self._lineage(Moment.START)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """COMPLETE: the declared datasets with schemas from the connector; merged with the operator's own."""
-        return self._lineage(1, task_instance)
+        return self._lineage(Moment.COMPLETE, task_instance)
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
         """FAIL: like COMPLETE — the declared datasets are kept, with schemas where they can be read."""
-        return self._lineage(2, task_instance)
+        return self._lineage(Moment.FAILURE, task_instance)
