@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -25,18 +24,16 @@ for _key in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
 sys.path.insert(0, str(Path(__file__).parent))
 
 from support.capture import file_transport_env, read_events  # noqa: E402
-from support.olschema import SKIP_REASON, assert_valid_event, shared_available  # noqa: E402
-
-PG_URL = os.environ.get("LINEAGE_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
-IN_CI = os.environ.get("CI", "").lower() == "true"
+from support.environment import (  # noqa: E402
+    PG_URL,
+    PRISTINE_DB,
+    require_postgres,
+    require_shared,
+)
+from support.olschema import assert_valid_event  # noqa: E402
 
 #: Facets the stock provider adds to events it sends (their schemas are not in ../shared/spec).
 STOCK_FACETS = {"tags"}
-
-
-def require_shared() -> None:
-    if not shared_available():
-        pytest.skip(SKIP_REASON)
 
 
 class CapturedEvents:
@@ -100,23 +97,6 @@ def sqlite_engine(tmp_path: Path) -> Any:
     engine.dispose()
 
 
-def postgres_reachable() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 5432), timeout=2):
-            return True
-    except OSError:
-        return False
-
-
-def require_postgres() -> None:
-    """Skip without PostgreSQL on a laptop; fail in CI, where the machine always runs it."""
-    if postgres_reachable():
-        return
-    if IN_CI:
-        pytest.fail("PostgreSQL on 127.0.0.1:5432 is not reachable, and CI=true requires it")
-    pytest.skip("PostgreSQL on 127.0.0.1:5432 is not reachable")
-
-
 @pytest.fixture
 def pg_engine() -> Iterator[Any]:
     """A real PostgreSQL engine on the ``test`` database, with a private schema dropped afterwards."""
@@ -145,11 +125,3 @@ def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     migrate(home)
     shutil.copy(home / "airflow.db", home / PRISTINE_DB)
     return home
-
-
-#: A copy of ``airflow_home``'s metadata database as migrated, before any test serialized or ran a DAG in it:
-#: for tests that count what is in the database (copy it as ``airflow.db`` into a home of their own).
-PRISTINE_DB = "airflow.pristine.db"
-
-
-TEST_DAGS = Path(__file__).parent / "dags"

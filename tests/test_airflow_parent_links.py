@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import TEST_DAGS, require_shared
 from support.airflow_run import dags_test
+from support.environment import TEST_DAGS, require_shared
 from support.olschema import STOCK_PROVIDER_FACETS, assert_valid_event
 
 pytestmark = pytest.mark.airflow

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import IN_CI, require_shared
 from fastapi.testclient import TestClient
+from support.environment import IN_CI, require_shared
 from support.olschema import SHARED, SPEC
 
 from airflow_lineage_provider.consumer import create_app

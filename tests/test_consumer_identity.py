@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import require_shared
 from support.consumer_helpers import at, dataset, run_event
+from support.environment import require_shared
 from support.olschema import SHARED
 
 from airflow_lineage_provider.consumer.store import LineageStore, identity, tables

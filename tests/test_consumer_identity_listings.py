@@ -60,7 +60,7 @@ def spark_event(output: str = TBL1, seconds: int = 0) -> dict[str, Any]:
     producer, the facets' ``_producer`` and ``_schemaURL``), writing ``output`` (its ``symlinks`` facet still
     naming ``default.tbl1``)."""
     if not SPARK_EVENT.is_file():
-        from conftest import IN_CI
+        from support.environment import IN_CI
 
         reason = f"Spark's event is not at {SPARK_EVENT} (clone the project with ../shared beside it)"
         if IN_CI:

@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import IN_CI
 from fastapi.testclient import TestClient
 from sqlalchemy import event
 from support.consumer_helpers import at, dataset, dataset_event, graph_edges, graph_ids, run_event
+from support.environment import IN_CI
 from support.olschema import SHARED
 
 from airflow_lineage_provider.consumer import create_app

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import require_shared
 from fastapi.testclient import TestClient
 from support.consumer_helpers import dataset, run_event
+from support.environment import require_shared
 from support.olschema import SPEC
 
 from airflow_lineage_provider.consumer import create_app

@@ -72,7 +72,7 @@ def _read_a_symlinked_name(client: TestClient) -> None:
 
 
 def test_every_reference_resolves_after_the_corpus_and_a_prune(client: TestClient) -> None:
-    from conftest import require_shared
+    from support.environment import require_shared
 
     require_shared()
     assert SHARED.is_dir()

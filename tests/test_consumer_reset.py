@@ -357,7 +357,7 @@ def test_only_admin_keys_reset_and_a_limited_one_only_its_namespaces(lake: TestC
 def test_every_namespace_of_the_corpus_resets_cleanly_and_as_its_dry_run_said(client: TestClient) -> None:
     """Real producers' events (parents, dataset and job events, facets of every kind): each namespace reset in
     turn leaves no reference dangling, and removes what its dry run counted."""
-    from conftest import require_shared
+    from support.environment import require_shared
     from test_consumer_integrity import _post_corpus, _post_dataset_facets
 
     require_shared()

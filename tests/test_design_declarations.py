@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from conftest import require_shared
+from support.environment import require_shared
 from support.olschema import PACKAGE_SCHEMAS, event_errors
 
 from airflow_lineage_provider.design.declaration import (

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 import requests
-from conftest import PRISTINE_DB, TEST_DAGS
 from support.airflow_run import VENV_BIN, airflow_env, dags_test
+from support.environment import PRISTINE_DB, TEST_DAGS
 from support.served import serve_consumer
 
 pytestmark = pytest.mark.airflow

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import PRISTINE_DB, TEST_DAGS
 from support.airflow_run import VENV_BIN, airflow_env, dags_test
 from support.consumer_server import ConsumerServer
+from support.environment import PRISTINE_DB, TEST_DAGS
 from support.olschema import assert_valid_event
 
 from airflow_lineage_provider.design.publications import publications

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 import requests
-from conftest import PRISTINE_DB, TEST_DAGS
 from support.airflow_run import VENV_BIN, airflow_env
+from support.environment import PRISTINE_DB, TEST_DAGS
 from support.feast_consumer import free_port
 from support.served import Served, serve_consumer
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import PRISTINE_DB, TEST_DAGS, require_shared
 from support.airflow_run import VENV_BIN, airflow_env
+from support.environment import PRISTINE_DB, TEST_DAGS, require_shared
 from support.olschema import assert_valid_event
 
 from airflow_lineage_provider.outbox.tables import events as events_table

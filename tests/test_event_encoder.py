@@ -14,7 +14,6 @@ from typing import Any
 import attr
 import pytest
 import sqlalchemy as sa
-from conftest import IN_CI
 from openlineage.client.event_v2 import DatasetEvent, InputDataset, Job, JobEvent, OutputDataset, StaticDataset
 from openlineage.client.facet_v2 import (
     DatasetFacet,
@@ -26,6 +25,7 @@ from openlineage.client.facet_v2 import (
 )
 from openlineage.client.serde import Serde
 from openlineage.client.transport.transport import Config, Transport
+from support.environment import IN_CI
 from support.olschema import SHARED
 
 from airflow_lineage_provider import column_lineage_facet, emit_lineage, lineage_run, schema_facet

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import PG_URL, require_postgres
 from support.airflow_run import DagRunResult
+from support.environment import PG_URL, require_postgres
 from support.facets_airflow import (
     CUSTOM_RUN_FACETS_ENV,
     assert_events_valid,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from conftest import PG_URL, TEST_DAGS, require_postgres, require_shared
 from support.airflow_run import dags_test, migrate
+from support.environment import PG_URL, TEST_DAGS, require_postgres, require_shared
 from support.olschema import STOCK_PROVIDER_FACETS, assert_valid_event
 
 pytestmark = pytest.mark.airflow

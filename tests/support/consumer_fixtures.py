@@ -19,7 +19,7 @@ from airflow_lineage_provider.consumer.access import Access
 @contextmanager
 def postgres_schema_url() -> Iterator[str]:
     """A lineage store URL on PostgreSQL in a private schema, dropped afterwards (fails in CI when down)."""
-    from conftest import PG_URL, require_postgres
+    from support.environment import PG_URL, require_postgres
 
     require_postgres()
     import sqlalchemy as sa

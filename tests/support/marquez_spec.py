@@ -35,7 +35,7 @@ def require_marquez_spec() -> None:
     """Skip without ``../shared`` on a laptop; fail under ``CI=true``, where it is always beside the clone."""
     if marquez_spec_available():
         return
-    from conftest import IN_CI
+    from support.environment import IN_CI
 
     if IN_CI:
         pytest.fail(SKIP_REASON)

@@ -1,0 +1,50 @@
+"""What the test environment provides and how a test says it needs it: PostgreSQL, ../shared, the test DAGs.
+
+Needed things that are missing skip a test on a developer laptop and fail it under ``CI=true``, where the
+machine always has them. Tests import these from here (``from support.environment import ...``), never from
+``conftest``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from support.olschema import SKIP_REASON, shared_available
+
+#: The PostgreSQL the machine kind runs (trust auth, database ``test``).
+PG_URL = os.environ.get("LINEAGE_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
+#: Under CI a missing service or ../shared is a failure, not a skip.
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+#: The DAG files the Airflow tests serialize and run.
+TEST_DAGS = Path(__file__).resolve().parent.parent / "dags"
+#: A copy of the ``airflow_home`` fixture's metadata database as migrated, before any test serialized or ran a
+#: DAG in it: for tests that count what is in the database (copy it as ``airflow.db`` into a home of their own).
+PRISTINE_DB = "airflow.pristine.db"
+
+
+def require_shared() -> None:
+    """Skip without ../shared/spec on a laptop; fail under ``CI=true``."""
+    if not shared_available():  # fails by itself under CI=true
+        pytest.skip(SKIP_REASON)
+
+
+def postgres_reachable() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 5432), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def require_postgres() -> None:
+    """Skip without PostgreSQL on a laptop; fail in CI, where the machine always runs it."""
+    if postgres_reachable():
+        return
+    if IN_CI:
+        pytest.fail("PostgreSQL on 127.0.0.1:5432 is not reachable, and CI=true requires it")
+    pytest.skip("PostgreSQL on 127.0.0.1:5432 is not reachable")
