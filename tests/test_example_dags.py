@@ -6,7 +6,10 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from support.airflow_run import VENV_BIN, airflow_env
+
+pytestmark = pytest.mark.airflow
 
 DAGS = Path(__file__).resolve().parents[1] / "dags"
 

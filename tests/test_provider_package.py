@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
+import pytest
 from support.airflow_run import VENV_BIN, airflow_env
 
 from airflow_lineage_provider import lineage_run
@@ -21,12 +23,14 @@ def _airflow(home: Path, *args: str, env: dict[str, str] | None = None) -> subpr
     )
 
 
+@pytest.mark.airflow
 def test_airflow_providers_list_shows_the_package(airflow_home):
     result = _airflow(airflow_home, "providers", "list")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "airflow-lineage-provider" in result.stdout
 
 
+@pytest.mark.airflow
 def test_config_section_is_declared_with_defaults(airflow_home):
     result = _airflow(airflow_home, "config", "get-value", "lineage_provider", "namespace")
     assert result.returncode == 0, result.stderr[-2000:]
@@ -49,10 +53,22 @@ def test_provider_info_is_import_free():
     assert out == "airflow-lineage-provider False"
 
 
-def test_py_typed_ships():
-    import airflow_lineage_provider
-
-    assert (Path(airflow_lineage_provider.__file__).parent / "py.typed").is_file()
+def test_the_built_wheel_ships_py_typed_and_the_facet_schemas(tmp_path: Path) -> None:
+    """What users install is the wheel, not this checkout: build it (in pip's isolated build environment, as
+    any install does) and look inside."""
+    repo = Path(__file__).resolve().parent.parent
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    (wheel,) = tmp_path.glob("airflow_lineage_provider-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "airflow_lineage_provider/py.typed" in names
+    assert any(n.startswith("airflow_lineage_provider/schemas/") and n.endswith(".json") for n in names)
+    assert not any(n.startswith(("tests/", "bench/")) for n in names)
 
 
 def test_openlineage_yml_configuration_outside_airflow(tmp_path, monkeypatch, lineage_client_reset):
