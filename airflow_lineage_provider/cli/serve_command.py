@@ -13,6 +13,7 @@ is open to this machine only, and says so; on any other address it refuses to st
 from __future__ import annotations
 
 import argparse
+import gc
 import ipaddress
 import logging
 import os
@@ -199,6 +200,7 @@ def serve(args: argparse.Namespace) -> int:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
         package_log.addHandler(handler)
+    tune_collector()
     uvicorn.run(
         app,
         host=args.host,
@@ -207,6 +209,21 @@ def serve(args: argparse.Namespace) -> int:
         http=guarded_protocol(args.header_timeout, args.stall_timeout),
     )
     return 0
+
+
+#: The collector's youngest-generation threshold in a standalone consumer (Python's default: 700).
+GC_THRESHOLD = 20_000
+
+
+def tune_collector() -> None:
+    """Tune Python's cyclic collector for a consumer process of its own (never inside Airflow's): what exists at
+    start-up (modules, the app, the store's engine) lives as long as the process, so it is kept out of the full
+    scans (``gc.freeze``), which otherwise walk ~280,000 objects (~150 ms) every ten or so large answers; and the
+    youngest generation is collected every :data:`GC_THRESHOLD` allocations instead of 700, since a graph answer
+    allocates tens of thousands of objects without cycles. The collector stays on throughout."""
+    gc.freeze()
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD, middle, oldest)
 
 
 def namespace_aliases(entries: list[str]) -> NamespaceAliases:

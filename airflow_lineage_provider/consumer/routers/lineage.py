@@ -32,7 +32,6 @@ from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.access import Access, NamespaceScope
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Settings, Store
-from airflow_lineage_provider.consumer.gc_pause import paused_gc
 from airflow_lineage_provider.consumer.models import LineageGraph, Problem
 from airflow_lineage_provider.consumer.store import LineageStore, graph, nodes, subgraph
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -107,7 +106,7 @@ def lineage_graph(
     kind, rest = nodeids.parse(node_id)
     if kind == "datasetField":
         raise nodeids.NodeIdError("datasetField: ids belong to /api/v1/column-lineage")
-    with store.read() as conn, paused_gc():
+    with store.read() as conn:
         visible = visible_namespaces(conn, namespaces)
         root = nodes.find_node(conn, kind, rest, visible)
         if root is None:

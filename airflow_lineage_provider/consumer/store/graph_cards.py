@@ -29,7 +29,7 @@ import msgspec
 from airflow_lineage_provider.consumer.store.versioned_cache import VersionedCache
 
 
-class GraphCard(msgspec.Struct, frozen=True):
+class GraphCard(msgspec.Struct, frozen=True, gc=False):
     """A node of a graph answer without its edges (``data``: the subgraph module's dataset or job data;
     ``declared_only``: no RunEvent named the node, which changes only with an event naming it)."""
 

@@ -21,7 +21,6 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 
 from airflow_lineage_provider.consumer import nodeids
-from airflow_lineage_provider.consumer.gc_pause import paused_gc
 from airflow_lineage_provider.consumer.marquez_values import job_type
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.ingest import node_key
@@ -221,8 +220,7 @@ def job_objects(conn: Connection, ids: list[int], visible: Visible = None) -> di
     """``id → Job`` for each job of ``ids`` (see the module docstring for what each field says)."""
     if not ids:
         return {}
-    with paused_gc():  # thousands of small dicts without cycles: no collection scanning the server meanwhile
-        return _job_objects(conn, ids, visible)
+    return _job_objects(conn, ids, visible)
 
 
 @cache

@@ -91,7 +91,7 @@ class DatasetData(msgspec.Struct):
     fields: msgspec.Raw  # the stored JSON text, spliced into the response as it is
 
 
-class Alias(msgspec.Struct):
+class Alias(msgspec.Struct, gc=False):
     """Another name of a dataset shown as one node: how it joined the group, and who used it."""
 
     namespace: str
@@ -100,7 +100,7 @@ class Alias(msgspec.Struct):
     producers: list[str]
 
 
-class GroupedDatasetData(DatasetData):
+class GroupedDatasetData(DatasetData, gc=False):
     """A dataset known under several names: its data over its names, its ``aliases`` and own ``producers``."""
 
     aliases: list[Alias]
@@ -119,7 +119,7 @@ class JobData(msgspec.Struct, omit_defaults=True):
     latestRun: LatestRun | None = None
 
 
-class GraphNode(msgspec.Struct, omit_defaults=True):
+class GraphNode(msgspec.Struct, omit_defaults=True, gc=False):
     """A node of Marquez's graph shape: ``dataset:<ns>:<name>`` or ``job:<ns>:<name>``; ``declaredOnly`` (left
     out when false) marks a node no RunEvent named, known only from JobEvents or DatasetEvents."""
 
