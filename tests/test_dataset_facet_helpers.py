@@ -33,9 +33,19 @@ def test_schema_facet_accepts_mappings_pairs_and_dicts(fields):
     }
 
 
-def test_schema_facet_rejects_a_field_without_name():
+def test_schema_facet_rejects_a_field_without_name(strict):
     with pytest.raises(TypeError, match=r"schema field \{'type': 'INTEGER'\} \(position 2\) has no name"):
         schema_facet("main/customers", [("id", "INTEGER"), {"type": "INTEGER"}])
+
+
+def test_outside_strict_mode_a_bad_facet_is_logged_and_the_dataset_kept(caplog):
+    """Nothing here can fail the task: the user's code goes on with the dataset, without the facet."""
+    caplog.set_level("WARNING", logger="airflow_lineage_provider")
+    assert schema_facet("main/customers", [{"type": "INTEGER"}]) == {"name": "main/customers"}
+    assert column_lineage_facet("main/totals", {"total": "main/orders.amount"}) == {"name": "main/totals"}
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("has no name" in m and "strict" in m for m in messages)
+    assert any("needs 'source' and 'field'" in m for m in messages)
 
 
 @pytest.mark.parametrize(
@@ -97,6 +107,6 @@ def test_helpers_combine_on_one_dataset(events):
         ({"total": "main/orders.amount"}, "needs 'source' and 'field'"),
     ],
 )
-def test_column_lineage_facet_names_the_bad_mapping(mappings, message):
+def test_column_lineage_facet_names_the_bad_mapping(mappings, message, strict):
     with pytest.raises(TypeError, match=message):
         column_lineage_facet("main/totals", mappings)

@@ -19,6 +19,7 @@ from openlineage.client.facet_v2 import (
 from openlineage.client.serde import Serde
 
 from airflow_lineage_provider import conf
+from airflow_lineage_provider.reporting import report_misuse
 
 #: Operations that describe how rows are selected or combined rather than how a value is computed:
 #: recorded as INDIRECT transformations with the operation as subtype.
@@ -82,8 +83,16 @@ def schema_facet(name: str, fields: FieldsSpec) -> dict[str, Any]:
         #   "fields": [{"name": "id", "type": "INTEGER"}, {"name": "amount", "type": "NUMERIC(10,2)"}]}}}
 
     A dataset passed with a ``schema`` facet keeps it: schema enrichment never overwrites it.
+
+    ``fields`` that cannot be a schema are misuse: logged once, and the dataset is returned without the facet
+    (with ``[lineage_provider] strict`` on, the ``TypeError`` naming the bad entry is raised instead).
     """
-    facet = schema_dataset.SchemaDatasetFacet(fields=schema_fields(fields), producer=conf.producer())
+    try:
+        parsed = schema_fields(fields)
+    except (TypeError, ValueError) as error:
+        report_misuse(error)
+        return {"name": name}
+    facet = schema_dataset.SchemaDatasetFacet(fields=parsed, producer=conf.producer())
     return {"name": name, "facets": {"schema": Serde.to_dict(facet)}}
 
 
@@ -125,7 +134,21 @@ def column_lineage_facet(name: str, mappings: Mapping[str, Any]) -> dict[str, An
 
     Sources named by plain strings are renamed by the same connectors as the run's datasets, so the
     facet points at the datasets the event actually carries.
+
+    ``mappings`` that cannot be column lineage are misuse: logged once, and the dataset is returned without the
+    facet (with ``[lineage_provider] strict`` on, the ``TypeError`` naming the bad entry is raised instead).
     """
+    try:
+        fields = _column_fields(mappings)
+    except (TypeError, ValueError) as error:
+        report_misuse(error)
+        return {"name": name}
+    facet = column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields, producer=conf.producer())
+    return {"name": name, "facets": {"columnLineage": Serde.to_dict(facet)}}
+
+
+def _column_fields(mappings: Mapping[str, Any]) -> dict[str, column_lineage_dataset.Fields]:
+    """The column lineage facet's fields; raises ``TypeError`` naming the first entry that cannot be one."""
     if not isinstance(mappings, Mapping):
         raise TypeError(
             f"column lineage mappings {mappings!r} are not a mapping; pass "
@@ -152,8 +175,7 @@ def column_lineage_facet(name: str, mappings: Mapping[str, Any]) -> dict[str, An
                 )
             )
         fields[str(output_field)] = column_lineage_dataset.Fields(inputFields=input_fields)
-    facet = column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields, producer=conf.producer())
-    return {"name": name, "facets": {"columnLineage": Serde.to_dict(facet)}}
+    return fields
 
 
 def facet_from_value(value: Any, base: type[BaseFacet], key: str) -> BaseFacet:
@@ -192,8 +214,6 @@ def facets_from_mapping(facets: Mapping[str, Any] | None, base: type[BaseFacet])
     A facet that cannot be used is reported as misuse (raised in strict mode) and left out, so the event
     still goes out with the other facets.
     """
-    from airflow_lineage_provider.reporting import report_misuse
-
     if not facets:
         return {}
     if not isinstance(facets, Mapping):
