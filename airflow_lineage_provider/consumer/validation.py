@@ -249,15 +249,21 @@ def parse_event(value: Any, *, not_after: datetime | None = None, max_depth: int
     if kind == "dataset":
         return LineageEvent(**common, dataset=_dataset(event["dataset"], "dataset"))
     job = _dataset(event.get("job"), "job")
-    io = {"inputs": _datasets(event.get("inputs"), "inputs"), "outputs": _datasets(event.get("outputs"), "outputs")}
+    inputs = _datasets(event.get("inputs"), "inputs")
+    outputs = _datasets(event.get("outputs"), "outputs")
     if kind == "job":
-        return LineageEvent(**common, job=job, **io)
+        return LineageEvent(**common, job=job, inputs=inputs, outputs=outputs)
     run = _object(event["run"], "run", required=True)
     run_id = run.get("runId")
     if not isinstance(run_id, str) or not UUID_RE.fullmatch(run_id):
         raise EventError(f"run.runId must be a UUID such as 0190c3a2-7c3f-7e1a-9d5e-2b8f3c4d5e6f, got {shown(run_id)}")
     return LineageEvent(
-        **common, run_id=run_id.lower(), job=job, run_facets=_object(run.get("facets"), "run.facets"), **io
+        **common,
+        run_id=run_id.lower(),
+        job=job,
+        run_facets=_object(run.get("facets"), "run.facets"),
+        inputs=inputs,
+        outputs=outputs,
     )
 
 

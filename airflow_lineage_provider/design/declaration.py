@@ -56,7 +56,8 @@ def asset_parts(value: Any) -> tuple[str, str, dict[str, Any]] | None:
     except ImportError:  # pragma: no cover - the Task SDK without core Airflow
         pass
     if isinstance(value, (Asset, *serialized)):
-        return value.name, value.uri, dict(value.extra or {})
+        asset: Any = value  # an Asset or a SerializedAsset: both have name, uri and extra
+        return asset.name, asset.uri, dict(asset.extra or {})
     return None
 
 

@@ -76,7 +76,8 @@ def _declared(task: Any, key: str) -> tuple[bool, Any, str | None]:
     """Whether the task's params (which include the DAG's) or the DAG's declare ``key``: (found, value, source)."""
     task_params = getattr(task, "params", None) or {}
     dag_params = getattr(getattr(task, "dag", None), "params", None) or {}
-    for holder, default_source in ((task_params, "task"), (dag_params, "dag")):
+    holders: tuple[tuple[Any, str], ...] = ((task_params, "task"), (dag_params, "dag"))  # dicts or ParamsDicts
+    for holder, default_source in holders:
         if key not in holder:
             continue
         if not hasattr(holder, "get_param"):  # a plain dict
@@ -98,7 +99,7 @@ def _lookup(task: Any, key: str, params: Mapping[str, Any] | None) -> _Setting |
     origin = {
         "task": f"param {key!r} of task {task_id!r} in DAG {dag_id!r}",
         "dag": f"param {key!r} of DAG {dag_id!r} (task {task_id!r})",
-    }.get(source, f"param {key!r} of the run of DAG {dag_id!r} (task {task_id!r})")
+    }.get(source or "run", f"param {key!r} of the run of DAG {dag_id!r} (task {task_id!r})")
     return _Setting(value, origin)
 
 

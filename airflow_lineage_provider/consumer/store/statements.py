@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Integer, SmallInteger, Table, Text, and_, bindparam, case, cast, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import BindParameter, ColumnElement
 from sqlalchemy.types import TypeEngine
 
 from airflow_lineage_provider.consumer.store import lifecycle, tables
@@ -56,7 +56,7 @@ def _unnested(table: Table) -> Any:
     columns = [c for c in table.columns if not (c.primary_key and c.autoincrement is True)]
     arrays = []
     for column in columns:
-        array = bindparam(f"c_{column.name}", type_=_array_type(column))
+        array: ColumnElement[Any] = bindparam(f"c_{column.name}", type_=_array_type(column))
         if isinstance(column.type, tables.UtcDateTime):
             array = cast(array, postgresql.ARRAY(postgresql.TIMESTAMP(timezone=True)))
         arrays.append(array)
@@ -219,7 +219,7 @@ def statements(dialect: str) -> Statements:
             "last_seen": lifecycle.latest_sql(t.column_edges.c.last_seen, column_edges.excluded.last_seen),
         },
     )
-    keys = bindparam("keys", expanding=True)
+    keys: BindParameter[Any] = bindparam("keys", expanding=True)
     return Statements(
         events=_done(events, "event_key", returning=("event_key",)),
         # Every conflicting row is updated (its version moves), so RETURNING answers every node's id.
