@@ -18,14 +18,14 @@ Every SQLite connection remembers which file it opened (device and inode): a con
 removed or replaced is never handed out again, and :func:`outbox_engine` recreates the database (with its
 tables) at the configured path instead of writing into a file nobody can see. Every transaction starts
 with ``BEGIN IMMEDIATE`` so a writer waits for the lock (up to the busy timeout) instead of failing on a
-stale read snapshot. PostgreSQL gets a connect timeout. Engines are cached per process id: a forked
-process (the OpenLineage listener forks per event) never reuses its parent's connections.
+stale read snapshot (the set-up the lineage store shares: :mod:`airflow_lineage_provider.sqlite_engine`).
+PostgreSQL gets a connect timeout. Engines are cached per process id: a forked process (the OpenLineage
+listener forks per event) never reuses its parent's connections.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +37,9 @@ from sqlalchemy.exc import ArgumentError, DisconnectionError
 
 from airflow_lineage_provider.outbox import migrations
 from airflow_lineage_provider.reporting import warn_once
+from airflow_lineage_provider.sqlite_engine import SYNCHRONOUS, SqliteSettings, listen_for_begin, prepare_connection
 
-SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+SQLITE_SYNCHRONOUS = SYNCHRONOUS
 #: Default SQLite ``PRAGMA synchronous`` (see the module docstring).
 DEFAULT_SQLITE_SYNCHRONOUS = "NORMAL"
 #: Bytes the persisted rollback journal is cut back to after a transaction that made it larger.
@@ -124,38 +125,24 @@ def file_in_place(conn: Connection) -> bool:
     return opened is None or file_identity(opened[0]) == opened[1]
 
 
-def _set_journal_mode(cursor: Any, timeout: float) -> None:
-    """PERSIST for this connection; an outbox in WAL mode is switched out of it when nothing else holds it."""
-    if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-        cursor.execute("PRAGMA journal_mode = PERSIST")  # a rollback journal mode is per connection
-        return
-    # Leaving WAL needs the database to itself. While another process (an older version of this package)
-    # holds it in WAL mode, carry on in WAL rather than wait: a later connection switches it.
-    cursor.execute("PRAGMA busy_timeout = 0")
-    try:
-        mode = cursor.execute("PRAGMA journal_mode = PERSIST").fetchone()[0]
-    except sqlite3.OperationalError:
-        mode = "wal"
-    cursor.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-    if mode == "wal":
-        warn_once(
-            "Lineage outbox: the SQLite outbox is still in WAL mode because another process has it open (an older "
-            "airflow-lineage-provider?); it switches to a rollback journal once that process closes it"
-        )
-
-
 def _configure_sqlite(engine: Engine, path: str, timeout: float, synchronous: str) -> None:
+    settings = SqliteSettings(
+        journal_mode="PERSIST",
+        synchronous=synchronous,
+        busy_timeout=timeout,
+        immediate="always",
+        mmap_size=0,  # see the module docstring: no SIGBUS
+        journal_size_limit=JOURNAL_SIZE_LIMIT,
+    )
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, record: Any) -> None:
         before = file_identity(path)
-        dbapi_connection.isolation_level = None  # SQLAlchemy's BEGIN below, not the driver's implicit one
-        cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-        cursor.execute("PRAGMA mmap_size = 0")  # see the module docstring: no SIGBUS
-        _set_journal_mode(cursor, timeout)
-        cursor.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
-        cursor.execute(f"PRAGMA synchronous = {synchronous}")
-        cursor.close()
+        if prepare_connection(dbapi_connection, settings) == "wal":
+            warn_once(
+                "Lineage outbox: the SQLite outbox is still in WAL mode because another process has it open (an "
+                "older airflow-lineage-provider?); it switches to a rollback journal once that process closes it"
+            )
         opened = file_identity(path)
         if opened is None or before not in (None, opened):
             raise DisconnectionError(f"the outbox file {path} was removed or replaced while it was being opened")
@@ -166,10 +153,7 @@ def _configure_sqlite(engine: Engine, path: str, timeout: float, synchronous: st
         if (path, file_identity(path)) != record.info.get(OPENED_FILE):
             raise DisconnectionError(f"the outbox file {path} was removed or replaced")  # the pool reconnects
 
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection: Any) -> None:
-        if connection.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+    listen_for_begin(engine, settings)
 
 
 def create_outbox_engine(

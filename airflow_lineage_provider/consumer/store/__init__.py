@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import make_url
 
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCards
@@ -23,26 +23,13 @@ from airflow_lineage_provider.consumer.store.marquez_jobs import JobObjects
 from airflow_lineage_provider.consumer.store.migrations import migrate
 from airflow_lineage_provider.consumer.store.versioned_cache import VersionedCache
 from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES
+from airflow_lineage_provider.sqlite_engine import WRITE, SqliteSettings, configure_sqlite_engine
 
-_WRITE = "lineage_write"
 log = logging.getLogger(__name__)
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    # Take transaction control from pysqlite so that writers can BEGIN IMMEDIATE (see _sqlite_begin).
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
-
-
-def _sqlite_begin(conn: Connection) -> None:
-    # A deferred transaction that reads and then writes fails at once with "database is locked" when
-    # another writer holds the lock; IMMEDIATE takes the write lock up front and waits busy_timeout.
-    immediate = conn.get_execution_options().get(_WRITE, False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+#: SQLite stores: WAL (readers never block the writer), writers begin with BEGIN IMMEDIATE, 30 s busy timeout.
+SQLITE_SETTINGS = SqliteSettings(journal_mode="WAL", synchronous="NORMAL", busy_timeout=30.0, immediate="writers")
 
 
 def create_store_engine(url: str, **kwargs: Any) -> Engine:
@@ -55,8 +42,7 @@ def create_store_engine(url: str, **kwargs: Any) -> Engine:
         if parsed.database and parsed.database != ":memory:" and not parsed.database.startswith("file:"):
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(parsed, **kwargs)
-        event.listen(engine, "connect", _sqlite_pragmas)
-        event.listen(engine, "begin", _sqlite_begin)
+        configure_sqlite_engine(engine, SQLITE_SETTINGS)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     if parsed.get_driver_name() == "psycopg2":
@@ -118,7 +104,7 @@ class LineageStore:
     @staticmethod
     def _apply_namespace_aliases(engine: Engine, aliases: dict[str, str]) -> None:
         with engine.connect() as conn:
-            conn = conn.execution_options(**{_WRITE: True})
+            conn = conn.execution_options(**{WRITE: True})
             with conn.begin():
                 changed = apply_namespace_aliases(conn, aliases)
         if changed:
@@ -135,7 +121,7 @@ class LineageStore:
         """A connection in a write transaction, committed on success (IMMEDIATE on SQLite); then the writes'
         :func:`.ingest.after_commit` callbacks run."""
         with self.engine.connect() as conn:
-            conn = conn.execution_options(**{_WRITE: True})
+            conn = conn.execution_options(**{WRITE: True})
             conn.info.pop(AFTER_COMMIT, None)
             try:
                 with conn.begin():
