@@ -243,7 +243,7 @@ def aliases(
         return {}
     every = {member.id: member for group in shown.values() for member in group.members}
     links = _links(claims(conn, every) if said is None else said, {member.key: member.id for member in every.values()})
-    said = producers(conn, every)
+    producing = producers(conn, every)
     found: dict[int, list[dict[str, Any]]] = {}
     for node, group in shown.items():
         found[node] = [
@@ -251,7 +251,7 @@ def aliases(
                 "namespace": name.namespace,
                 "name": name.name,
                 "via": _via(links, name.id, node, group),
-                "producers": said.get(name.id, []),
+                "producers": producing.get(name.id, []),
             }
             for name in group.shown(visible)
             if name.id != node
@@ -314,7 +314,7 @@ def merge_times(
 def latest(items: Iterable[tuple[Any, datetime | None, int]]) -> Any:
     """Of ``(value, time, rank)`` items, the value with a time, latest first, then least ``rank`` (the
     representative is rank 0); None when no item has a time."""
-    timed = [item for item in items if item[1] is not None]
+    timed = [(value, time, rank) for value, time, rank in items if time is not None]
     if not timed:
         return None
     return min(timed, key=lambda item: (-item[1].timestamp(), item[2]))[0]

@@ -115,7 +115,7 @@ def drift(
     ).all()
     if not page:
         return DriftPage([], total)
-    answers = {
+    answers: dict[int, dict[str, Any]] = {
         job_id: {"job": {"namespace": ns, "name": name}, "declaredNotObserved": [], "observedNotDeclared": []}
         for job_id, ns, name in page
     }

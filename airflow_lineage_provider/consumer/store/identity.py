@@ -215,13 +215,13 @@ def _groups(explorer: _Explorer, aliases: Mapping[str, str]) -> dict[int, tuple[
         elif kind == "TABLE":
             locations.add(claim.claimant)
     by_identity: dict[tuple[str, str], int] = {}
-    for node in nodes.values():
-        if node.namespace in explorer.equivalents:
-            first = by_identity.setdefault(_identity(node, aliases), node.id)
-            groups.union(node.id, first)
+    for found in nodes.values():
+        if found.namespace in explorer.equivalents:
+            first = by_identity.setdefault(_identity(found, aliases), found.id)
+            groups.union(found.id, first)
     members: dict[int, set[int]] = {}
-    for node in nodes:
-        members.setdefault(groups.find(node), set()).add(node)
+    for node_id in nodes:
+        members.setdefault(groups.find(node_id), set()).add(node_id)
 
     def rank(node: int) -> tuple[bool, bool, str, str]:
         found = nodes[node]

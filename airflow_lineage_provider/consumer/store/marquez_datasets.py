@@ -137,8 +137,8 @@ def writes(conn: Connection, dataset_ids: list[int], visible: Visible = None) ->
             query = select(io.run_uuid, io.dataset_id).where(
                 io.run_uuid.in_(chunk), io.dataset_id.in_(datasets_chunk), io.direction == "output"
             )
-            for run_uuid, dataset in conn.execute(query):
-                found.setdefault(dataset, []).append(runs[run_uuid])
+            for row in conn.execute(query):
+                found.setdefault(row.dataset_id, []).append(runs[row.run_uuid])
     for written in found.values():
         written.sort(key=lambda write: (write.created_at, write.run_uuid), reverse=True)
     return found
@@ -170,7 +170,12 @@ def named_writes(written: dict[int, list[Write]], names: list[tuple[int, str, st
         return every  # one name's runs: newest first already, each once
     every.sort(key=lambda item: (item[0].created_at, item[0].run_uuid), reverse=True)  # stable: names' order
     seen: set[str] = set()
-    return [item for item in every if not (item[0].run_uuid in seen or seen.add(item[0].run_uuid))]
+    named = []
+    for item in every:
+        if item[0].run_uuid not in seen:
+            seen.add(item[0].run_uuid)
+            named.append(item)
+    return named
 
 
 def _merged_field_tags(rows: list[Any], on_fields: dict[int, dict[str, list[str]]]) -> dict[str, list[str]]:

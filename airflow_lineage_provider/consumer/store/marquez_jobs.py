@@ -19,6 +19,7 @@ import msgspec
 from sqlalchemy import BigInteger, Connection, Text, and_, any_, bindparam, cast, func, select, true
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy.sql.elements import BindParameter, ColumnElement
 
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.marquez_values import job_type
@@ -147,7 +148,7 @@ def _newest_runs_statement(dialect: str) -> Any:
             .lateral("newest")
         )
         return select(newest).select_from(jobs).join(newest, true())
-    ids = bindparam("ids", expanding=True)
+    ids: BindParameter[Any] = bindparam("ids", expanding=True)
     other = tables.runs.alias("other")
     ranked = (
         select(other.c.run_uuid)
@@ -198,6 +199,7 @@ def _io_columns(dialect: str) -> tuple[Any, Any]:
 def _tags_column(dialect: str) -> Any:
     """Column ``tags`` of a query on job nodes: the tags on the job itself (as :func:`..tags.node_tags`)."""
     t = tables.node_tags.c
+    names: ColumnElement[Any]
     if dialect == "postgresql":  # ordered as node_tags orders them (the column's collation)
         names = cast(func.json_agg(aggregate_order_by(t.tag, t.tag)), Text)
     else:  # sorted in Python: SQLite's BINARY collation is code point order, as Python's
@@ -228,10 +230,10 @@ def _jobs_statement(dialect: str) -> Any:
     """The page's jobs (``:ids``) with their facets, latest run, inputs, outputs and tags: built once."""
     inputs, outputs = _io_columns(dialect)
     if dialect == "postgresql":  # one array parameter, not a list rendered anew for every page
-        ids = any_(bindparam("ids", type_=postgresql.ARRAY(BigInteger)))
-        node_in, job_in = _n.id == ids, _j.node_id == ids
+        each_id = any_(bindparam("ids", type_=postgresql.ARRAY(BigInteger)))
+        node_in, job_in = _n.id == each_id, _j.node_id == each_id
     else:
-        ids = bindparam("ids", expanding=True)
+        ids: BindParameter[Any] = bindparam("ids", expanding=True)
         node_in, job_in = _n.id.in_(ids), _j.node_id.in_(ids)
     columns = (iso_utc(_n.created_at).label("created_at"), iso_utc(_n.updated_at).label("updated_at"))
     return (
@@ -260,7 +262,7 @@ def _job_objects(conn: Connection, ids: list[int], visible: Visible) -> dict[int
         facets = loads(row.facets, {})
         shown = facets if visible is None else scrub(facets, visible)
         newest = {run.run_uuid: run_object(run, versions[run.run_uuid], visible) for run in runs[row.id]}
-        latest = newest.get(row.latest_run_uuid) if row.latest_run_uuid else None
+        latest_run = newest.get(row.latest_run_uuid) if row.latest_run_uuid else None
         data = {
             "id": {"namespace": row.namespace, "name": row.name},
             "type": job_type(facets),
@@ -273,10 +275,10 @@ def _job_objects(conn: Connection, ids: list[int], visible: Visible) -> dict[int
             "outputs": _datasets(row.outputs, visible),
             "location": version_location(facets),
             "description": description(facets),
-            "latestRun": latest,
+            "latestRun": latest_run,
             "latestRuns": list(newest.values())[:LATEST_RUNS],
             "facets": shown,
-            "currentVersion": None if latest is None else latest["jobVersion"]["version"],
+            "currentVersion": None if latest_run is None else latest_run["jobVersion"]["version"],
             "tags": _tags(row.tags, conn.dialect.name),
             "nodeId": nodeids.node_id("job", row.namespace, row.name),
         }

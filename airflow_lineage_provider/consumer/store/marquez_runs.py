@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 from sqlalchemy import Connection, Text, bindparam, cast, func, select, true
+from sqlalchemy.sql.elements import BindParameter
 
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.json_paths import json_member, member_value
@@ -77,7 +78,7 @@ def json_rows(dialect: str, *members: Any) -> Any:
 _decode = msgspec.json.Decoder().decode
 
 
-def json_rows_value(value: Any) -> list[list[Any]]:
+def json_rows_value(value: Any) -> list[Any]:
     """What :func:`json_rows` answered (JSON text), as a list."""
     if value is None:
         return []
@@ -160,7 +161,7 @@ def _run_io_statement(dialect: str) -> Any:
     keeps the planner from hash-joining every row of the table instead).
     """
     io, dataset = tables.run_io, tables.nodes.alias("dataset")
-    runs = bindparam("runs", expanding=True)
+    runs: BindParameter[Any] = bindparam("runs", expanding=True)
     if dialect != "postgresql":
         return (
             select(io.c.run_uuid, io.c.direction, dataset.c.namespace, dataset.c.name)

@@ -24,12 +24,12 @@ window (``runId``/``after``/``before`` narrow it). Unlimited keys read as before
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, not_, or_, select
+from sqlalchemy import Connection, Row, and_, func, not_, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer import nodeids
@@ -297,6 +297,7 @@ class _Search:
 def _search_conditions(asked: _Search, grouped: bool, updated: Any, dialect: str) -> list[ColumnElement[bool]]:
     """The conditions of a search on ``lineage_nodes`` (``updated``: the time ``before``/``after`` compare)."""
     n = tables.nodes.c
+    conditions: list[ColumnElement[bool]]
     if grouped:
         conditions = [n.id.in_(dataset_aliases.with_matching_member(asked.like, asked.visible, dialect))]
         conditions.append(dataset_aliases.listed(n, asked.visible, dialect))
@@ -315,7 +316,7 @@ def _search_conditions(asked: _Search, grouped: bool, updated: Any, dialect: str
     return conditions
 
 
-def _search_rows(conn: Connection, asked: _Search, grouped: bool) -> tuple[list[Any], int, bool]:
+def _search_rows(conn: Connection, asked: _Search, grouped: bool) -> tuple[Sequence[Row[Any]], int, bool]:
     """A page of search rows, the total, and whether the store has groups (asked along with the page: a
     store without any answers with one statement). ``grouped``: a dataset known under several names is found by
     any visible name and shown once, as its group (:mod:`.dataset_aliases`)."""
@@ -323,7 +324,8 @@ def _search_rows(conn: Connection, asked: _Search, grouped: bool) -> tuple[list[
     updated = dataset_aliases.group_updated(n, asked.visible, dialect) if grouped else n.updated_at
     conditions = _search_conditions(asked, grouped, updated, dialect)
     # Names in byte (code point) order on both stores: SQLite's binary collation, PostgreSQL's "C".
-    name, space = n.name, n.namespace
+    name: ColumnElement[str] = n.name
+    space: ColumnElement[str] = n.namespace
     if dialect == "postgresql":
         name, space = name.collate("C"), space.collate("C")
     order = (name, space, n.kind) if asked.sort == "name" else (updated.desc(), name, space, n.kind)

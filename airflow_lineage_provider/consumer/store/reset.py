@@ -118,7 +118,7 @@ def reset_all(conn: Connection, dry_run: bool = False) -> ResetCounts:
     """Remove every lineage row (see the module docstring for what stays); what went, or would go."""
     n = tables.nodes.c
     if dry_run:
-        kinds = dict(conn.execute(select(n.kind, func.count()).group_by(n.kind)).all())
+        kinds: dict[str, int] = dict(conn.execute(select(n.kind, func.count()).group_by(n.kind)).all())
         return ResetCounts(
             events=_count(conn, tables.events, true()),
             runs=_count(conn, tables.runs, true()),
@@ -330,7 +330,7 @@ def _plan_groups(conn: Connection, scope: _Scope) -> _GroupPlan:
             members.setdefault(group_id, []).append((direction, dataset_id, key, namespace == scope.namespace))
     for ids in _chunks(sorted({job for _group, job, _seen in affected})):
         query = select(n.id, n.node_key, n.namespace).where(n.id.in_(ids))
-        job_keys.update((job, (key, namespace == scope.namespace)) for job, key, namespace in conn.execute(query))
+        job_keys.update({row.id: (row.node_key, row.namespace == scope.namespace) for row in conn.execute(query)})
     new_keys: dict[int, str] = {}
     for group_id, job_id, _seen in affected:
         job_key, job_gone = job_keys.get(job_id, ("", True))
@@ -375,7 +375,9 @@ def _place_narrowed(
 
 def _planned_counts(conn: Connection, plan: _Plan) -> ResetCounts:
     scope, n = plan.scope, tables.nodes.c
-    kinds = dict(conn.execute(select(n.kind, func.count()).where(scope.node_rows).group_by(n.kind)).all())
+    kinds: dict[str, int] = dict(
+        conn.execute(select(n.kind, func.count()).where(scope.node_rows).group_by(n.kind)).all()
+    )
     return ResetCounts(
         events=plan.events_of_jobs + len(plan.events),
         runs=_count(conn, tables.runs, scope.runs),
@@ -417,7 +419,9 @@ def _apply(conn: Connection, plan: _Plan) -> ResetCounts:
     _deleted(conn, tables.name_patterns, scope.of_nodes(tables.name_patterns.c.node_id))
     _deleted(conn, tables.datasets, scope.of_nodes(tables.datasets.c.node_id))
     _deleted(conn, tables.jobs, scope.of_nodes(tables.jobs.c.node_id))
-    kinds = dict(conn.execute(select(n.kind, func.count()).where(scope.node_rows).group_by(n.kind)).all())
+    kinds: dict[str, int] = dict(
+        conn.execute(select(n.kind, func.count()).where(scope.node_rows).group_by(n.kind)).all()
+    )
     counts.jobs, counts.datasets = kinds.get("job", 0), kinds.get("dataset", 0)
     _deleted(conn, tables.nodes, scope.node_rows)
     identity.regroup(conn, plan.regroup)  # rows pointing at the removed datasets are rewritten with the groups

@@ -31,8 +31,8 @@ def prune(conn: Connection, older_than: datetime) -> PruneResult:
     stored with a far-future time (before the consumer refused them) is pruned like any other.
     """
     e = tables.events.c
-    events = conn.execute(delete(tables.events).where(or_(e.event_time < older_than, e.received_at < older_than)))
-    events = events.rowcount
+    deleted = conn.execute(delete(tables.events).where(or_(e.event_time < older_than, e.received_at < older_than)))
+    events = deleted.rowcount
     latest = select(tables.jobs.c.latest_run_uuid).where(tables.jobs.c.latest_run_uuid.is_not(None))
     stale = select(tables.runs.c.run_uuid).where(
         and_(tables.runs.c.updated_at < older_than, tables.runs.c.run_uuid.not_in(latest))
@@ -133,7 +133,7 @@ def statistics(conn: Connection) -> StoreStatistics:
         )
     ).one()
     runs = conn.execute(select(func.count()).select_from(tables.runs)).scalar() or 0
-    kinds = dict(
+    kinds: dict[str, int] = dict(
         conn.execute(select(n.kind, func.count()).where(n.kind.in_(("job", "dataset"))).group_by(n.kind)).all()
     )
     return StoreStatistics(
