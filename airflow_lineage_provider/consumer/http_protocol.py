@@ -31,7 +31,7 @@ def guarded_protocol(head_seconds: float, stall_seconds: float) -> type[Any]:
     )
 
 
-class GuardedHttpProtocol(_Base):  # type: ignore[misc, valid-type]
+class GuardedHttpProtocol(_Base):
     """uvicorn's HTTP protocol closing connections that never send a request head or stop reading."""
 
     head_seconds: float

@@ -351,7 +351,11 @@ def downstream_nodes(graph: list[dict[str, Any]], start: str) -> list[Downstream
         wanted = start.removeprefix("dataset:")
         for node_id, node in nodes.items():
             ident = (node.get("data") or {}).get("id") or {}
-            if node.get("type") == "DATASET" and f"{ident.get('namespace')}:{ident.get('name')}" == wanted:
+            if (
+                isinstance(node_id, str)
+                and node.get("type") == "DATASET"
+                and f"{ident.get('namespace')}:{ident.get('name')}" == wanted
+            ):
                 start = node_id
                 break
     hops = {start: 0}

@@ -58,7 +58,8 @@ def _task_documentation(task: Any) -> tuple[str | None, str | None]:
     from airflow.providers.openlineage.utils.utils import get_task_documentation
 
     names = ("doc", "doc_md", "doc_json", "doc_yaml", "doc_rst")
-    return get_task_documentation(SimpleNamespace(**{name: _task_attribute(task, name) for name in names}))
+    documented = SimpleNamespace(**{name: _task_attribute(task, name) for name in names})
+    return get_task_documentation(documented)  # type: ignore[arg-type]  # it reads only these five attributes
 
 
 def task_job_name(dag_id: str, task_id: str) -> str:

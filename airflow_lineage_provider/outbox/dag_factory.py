@@ -172,7 +172,7 @@ def build_export_dag(
     ) as dag:
         steps = []
         # After a publication task, shipping and export run whatever became of it.
-        after_publish = {"trigger_rule": "all_done"} if publish_dags else {}
+        after_publish: dict[str, Any] = {"trigger_rule": "all_done"} if publish_dags else {}
         if conn_id:
             ship = task(task_id="ship", retries=2, retry_delay=timedelta(minutes=1), **after_publish)(ship_pending)
             steps.append(ship(outbox_url, conn_id, budget, batch))

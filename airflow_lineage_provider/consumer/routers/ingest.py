@@ -41,7 +41,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     413: {"model": Problem, "description": "The body or the batch is larger than the configured limits."},
     503: {"model": Problem, "description": "The lineage store is unavailable; retry later."},
 }
-_BATCH = {
+_BATCH: dict[int | str, dict[str, Any]] = {
     200: {"model": IngestSummary, "description": "Every event was stored (or already stored)."},
     207: {"model": IngestSummary, "description": "Some events were stored; errors lists the others."},
 }

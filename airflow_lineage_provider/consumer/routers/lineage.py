@@ -68,12 +68,16 @@ def hops_for(kind: str, depth: int) -> int:
 
 
 def picked_nodes(
-    roots: list[int], direction: str, bounds: graph.WalkBounds, spec: dict[str, graph.EdgeSpec], dialect: str
+    roots: list[int],
+    direction: str,
+    bounds: graph.WalkBounds,
+    spec: dict[graph.Direction, graph.EdgeSpec],
+    dialect: str,
 ) -> Select[Any]:
     """``(node_id, depth [, canonical])`` picked by the walk(s) of ``direction`` (both: one walk each way,
     merged; ``canonical``: see :func:`..store.graph.carries_canonical`)."""
     if direction != "both":
-        return graph.nearest_nodes(spec[direction], roots, bounds, dialect)  # type: ignore[index]
+        return graph.nearest_nodes(spec[direction], roots, bounds, dialect)  # type: ignore[index]  # upstream or downstream here
     both = union_all(
         graph.nearest_nodes(spec["upstream"], roots, bounds, dialect, name="up").subquery().select(),
         graph.nearest_nodes(spec["downstream"], roots, bounds, dialect, name="down").subquery().select(),

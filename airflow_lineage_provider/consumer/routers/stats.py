@@ -14,7 +14,7 @@ What each number counts is in :mod:`..store.stats`. ``period`` is read in any ca
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -71,7 +71,7 @@ def _spans(period: str | None, zone: str | None, zone_required_for_week: bool) -
     chosen = query_choice(period, "period", PERIOD_CHOICES, None)
     if chosen is None:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail="period must be given: DAY or WEEK")
-    return stats.intervals(chosen, _zone(zone, zone_required_for_week and chosen == "WEEK"), datetime.now(UTC))
+    return stats.intervals(chosen, _zone(zone, zone_required_for_week and chosen == "WEEK"), datetime.now(timezone.utc))
 
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {400: {"model": Problem}}

@@ -65,7 +65,7 @@ def _assets() -> dict[str, Asset]:
 
 @cache
 def _page_template() -> str:
-    return resources.files(__package__).joinpath("assets", "index.html").read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath("assets").joinpath("index.html").read_text(encoding="utf-8")
 
 
 def page_html(base: str, auth_mode: str = "key", login_url: str = "") -> str:
