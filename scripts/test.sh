@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh clone: set-up, lint, then pytest. Extra arguments go to pytest.
+# The whole test suite, from a fresh clone: set-up, lint (ruff), types (mypy), then pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 echo "==> ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+echo "==> mypy"
+.venv/bin/mypy  # the package, as configured in pyproject.toml
 echo "==> pytest"
 set +e
 .venv/bin/python -m pytest -p no:cacheprovider "$@"

@@ -1,0 +1,99 @@
+"""The package's import graph: no cycles, and the consumer's store reached only through its public surface.
+
+The graph is grimp's (the library behind import-linter), built from the source: every import counts, those
+inside functions too (an import moved into a function to dodge a cycle is still the cycle); imports under
+``if TYPE_CHECKING:`` do not, they never run.
+"""
+
+from __future__ import annotations
+
+import grimp
+import pytest
+
+PACKAGE = "airflow_lineage_provider"
+CONSUMER = f"{PACKAGE}.consumer"
+STORE = f"{CONSUMER}.store"
+#: What code outside the consumer may import of the store's side: the store object and the public read API.
+PUBLIC_STORE_SURFACE = frozenset({STORE, f"{CONSUMER}.reads"})
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph(PACKAGE, exclude_type_checking_imports=True, cache_dir=None)
+
+
+def strongly_connected(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Tarjan's strongly connected components with more than one module (iterative: no recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            module, imported = work[-1]
+            step = next(imported, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph.find_modules_directly_imported_by(step)))))
+                elif step in on_stack:
+                    low[module] = min(low[module], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[module])
+            if low[module] == index[module]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == module:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_package_has_no_import_cycle(graph: grimp.ImportGraph) -> None:
+    cycles = strongly_connected(graph)
+    shown = []
+    for component in cycles:
+        chain = graph.find_shortest_chain(importer=component[0], imported=component[1]) or ()
+        back = graph.find_shortest_chain(importer=component[1], imported=component[0]) or ()
+        shown.append(f"{' -> '.join(chain)} and back: {' -> '.join(back)}")
+    assert not cycles, "import cycles:\n" + "\n".join(shown)
+
+
+def test_nothing_outside_the_consumer_imports_store_internals(graph: grimp.ImportGraph) -> None:
+    reaching_in = sorted(
+        (importer, imported)
+        for importer in graph.modules
+        if not (importer == CONSUMER or importer.startswith(f"{CONSUMER}."))
+        for imported in graph.find_modules_directly_imported_by(importer)
+        if (imported == STORE or imported.startswith(f"{STORE}.")) and imported not in PUBLIC_STORE_SURFACE
+    )
+    assert not reaching_in, f"modules importing the store's internals (use {sorted(PUBLIC_STORE_SURFACE)}): {reaching_in}"
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """The check above can fail: a two-module cycle and a three-module one are found, a chain is not."""
+    made = grimp.ImportGraph()
+    for module in ("p", "p.a", "p.b", "p.c", "p.d", "p.e", "p.f"):
+        made.add_module(module)
+    made.add_import(importer="p.a", imported="p.b")
+    made.add_import(importer="p.b", imported="p.a")
+    made.add_import(importer="p.c", imported="p.d")
+    made.add_import(importer="p.d", imported="p.e")
+    made.add_import(importer="p.e", imported="p.c")
+    made.add_import(importer="p.e", imported="p.f")
+    assert strongly_connected(made) == [["p.a", "p.b"], ["p.c", "p.d", "p.e"]]
