@@ -13,7 +13,14 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_lineage_provider.consumer.store import LineageStore, create_store_engine, tables
-from airflow_lineage_provider.consumer.store.migrations import LATEST, StoreVersionError, current_version, migrate
+from airflow_lineage_provider.consumer.store.migrations import (
+    LATEST,
+    VERSION_TABLE,
+    StoreVersionError,
+    current_version,
+    migrate,
+)
+from airflow_lineage_provider.schema_migrations import revision_of
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -55,6 +62,7 @@ def test_a_store_from_a_newer_release_is_refused_with_a_clear_message(store_url:
             conn.execute(
                 tables.schema_version.insert().values(version=LATEST + 1, applied_at=datetime.now(timezone.utc))
             )
+            conn.exec_driver_sql(f"UPDATE {VERSION_TABLE} SET version_num = '{revision_of(LATEST + 1)}'")
         with pytest.raises(StoreVersionError, match=f"schema version {LATEST + 1}.*upgrade airflow-lineage-provider"):
             migrate(engine)
     finally:
@@ -101,7 +109,10 @@ _V3_DATASET_EDGES = sa.Table(
 
 
 def _to_version_9(conn: sa.Connection) -> None:
-    """Take off what version 10 added: templated declared names and their renderings."""
+    """Take off what version 10 added: templated declared names and their renderings. Like every ``_to_version_N``,
+    leave the store as the release before Alembic did: its version only in ``lineage_schema_version``, set by the
+    caller (the store is then adopted at that version)."""
+    sa.Table(VERSION_TABLE, sa.MetaData()).drop(conn, checkfirst=True)
     tables.pattern_renderings.drop(conn)
     tables.name_patterns.drop(conn)
     conn.execute(tables.store_settings.delete().where(tables.store_settings.c.name == tables.TEMPLATED_NAMES))

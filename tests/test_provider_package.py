@@ -53,7 +53,7 @@ def test_provider_info_is_import_free():
     assert out == "airflow-lineage-provider False"
 
 
-def test_the_built_wheel_ships_py_typed_and_the_facet_schemas(tmp_path: Path) -> None:
+def test_the_built_wheel_ships_py_typed_the_facet_schemas_and_the_migrations(tmp_path: Path) -> None:
     """What users install is the wheel, not this checkout: build it (in pip's isolated build environment, as
     any install does) and look inside."""
     repo = Path(__file__).resolve().parent.parent
@@ -69,6 +69,15 @@ def test_the_built_wheel_ships_py_typed_and_the_facet_schemas(tmp_path: Path) ->
     assert "airflow_lineage_provider/py.typed" in names
     assert any(n.startswith("airflow_lineage_provider/schemas/") and n.endswith(".json") for n in names)
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
+    # The migrations of the lineage store and the outbox: Alembic reads these files from the installed package.
+    from airflow_lineage_provider.consumer.store.migrations import LATEST
+    from airflow_lineage_provider.outbox.migrations import SCHEMA_VERSION
+
+    for scripts, latest in (("consumer/store/alembic", LATEST), ("outbox/alembic", SCHEMA_VERSION)):
+        folder = f"airflow_lineage_provider/{scripts}"
+        assert {f"{folder}/env.py", f"{folder}/script.py.mako"} <= names, f"{scripts} is not in the wheel"
+        revisions = sorted(n for n in names if n.startswith(f"{folder}/versions/") and n.endswith(".py"))
+        assert [name.rsplit("/", 1)[1][:4] for name in revisions] == [f"{v:04d}" for v in range(1, latest + 1)]
 
 
 def test_openlineage_yml_configuration_outside_airflow(tmp_path, monkeypatch, lineage_client_reset):

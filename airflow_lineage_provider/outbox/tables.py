@@ -9,7 +9,8 @@
   attempts, backoff (``not_before``), the current claim and the last error.
 * ``lineage_outbox_sequencer``: one row holding the last ``seq`` given out (its row lock serialises
   sequencing).
-* ``lineage_outbox_schema``: the schema version, for :mod:`~airflow_lineage_provider.outbox.migrations`.
+* ``lineage_outbox_schema``: the schema version as releases before Alembic read it (the revision itself is in
+  ``lineage_outbox_alembic_version``; see :mod:`~airflow_lineage_provider.outbox.migrations`).
 
 Times are naive UTC datetimes.
 """

@@ -1,0 +1,160 @@
+"""Version 9: declared and observed lineage on nodes and edges."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from alembic import op
+from sqlalchemy import BindParameter, Connection, bindparam, case, null, select, text
+
+from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store.ingest import _Changes
+from airflow_lineage_provider.consumer.store.store_settings import write_setting
+from airflow_lineage_provider.consumer.validation import EventError, parse_event
+
+revision = "0009"
+down_revision = "0008"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    _declared_lineage(op.get_bind())
+
+
+#: Version 8's static events (JobEvents and DatasetEvents) a page at a time, in id order after the page before.
+_V8_STATIC_EVENTS = (
+    "SELECT id, payload FROM lineage_events WHERE kind IN ('job', 'dataset') AND id > :after ORDER BY id LIMIT 1000"
+)
+#: When runs last observed each dataset and each (job, dataset, direction): the latest state time of a run.
+_V8_DATASET_RUNS = (
+    "SELECT io.dataset_id, max(r.state_time) FROM lineage_run_io io"
+    " JOIN lineage_runs r ON r.run_uuid = io.run_uuid GROUP BY io.dataset_id"
+)
+_V8_EDGE_RUNS = (
+    "SELECT r.job_id, io.dataset_id, io.direction, max(r.state_time) FROM lineage_run_io io"
+    " JOIN lineage_runs r ON r.run_uuid = io.run_uuid GROUP BY r.job_id, io.dataset_id, io.direction"
+)
+_V8_JOB_RUNS = "SELECT job_id, max(state_time) FROM lineage_runs GROUP BY job_id"
+
+
+_Key = TypeVar("_Key", str, tuple[str, str])
+
+
+def _static_spans(
+    conn: Connection,
+) -> tuple[dict[str, tuple[datetime, datetime]], dict[tuple[str, str], tuple[datetime, datetime]]]:
+    """``node key → (first, last)`` and ``(origin key, destination key) → (first, last)`` event times of what the
+    stored static events (JobEvents, DatasetEvents) named, read a page at a time."""
+    nodes: dict[str, tuple[datetime, datetime]] = {}
+    edges: dict[tuple[str, str], tuple[datetime, datetime]] = {}
+    after = 0
+    while page := conn.execute(text(_V8_STATIC_EVENTS), {"after": after}).all():
+        after = page[-1][0]
+        changes = _Changes()
+        for _id, payload in page:
+            try:
+                changes.add(parse_event(json.loads(payload)))
+            except (EventError, ValueError):  # stored by an older, laxer release: it names nothing we can read
+                continue
+        _widen(nodes, changes.node_times)
+        _widen(edges, changes.edges)
+    return nodes, edges
+
+
+def _widen(spans: dict[_Key, tuple[datetime, datetime]], found: dict[_Key, tuple[datetime, datetime]]) -> None:
+    """Widen each ``(first, last)`` of ``spans`` to cover the one ``found`` has for the same key."""
+    for key, (first, last) in found.items():
+        known = spans.get(key, (first, last))
+        spans[key] = (min(known[0], first), max(known[1], last))
+
+
+def _runs_by(conn: Connection, query: str, keep: Callable[[tuple[Any, ...]], bool]) -> dict[tuple[Any, ...], datetime]:
+    """The rows of ``query`` (key columns, then a time) that ``keep`` keeps, as ``key → time``."""
+    found: dict[tuple[Any, ...], datetime] = {}
+    for *key, at in conn.execute(text(query)):
+        if keep(tuple(key)) and at is not None:
+            if isinstance(at, str):  # SQLite answers an aggregate's time as text
+                at = datetime.fromisoformat(at)
+            found[tuple(key)] = tables.as_utc(at)
+    return found
+
+
+def _declared_lineage(conn: Connection) -> None:
+    """Version 9: declared and observed lineage (see ``docs/declared-lineage.md``). Nodes and edges gain
+    ``declared_at`` (the latest static event naming them) and ``observed_at`` (the latest RunEvent).
+
+    Derived from what is stored: everything is observed (at its ``last_seen``/``updated_at``) unless a stored
+    JobEvent or DatasetEvent named it. What one did is declared at that event's latest time, and observed at the
+    latest state time of a stored run that read or wrote it (for a job: of its runs), or else — when it was stored
+    before the first static event named it, which only a RunEvent can have done — at its ``first_seen``/
+    ``created_at``; otherwise it exists only by declaration. A run removed by retention before the upgrade is no
+    evidence: an edge only such a run observed, named again later by a JobEvent, reads as declared-only until a
+    run observes it again.
+    """
+    timestamp = "TIMESTAMP WITH TIME ZONE" if conn.dialect.name == "postgresql" else "DATETIME"
+    for table in ("lineage_nodes", "lineage_edges"):
+        conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN declared_at {timestamp}")
+        conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN observed_at {timestamp}")
+    conn.exec_driver_sql(
+        "CREATE INDEX ix_lineage_edges_declared ON lineage_edges (origin_id, destination_id, observed_at)"
+        " WHERE declared_at IS NOT NULL"
+    )
+    conn.exec_driver_sql("UPDATE lineage_nodes SET observed_at = updated_at")
+    conn.exec_driver_sql("UPDATE lineage_edges SET observed_at = last_seen")
+    node_spans, edge_spans = _static_spans(conn)
+    if not node_spans:
+        return
+    write_setting(conn, tables.DECLARED_LINEAGE, "1")
+    n, e = tables.nodes.c, tables.edges.c
+    ids: dict[str, tuple[int, str]] = {}
+    keys = list(node_spans)
+    for start in range(0, len(keys), 900):
+        query = select(n.node_key, n.id, n.kind).where(n.node_key.in_(keys[start : start + 900]))
+        ids.update((key, (node_id, kind)) for key, node_id, kind in conn.execute(query))
+    declared = {node_id for node_id, _kind in ids.values()}
+    job_runs = _runs_by(conn, _V8_JOB_RUNS, lambda key: key[0] in declared)
+    dataset_runs = _runs_by(conn, _V8_DATASET_RUNS, lambda key: key[0] in declared)
+    evidence = bindparam("b_evidence", type_=tables.UtcDateTime)
+    first: BindParameter[datetime] = bindparam("b_first")
+    last: BindParameter[datetime] = bindparam("b_last")
+    set_nodes = (
+        tables.nodes.update()
+        .where(n.id == bindparam("b_id"))
+        .values(
+            declared_at=last,
+            observed_at=case((evidence.is_not(None), evidence), (n.created_at < first, n.created_at), else_=null()),
+        )
+    )
+    rows = []
+    for key, (node_id, kind) in ids.items():
+        runs = job_runs if kind == "job" else dataset_runs
+        at = runs.get((node_id,))
+        rows.append({"b_id": node_id, "b_evidence": at, "b_first": node_spans[key][0], "b_last": node_spans[key][1]})
+    conn.execute(set_nodes, rows)
+    if not edge_spans:
+        return
+    edge_runs = _runs_by(conn, _V8_EDGE_RUNS, lambda key: key[0] in declared and key[1] in declared)
+    set_edges = (
+        tables.edges.update()
+        .where(e.origin_id == bindparam("b_origin"), e.destination_id == bindparam("b_destination"))
+        .values(
+            declared_at=last,
+            observed_at=case((evidence.is_not(None), evidence), (e.first_seen < first, e.first_seen), else_=null()),
+        )
+    )
+    rows = []
+    for (origin_key, destination_key), (first_at, last_at) in edge_spans.items():
+        if origin_key not in ids or destination_key not in ids:
+            continue
+        origin, destination = ids[origin_key], ids[destination_key]
+        if origin[1] == "job":  # job → output dataset
+            at = edge_runs.get((origin[0], destination[0], "output"))
+        else:
+            at = edge_runs.get((destination[0], origin[0], "input"))
+        row = {"b_origin": origin[0], "b_destination": destination[0], "b_evidence": at}
+        rows.append({**row, "b_first": first_at, "b_last": last_at})
+    conn.execute(set_edges, rows)
