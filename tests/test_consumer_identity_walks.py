@@ -364,7 +364,7 @@ def test_hive_tables_join_the_job_writing_their_location(client: TestClient) -> 
 
 
 def test_collect_lineage_walks_cross_the_boundary_by_the_table_name(client: TestClient) -> None:
-    from airflow_lineage_provider.operators.lineage_walks import LineageWalker
+    from airflow_lineage_provider.consumer.reads import LineageWalker
 
     post(client, *spark_events(), airflow_report())
     walker = LineageWalker(str(client.app.state.store.engine.url.render_as_string(hide_password=False)))

@@ -7,9 +7,9 @@ failed, the operator walks, each with its own bounds:
 * ``upstream`` / ``downstream`` table lineage (dataset → dataset through jobs), and
 * ``column_upstream`` / ``column_downstream`` lineage of the failed columns (from ``columnLineage`` facets),
 
-over the consumer's lineage store, breadth first with one statement per hop (each node expanded once, at
-its nearest depth, so a cycle ends the walk; see :mod:`..consumer.store.stepwise`), and writes one row per
-edge to ``output_table`` through an Airflow connection::
+over the consumer's lineage store through its read API (:mod:`..consumer.reads`), breadth first with one
+statement per hop (each node expanded once, at its nearest depth, so a cycle ends the walk), and writes one
+row per edge to ``output_table`` through an Airflow connection::
 
     run_id, run_time, source_table, edge_type, depth, target_table, source_column, target_column
 
@@ -232,14 +232,12 @@ class CollectLineageOperator(BaseOperator):
         errors.append(message)
 
     def _collect(self, context: Any, errors: list[str]) -> list[dict[str, Any]]:
-        from airflow_lineage_provider.operators.lineage_walks import LineageWalker
+        from airflow_lineage_provider.consumer.reads import LineageWalker
 
         source = f"{self.source_namespace}/{self.source_name}"
-        common = {
-            "run_id": str(context.get("run_id") or ""),
-            "run_time": datetime.now(timezone.utc),
-            "source_table": source,
-        }
+        run_id = str(context.get("run_id") or "")
+        run_time = datetime.now(timezone.utc)
+        common = {"run_id": run_id, "run_time": run_time, "source_table": source}
         walker = LineageWalker(_store_url(self.lineage_conn_id))
         try:
             dataset = walker.dataset_id(self.source_namespace, self.source_name)
@@ -251,11 +249,9 @@ class CollectLineageOperator(BaseOperator):
             for edge_type, search in self.searches.items():
                 if search is None:
                     continue
-                since = (
-                    None if search.lookback_days is None else common["run_time"] - timedelta(days=search.lookback_days)
-                )
+                since = None if search.lookback_days is None else run_time - timedelta(days=search.lookback_days)
                 if edge_type.startswith("column_") and columns is None:
-                    columns = self._failed_columns(common["run_id"], errors)
+                    columns = self._failed_columns(run_id, errors)
                 try:
                     if edge_type.startswith("column_"):
                         found = walker.column_edges(

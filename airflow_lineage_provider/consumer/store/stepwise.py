@@ -3,7 +3,7 @@
 :mod:`.graph` walks in one recursive CTE, which answers the consumer's graph requests fastest, but SQLite
 cannot cap a single hop inside a recursion (it takes a ``LIMIT`` on the recursive term as a bound on the
 whole CTE), and an unbounded depth leaves only the overall bound. The walks here, which
-``CollectLineageOperator`` runs, are breadth first with one statement per hop instead:
+``CollectLineageOperator`` runs (through :mod:`..reads`), are breadth first with one statement per hop instead:
 
 * each hop reads the edges leaving the nodes first reached at the hop before (the frontier), distinct, in
   ``(via, node)`` order, at most as many as the walk may still return — so no hop returns more than
@@ -17,8 +17,8 @@ The edges are those of :func:`.graph.walk_edges` on the same graph when neither 
 Datasets known under several names (:mod:`.identity`): each hop steps into every name of the datasets it
 reaches (:class:`.graph.Through`, fields: the field of the same name of every name), and the roots start with
 all of theirs, so the walk goes on from each name along its own edges; an edge is then ``(via, name)`` for
-each name, and a caller showing one node per dataset maps the names (:mod:`..operators.lineage_walks`). By
-default a store with such datasets is walked so (``grouped=None``: one probe).
+each name, and a caller showing one node per dataset maps the names (:mod:`..reads`). By default a store
+with such datasets is walked so (``grouped=None``: one probe).
 """
 
 from __future__ import annotations
