@@ -9,8 +9,8 @@ from __future__ import annotations
 from alembic import op
 from sqlalchemy import Connection
 
-revision = ${repr(up_revision)}
-down_revision = ${repr(down_revision)}
+revision = "${up_revision}"
+down_revision = "${down_revision}"
 branch_labels = None
 depends_on = None
 
