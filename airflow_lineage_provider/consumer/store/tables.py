@@ -62,6 +62,8 @@ class UtcDateTime(TypeDecorator[datetime]):
 
 metadata = MetaData()
 
+#: A row per schema version the store reached, with when. The revision itself is Alembic's, in
+#: ``lineage_alembic_version`` (see :mod:`.migrations`); releases from before Alembic read this table.
 schema_version = Table(
     "lineage_schema_version",
     metadata,
