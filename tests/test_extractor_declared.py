@@ -143,7 +143,7 @@ def test_run_facets_defers_to_the_extractor_for_the_classes_it_handles(extractor
     from airflow.providers.standard.operators.bash import BashOperator
     from airflow.sdk import BaseOperator
 
-    from airflow_lineage_provider.facets.custom_run_facets import handled_by_extractor
+    from airflow_lineage_provider.extractors.task_facets import handled_by_extractor
 
     class PublishOperator(BaseOperator):
         pass

@@ -29,7 +29,7 @@ from airflow_lineage_provider.facets import (
     schema_document,
 )
 from airflow_lineage_provider.facets import materialization as materialization_module
-from airflow_lineage_provider.facets.sql import writes_rows
+from airflow_lineage_provider.extractors.sql import writes_rows
 from airflow_lineage_provider.reporting import forget_reported
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """The lineage a task declares: its inlets and outlets, the assets it emitted at run time, and its SQL.
 
-Shared by :func:`~airflow_lineage_provider.facets.run_facets` (which needs a task's outputs for the
+Shared by :func:`~airflow_lineage_provider.extractors.run_facets` (which needs a task's outputs for the
 materialization facet) and the :class:`~airflow_lineage_provider.extractors.DeclaredLineageExtractor`.
 Inlets and outlets are translated by the stock provider's own converter (``Asset``, openlineage
 ``Dataset``, and the legacy ``Table``/``File`` entities), so names match the ones the stock listener uses.
@@ -8,13 +8,19 @@ Inlets and outlets are translated by the stock provider's own converter (``Asset
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from airflow_lineage_provider.facets.sql import sql_lineage
+from airflow_lineage_provider.extractors.sql import sql_lineage
 from airflow_lineage_provider.reporting import warn_once
 
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+    from airflow.sdk.types import RuntimeTaskInstanceProtocol
+    from openlineage.client.event_v2 import Dataset
+    from openlineage.client.facet_v2 import JobFacet, RunFacet
 
-def _convert(entity: Any) -> Any | None:
+
+def _convert(entity: object) -> Dataset | None:
     from airflow.providers.openlineage.extractors.manager import ExtractorManager
 
     try:
@@ -24,7 +30,7 @@ def _convert(entity: Any) -> Any | None:
         return None
 
 
-def _runtime_outlets(task_instance: Any) -> list[Any]:
+def _runtime_outlets(task_instance: RuntimeTaskInstanceProtocol | None) -> list[Dataset]:
     if task_instance is None:
         return []
     from airflow.providers.common.compat.openlineage.utils.utils import translate_airflow_asset
@@ -35,7 +41,7 @@ def _runtime_outlets(task_instance: Any) -> list[Any]:
     ]
 
 
-def _unique(datasets: list[Any]) -> list[Any]:
+def _unique(datasets: list[Dataset | None]) -> list[Dataset]:
     seen: set[tuple[str, str]] = set()
     unique = []
     for dataset in datasets:
@@ -45,7 +51,9 @@ def _unique(datasets: list[Any]) -> list[Any]:
     return unique
 
 
-def declared_lineage(task: Any, task_instance: Any = None, *, use_connection: bool = False) -> Any:
+def declared_lineage(
+    task: object, task_instance: RuntimeTaskInstanceProtocol | None = None, *, use_connection: bool = False
+) -> OperatorLineage:
     """An ``OperatorLineage`` with the task's declared inputs and outputs and its SQL's job facet.
 
     ``task_instance`` (when given) adds the assets the task attached to outlet events while running.
@@ -59,8 +67,8 @@ def declared_lineage(task: Any, task_instance: Any = None, *, use_connection: bo
         outputs += _runtime_outlets(task_instance)
     except Exception as error:
         warn_once(f"Lineage: could not read the run-time outlets of task {getattr(task, 'task_id', '?')!r}: {error}")
-    job_facets: dict[str, Any] = {}
-    run_facets: dict[str, Any] = {}
+    job_facets: dict[str, JobFacet] = {}
+    run_facets: dict[str, RunFacet] = {}
     try:
         from_sql = sql_lineage(task, use_connection=use_connection)
     except Exception as error:

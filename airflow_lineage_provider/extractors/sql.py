@@ -15,20 +15,36 @@ run by a hook the operator holds, so another task's statements never leak in.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeGuard
 
 from openlineage.client.event_v2 import Dataset
 from openlineage.client.facet_v2 import sql_job
 
 from airflow_lineage_provider import conf
+from airflow_lineage_provider.producer.naming import TableNaming, naming_for_url
 from airflow_lineage_provider.reporting import warn_once
+
+if TYPE_CHECKING:
+    from airflow.providers.common.sql.hooks.sql import DbApiHook
+    from airflow.providers.openlineage.extractors import OperatorLineage
 
 # Statements whose rowcount is not "rows written" even though the parser reports an output table.
 _NOT_WRITING = frozenset({"DELETE", "TRUNCATE", "DROP", "ALTER", "GRANT", "REVOKE", "COMMENT", "VACUUM", "ANALYZE"})
 _LEADING_COMMENTS = re.compile(r"^\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*", re.DOTALL)
 
 
-def sql_of(operator: Any) -> str | list[str] | None:
+class ParsedTable(Protocol):
+    """A table as openlineage-sql's parser reports it (``DbTableMeta``, which ships no type information)."""
+
+    @property
+    def schema(self) -> str | None: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def qualified_name(self) -> str: ...
+
+
+def sql_of(operator: object) -> str | list[str] | None:
     """The operator's ``sql`` when it is a non-empty string or list of non-empty strings."""
     sql = getattr(operator, "sql", None)
     if isinstance(sql, str) and sql.strip():
@@ -38,7 +54,7 @@ def sql_of(operator: Any) -> str | list[str] | None:
     return None
 
 
-def writes_rows(statement: Any) -> bool:
+def writes_rows(statement: object) -> bool:
     """Whether a statement's cursor ``rowcount`` counts rows written into a table."""
     if not isinstance(statement, str) or not statement.strip():
         return False
@@ -54,7 +70,7 @@ def writes_rows(statement: Any) -> bool:
     return bool(meta and meta.out_tables)
 
 
-def _is_db_api_hook(value: Any) -> bool:
+def _is_db_api_hook(value: object) -> TypeGuard[DbApiHook]:
     try:
         from airflow.providers.common.sql.hooks.sql import DbApiHook
     except ImportError:  # pragma: no cover - common-sql is a dependency
@@ -62,7 +78,7 @@ def _is_db_api_hook(value: Any) -> bool:
     return isinstance(value, DbApiHook)
 
 
-def held_hooks(operator: Any) -> list[Any]:
+def held_hooks(operator: object) -> list[DbApiHook]:
     """The database hooks an operator holds as attributes (including a cached ``_hook``)."""
     try:
         return [value for value in vars(operator).values() if _is_db_api_hook(value)]
@@ -70,7 +86,7 @@ def held_hooks(operator: Any) -> list[Any]:
         return []
 
 
-def operator_db_hook(operator: Any) -> Any | None:
+def operator_db_hook(operator: object) -> DbApiHook | None:
     """The database hook an operator runs its SQL with: its ``get_db_hook()``, a hook attribute, or the
     hook of its connection id (``conn_id``, the attribute named by ``conn_id_field``, or ``*_conn_id``)."""
     getter = getattr(operator, "get_db_hook", None)
@@ -90,7 +106,9 @@ def operator_db_hook(operator: Any) -> Any | None:
     return None
 
 
-def _stock_sql_lineage(hook: Any, sql: str | list[str], database: str | None, use_connection: bool) -> Any | None:
+def _stock_sql_lineage(
+    hook: DbApiHook, sql: str | list[str], database: str | None, use_connection: bool
+) -> OperatorLineage | None:
     from airflow.providers.openlineage.sqlparser import get_openlineage_facets_with_sql
 
     conn_id = getattr(hook, getattr(hook, "conn_name_attr", ""), None)
@@ -99,9 +117,7 @@ def _stock_sql_lineage(hook: Any, sql: str | list[str], database: str | None, us
     return get_openlineage_facets_with_sql(hook, sql, conn_id, database, use_connection)
 
 
-def _hook_naming(hook: Any) -> Any | None:
-    from airflow_lineage_provider.producer.naming import naming_for_url
-
+def _hook_naming(hook: DbApiHook) -> TableNaming | None:
     try:
         return naming_for_url(hook.get_sqlalchemy_engine().url)
     except Exception as error:
@@ -109,7 +125,7 @@ def _hook_naming(hook: Any) -> Any | None:
         return None
 
 
-def _parsed_sql_lineage(sql: str | list[str], naming: Any | None) -> Any:
+def _parsed_sql_lineage(sql: str | list[str], naming: TableNaming | None) -> OperatorLineage:
     from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.providers.openlineage.sqlparser import SQLParser
 
@@ -120,7 +136,7 @@ def _parsed_sql_lineage(sql: str | list[str], naming: Any | None) -> Any:
     if not meta:
         return OperatorLineage(job_facets=job_facets)
 
-    def dataset(table: Any) -> Dataset:
+    def dataset(table: ParsedTable) -> Dataset:
         written = f"{table.schema}.{table.name}" if table.schema else table.name
         if naming is None:
             return Dataset(namespace=conf.namespace(), name=table.qualified_name)
@@ -133,7 +149,7 @@ def _parsed_sql_lineage(sql: str | list[str], naming: Any | None) -> Any:
     )
 
 
-def sql_lineage(operator: Any, *, use_connection: bool = False) -> Any | None:
+def sql_lineage(operator: object, *, use_connection: bool = False) -> OperatorLineage | None:
     """Inputs, outputs and the ``sql`` job facet of the operator's SQL, or ``None`` when it has none.
 
     ``use_connection`` lets the stock parser query the database for table schemas (as the stock SQL
@@ -166,7 +182,7 @@ def _collector_created() -> bool:
         return True
 
 
-def cursor_rows_written(operator: Any) -> int | None:
+def cursor_rows_written(operator: object) -> int | None:
     """Rows written by the SQL the operator's hooks ran, from their cursors' ``rowcount``; ``None`` if unknown."""
     hooks = held_hooks(operator)
     if not hooks or not _collector_created():

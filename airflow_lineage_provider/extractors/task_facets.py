@@ -1,9 +1,9 @@
-"""``run_facets``: this package's run facets on every task event the stock OpenLineage listener sends.
+"""This package's run facets on the events of any Airflow task, and ``run_facets``, the stock listener's hook for them.
 
 Configure it with::
 
     [openlineage]
-    custom_run_facets = airflow_lineage_provider.facets.run_facets
+    custom_run_facets = airflow_lineage_provider.extractors.run_facets
 
 Every task event (START, COMPLETE, FAIL) then carries the Egeria facets its settings ask for, and the
 COMPLETE event of a successful task that declares outputs carries the materialization facet. This works
@@ -13,64 +13,59 @@ Two kinds of task get nothing from here, because they attach the same facets the
 lets custom run facets override an operator's own: operators whose class sets
 ``lineage_provider_facets = True`` (this package's ``LineageMixin`` and ``@task.lineage``), and operators
 handled by :class:`~airflow_lineage_provider.extractors.DeclaredLineageExtractor`.
+
+The facets themselves are put together by :func:`~airflow_lineage_provider.producer.task_facets.package_run_facets`;
+this module supplies what a task knows of its own run: its declared outputs and the rows it wrote.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from openlineage.client.facet_v2 import RunFacet
 
 from airflow_lineage_provider import conf
-from airflow_lineage_provider.facets.declared import declared_lineage
-from airflow_lineage_provider.facets.materialization import (
-    MATERIALIZATION_KEY,
-    materialization_facet,
-    recorded_rows_written,
-    run_dates,
-)
-from airflow_lineage_provider.facets.settings import egeria_facets
-from airflow_lineage_provider.facets.sql import cursor_rows_written
+from airflow_lineage_provider.extractors.declared_lineage import declared_lineage
+from airflow_lineage_provider.extractors.sql import cursor_rows_written
+from airflow_lineage_provider.facets.materialization import recorded_rows_written
+from airflow_lineage_provider.producer.task_context import TaskContext
+from airflow_lineage_provider.producer.task_facets import package_run_facets
 from airflow_lineage_provider.reporting import warn_once
+
+if TYPE_CHECKING:
+    from airflow.sdk.types import RuntimeTaskInstanceProtocol
+    from airflow.utils.state import TaskInstanceState
+    from openlineage.client.event_v2 import Dataset
 
 #: Class attribute by which an operator says it attaches this package's facets itself.
 OWN_FACETS_ATTRIBUTE = "lineage_provider_facets"
 EXTRACTOR_NAME = "DeclaredLineageExtractor"
 
 
-def _context(task_instance: Any) -> dict[str, Any]:
-    getter = getattr(task_instance, "get_template_context", None)
-    if not callable(getter):
-        return {}
-    try:
-        return dict(getter())
-    except Exception as error:
-        task_id = getattr(task_instance, "task_id", "?")
-        warn_once(f"Lineage: could not read the context of task {task_id!r}: {error}")
-        return {}
-
-
-def rows_written_by(task_instance: Any, task: Any) -> int | None:
+def rows_written_by(context: TaskContext) -> int | None:
     """Rows the task wrote: what its code recorded, else its SQL cursors' rowcount, else ``None``."""
-    recorded = recorded_rows_written(task_instance)
-    if recorded is not None:
-        return recorded
+    if context.task_instance is not None:
+        recorded = recorded_rows_written(context.task_instance)
+        if recorded is not None:
+            return recorded
     try:
-        return cursor_rows_written(task)
+        return cursor_rows_written(context.task)
     except Exception as error:
-        warn_once(f"Lineage: could not read the rows written by task {getattr(task, 'task_id', '?')!r}: {error}")
+        task_id = getattr(context.task, "task_id", "?")
+        warn_once(f"Lineage: could not read the rows written by task {task_id!r}: {error}")
         return None
 
 
 def task_run_facets(
-    task_instance: Any,
+    task: RuntimeTaskInstanceProtocol | TaskContext,
     *,
     complete: bool,
-    outputs: Iterable[Any] | None = None,
+    outputs: Iterable[Dataset | tuple[str, str]] | None = None,
     rows_written: int | None = None,
 ) -> dict[str, RunFacet]:
-    """This package's run facets for one event of a running task instance.
+    """This package's run facets for one event of a task instance (or of a :class:`TaskContext` already
+    resolved).
 
     Always the Egeria facets of the task; with ``complete=True`` (the COMPLETE event of a successful
     run) also the materialization facet, when the task has outputs. ``outputs`` are the event's output
@@ -82,34 +77,32 @@ def task_run_facets(
 
         lineage.run_facets.update(task_run_facets(task_instance, complete=True, outputs=lineage.outputs))
     """
-    context = _context(task_instance)
-    task = context.get("task") or getattr(task_instance, "task", None)
-    if task is None:
+    context = task if isinstance(task, TaskContext) else TaskContext.of(task)
+    if context is None:
         return {}
-    facets = egeria_facets(task, context.get("params"))
-    if not complete:
-        return facets
+    if complete:
+        try:
+            if outputs is None:
+                outputs = declared_lineage(context.task, context.task_instance).outputs
+            outputs = list(outputs)
+            if outputs and rows_written is None:
+                rows_written = rows_written_by(context)
+        except Exception as error:
+            warn_once(
+                f"Lineage: could not build the materialization facet of task {getattr(context.task, 'task_id', '?')!r} "
+                f"in DAG {getattr(context.task, 'dag_id', '?')!r}: {error}"
+            )
+            complete = False
     try:
-        if outputs is None:
-            outputs = declared_lineage(task, task_instance).outputs
-        outputs = list(outputs)
-        if not outputs:
-            return facets
-        if rows_written is None:
-            rows_written = rows_written_by(task_instance, task)
-        dates = run_dates(context["dag_run"]) if context.get("dag_run") is not None else {}
-        facet = materialization_facet(outputs, rows_written=rows_written, **dates)
-        if facet is not None:
-            facets[MATERIALIZATION_KEY] = facet
-    except Exception as error:
+        return package_run_facets(context, complete=complete, outputs=outputs or (), rows_written=rows_written)
+    except Exception as error:  # misuse in strict mode, which must not reach the listener either
         warn_once(
-            f"Lineage: could not build the materialization facet of task {getattr(task, 'task_id', '?')!r} "
-            f"in DAG {getattr(task, 'dag_id', '?')!r}: {error}"
+            f"Lineage: the run facets of task {getattr(context.task, 'task_id', '?')!r} could not be built: {error}"
         )
-    return facets
+        return {}
 
 
-def handled_by_extractor(task: Any) -> bool:
+def handled_by_extractor(task: object) -> bool:
     """Whether :class:`DeclaredLineageExtractor` is registered and handles this task's operator class."""
     from airflow.providers.openlineage.conf import custom_extractors
 
@@ -120,11 +113,11 @@ def handled_by_extractor(task: Any) -> bool:
     return registered and getattr(task, "task_type", None) in conf.extractor_operators()
 
 
-def _succeeded(ti_state: Any) -> bool:
+def _succeeded(ti_state: TaskInstanceState | str | None) -> bool:
     return str(getattr(ti_state, "value", ti_state)).lower() == "success"
 
 
-def run_facets(task_instance: Any, ti_state: Any) -> dict[str, RunFacet]:
+def run_facets(task_instance: RuntimeTaskInstanceProtocol, ti_state: TaskInstanceState) -> dict[str, RunFacet]:
     """``[openlineage] custom_run_facets`` function: this package's facets for one task event.
 
     ``ti_state`` is the ``TaskInstanceState`` the listener reports (RUNNING for START, SUCCESS for

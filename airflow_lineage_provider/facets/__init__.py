@@ -1,18 +1,18 @@
 """Run facets this package adds to task events: Egeria's supply chain and governance action, and its own
 materialization facet.
 
-* :func:`run_facets` - the ``[openlineage] custom_run_facets`` function for the stock listener;
-* :func:`task_run_facets` - the same facets for code that builds a task's events itself;
 * :func:`egeria_facets` - the Egeria facets a task's ``information_supply_chain`` /
   ``egeria_governance_action`` params (or the ``[lineage_provider]`` defaults) ask for;
 * :func:`materialization_facet` - the ``airflowLineageProvider_materialization`` facet (with
   :func:`run_dates` for the DAG run's data interval and logical date);
 * :func:`record_rows_written` - for task code to report how many rows it wrote.
 
+They reach every task's events through :func:`airflow_lineage_provider.extractors.run_facets` (the stock
+listener's ``custom_run_facets``; ``task_run_facets`` there for code building a task's events itself).
 Example ``airflow.cfg``::
 
     [openlineage]
-    custom_run_facets = airflow_lineage_provider.facets.run_facets
+    custom_run_facets = airflow_lineage_provider.extractors.run_facets
 
     [lineage_provider]
     information_supply_chain = InformationSupplyChain::sales-orders
@@ -20,7 +20,6 @@ Example ``airflow.cfg``::
 
 from __future__ import annotations
 
-from airflow_lineage_provider.facets.custom_run_facets import OWN_FACETS_ATTRIBUTE, run_facets, task_run_facets
 from airflow_lineage_provider.facets.egeria import (
     GOVERNANCE_ACTION_KEY,
     INFORMATION_SUPPLY_CHAIN_KEY,
@@ -48,7 +47,6 @@ __all__ = [
     "GOVERNANCE_ACTION_PARAM",
     "INFORMATION_SUPPLY_CHAIN_KEY",
     "MATERIALIZATION_KEY",
-    "OWN_FACETS_ATTRIBUTE",
     "SUPPLY_CHAIN_PARAM",
     "EgeriaGovernanceActionRunFacet",
     "EgeriaInformationSupplyChainRunFacet",
@@ -59,7 +57,5 @@ __all__ = [
     "record_rows_written",
     "resolve_egeria_settings",
     "run_dates",
-    "run_facets",
     "schema_document",
-    "task_run_facets",
 ]

@@ -7,7 +7,7 @@ new URL, never an edited document.
 
 Rows written come, in this order, from the task's own code (:func:`record_rows_written`, or
 ``rows_written=`` given by the caller), else from the cursor ``rowcount`` of the SQL statements the
-operator's database hook ran (see :func:`airflow_lineage_provider.facets.sql.cursor_rows_written`).
+operator's database hook ran (see :func:`airflow_lineage_provider.extractors.sql.cursor_rows_written`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from importlib import resources
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attr
 from openlineage.client.event_v2 import Dataset
@@ -26,7 +26,11 @@ from openlineage.client.facet_v2 import RunFacet
 from openlineage.client.utils import RedactMixin
 
 from airflow_lineage_provider import conf
+from airflow_lineage_provider.producer.task_context import RunDates, TaskContext, dag_run_dates
 from airflow_lineage_provider.reporting import report_misuse
+
+if TYPE_CHECKING:
+    from airflow.sdk.types import DagRunProtocol, RuntimeTaskInstanceProtocol
 
 #: Facet key of :class:`MaterializationRunFacet` in ``run.facets``.
 MATERIALIZATION_KEY = "airflowLineageProvider_materialization"
@@ -168,7 +172,7 @@ def materialization_facet(
     )
 
 
-def run_dates(dag_run: Any = None) -> dict[str, Any]:
+def run_dates(dag_run: DagRunProtocol | None = None) -> RunDates:
     """The ``data_interval_start``/``data_interval_end``/``logical_date`` keywords of :func:`materialization_facet`
     for a DAG run (default: the run of the Airflow task running now; ``{}`` outside a task).
 
@@ -176,20 +180,10 @@ def run_dates(dag_run: Any = None) -> dict[str, Any]:
 
         facet = materialization_facet(outputs, rows_written=run.rows_written, **run_dates())
     """
-    if dag_run is None:
-        try:
-            from airflow.sdk import get_current_context
-
-            dag_run = get_current_context().get("dag_run")
-        except Exception:  # not inside a running task
-            return {}
-    if dag_run is None:
-        return {}
-    return {
-        "data_interval_start": getattr(dag_run, "data_interval_start", None),
-        "data_interval_end": getattr(dag_run, "data_interval_end", None),
-        "logical_date": getattr(dag_run, "logical_date", None),
-    }
+    if dag_run is not None:
+        return dag_run_dates(dag_run)
+    context = TaskContext.current()
+    return context.run_dates() if context is not None else {}
 
 
 def schema_document() -> dict[str, Any]:
@@ -205,7 +199,7 @@ _recorded_lock = threading.Lock()
 _RECORDED_MAX = 1024
 
 
-def task_instance_key(task_instance: Any) -> tuple[Any, ...]:
+def task_instance_key(task_instance: RuntimeTaskInstanceProtocol) -> tuple[Any, ...]:
     """The identity of one try of a task instance."""
     return tuple(
         getattr(task_instance, name, None) for name in ("dag_id", "task_id", "run_id", "map_index", "try_number")
@@ -230,11 +224,8 @@ def record_rows_written(rows: int) -> int | None:
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
         report_misuse(ValueError(f"rows written {rows!r} must be a whole number of rows, 0 or more"))
         return None
-    try:
-        from airflow.sdk import get_current_context
-
-        task_instance = get_current_context()["ti"]
-    except Exception:
+    context = TaskContext.current()
+    if context is None or context.task_instance is None:
         report_misuse(
             ValueError(
                 f"record_rows_written({rows!r}) was called outside a running Airflow task; inside a "
@@ -242,7 +233,7 @@ def record_rows_written(rows: int) -> int | None:
             )
         )
         return None
-    key = task_instance_key(task_instance)
+    key = task_instance_key(context.task_instance)
     with _recorded_lock:
         total = _recorded.pop(key, 0) + rows
         _recorded[key] = total
@@ -251,7 +242,7 @@ def record_rows_written(rows: int) -> int | None:
     return total
 
 
-def recorded_rows_written(task_instance: Any) -> int | None:
+def recorded_rows_written(task_instance: RuntimeTaskInstanceProtocol) -> int | None:
     """The rows the task's own code recorded with :func:`record_rows_written`, or ``None``."""
     with _recorded_lock:
         return _recorded.get(task_instance_key(task_instance))

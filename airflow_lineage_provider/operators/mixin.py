@@ -13,10 +13,12 @@ logged and drops only the lineage it would have named: it never fails the task.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk import BaseOperator
+from openlineage.client.event_v2 import RunState as EventType
 
 from airflow_lineage_provider.design.declaration import DECLARATION_FIELD, encode_declaration
 from airflow_lineage_provider.operators.facets_merge import merge_lineage
@@ -25,7 +27,13 @@ from airflow_lineage_provider.producer import client
 from airflow_lineage_provider.producer.connectors import Connectors, add_schemas, name_datasets
 from airflow_lineage_provider.producer.datasets import DatasetRef, to_dataset_refs
 from airflow_lineage_provider.producer.emit import input_datasets, output_datasets
+from airflow_lineage_provider.producer.task_context import TaskContext
 from airflow_lineage_provider.reporting import warn_once
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+    from airflow.sdk.definitions.context import Context
+    from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
 
 class Moment(IntEnum):
@@ -135,19 +143,14 @@ class LineageMixin(BaseOperator):
 
     # -- declared datasets --------------------------------------------------------------------------
 
-    def _lineage_context(self, task_instance: Any = None) -> dict[str, Any] | None:
-        try:
-            from airflow.sdk import get_current_context
+    def _task_context(self, task_instance: RuntimeTaskInstanceProtocol | None = None) -> TaskContext | None:
+        """The running task's context: the current one, else ``task_instance``'s (the listener, after ``execute``)."""
+        current = TaskContext.current()
+        if current is not None or task_instance is None:
+            return current
+        return TaskContext.of(task_instance)
 
-            return dict(get_current_context())
-        except Exception:
-            pass
-        try:
-            return dict(task_instance.get_template_context()) if task_instance is not None else None
-        except Exception:
-            return None
-
-    def _render_lineage(self, value: Any, field: str, context: dict[str, Any] | None) -> Any:
+    def _render_lineage(self, value: Any, field: str, context: Mapping[str, Any] | None) -> Any:
         """Render each declared dataset on its own, so one broken template drops only that dataset."""
         if value is None or context is None:
             return value
@@ -155,7 +158,7 @@ class LineageMixin(BaseOperator):
         rendered = []
         for item in items:
             try:
-                rendered.append(self.render_template(item, context, self.get_template_env()))
+                rendered.append(self.render_template(item, cast("Context", context), self.get_template_env()))
             except Exception as error:
                 warn_once(
                     f"Lineage: {field} entry {item!r} of task {self.task_id!r} could not be rendered "
@@ -164,14 +167,16 @@ class LineageMixin(BaseOperator):
         return rendered
 
     def declared_lineage(
-        self, task_instance: Any = None, context: dict[str, Any] | None = None
+        self, task_instance: RuntimeTaskInstanceProtocol | None = None, context: Mapping[str, Any] | None = None
     ) -> tuple[list[DatasetRef], list[DatasetRef]]:
-        """The rendered, normalised declared inputs and outputs (cached for the task try)."""
+        """The rendered, normalised declared inputs and outputs (cached for the task try). ``context``: the
+        Airflow context to render them with, when the caller has it."""
         cached = self.__dict__.get("_lineage_declared")
         if cached is not None:
             return cached
         if context is None:
-            context = self._lineage_context(task_instance)
+            task = self._task_context(task_instance)
+            context = task.template_context if task is not None else None
         inputs = to_dataset_refs(self._render_lineage(self.lineage_inputs, "lineage_inputs", context), "lineage_inputs")
         outputs = to_dataset_refs(
             self._render_lineage(self.lineage_outputs, "lineage_outputs", context), "lineage_outputs"
@@ -201,7 +206,9 @@ class LineageMixin(BaseOperator):
                 return hook
         return None
 
-    def _declared_operator_lineage(self, task_instance: Any, *, enrich: bool) -> Any:
+    def _declared_operator_lineage(
+        self, task_instance: RuntimeTaskInstanceProtocol | None, *, enrich: bool
+    ) -> OperatorLineage:
         from airflow.providers.openlineage.extractors import OperatorLineage
 
         inputs, outputs = self.declared_lineage(task_instance)
@@ -215,51 +222,60 @@ class LineageMixin(BaseOperator):
 
     # -- the stock listener's protocol --------------------------------------------------------------
 
-    def _own_operator_lineage(self, moment: Moment, task_instance: Any) -> Any:
+    def _own_operator_lineage(
+        self, moment: Moment, task_instance: RuntimeTaskInstanceProtocol | None
+    ) -> OperatorLineage | None:
         """The lineage of the operator's own ``get_openlineage_facets_*``, falling back like the stock
         DefaultExtractor does (failure → complete → start)."""
         for earlier in sorted((m for m in Moment if m <= moment), reverse=True):
             method = getattr(super(), earlier.method, None)
             if callable(method):
                 try:
-                    return method() if earlier is Moment.START else method(task_instance)
+                    own: OperatorLineage | None = method() if earlier is Moment.START else method(task_instance)
+                    return own
                 except Exception as error:
                     warn_once(f"Lineage: {earlier.method} of task {self.task_id!r} failed: {error}")
                     return None
         return None
 
-    def _lineage(self, moment: Moment, task_instance: Any = None) -> Any:
+    def _lineage(self, moment: Moment, context: TaskContext | None, *, skipped: bool = False) -> OperatorLineage:
+        task_instance = context.task_instance if context is not None else None
         try:
             declared = self._declared_operator_lineage(task_instance, enrich=moment is not Moment.START)
         except Exception as error:
             warn_once(f"Lineage: declared lineage of task {self.task_id!r} could not be built: {error}")
             declared = None
         lineage = merge_lineage(self._own_operator_lineage(moment, task_instance), declared)
-        lineage.run_facets = {**self._package_run_facets(moment, task_instance, lineage), **lineage.run_facets}
+        if context is not None:
+            # A skipped run's COMPLETE carries no materialization facet: the run materialized nothing.
+            complete = moment is Moment.COMPLETE and not (skipped or context.skipped)
+            lineage.run_facets = {**self._package_run_facets(context, complete, lineage), **lineage.run_facets}
+        else:
+            warn_once(f"Lineage: task {self.task_id!r} is not running; its events carry no run facets of this package.")
         return lineage
 
-    def _package_run_facets(self, moment: Moment, task_instance: Any, lineage: Any) -> dict[str, Any]:
-        """Egeria facets on every event; the materialization facet on COMPLETE when there are outputs."""
-        try:
-            from airflow_lineage_provider.facets import task_run_facets
+    def _package_run_facets(self, context: TaskContext, complete: bool, lineage: OperatorLineage) -> dict[str, Any]:
+        """Egeria facets on every event; the materialization facet on a success's COMPLETE with outputs."""
+        # Imported here, not at DAG parse: the extractors package loads the stock provider's extractors (~0.6 s).
+        from airflow_lineage_provider.extractors.task_facets import task_run_facets
 
-            if task_instance is None:
-                from airflow.sdk import get_current_context
+        return task_run_facets(context, complete=complete, outputs=lineage.outputs)
 
-                task_instance = get_current_context()["task_instance"]
-            return task_run_facets(task_instance, complete=moment is Moment.COMPLETE, outputs=lineage.outputs)
-        except Exception as error:
-            warn_once(f"Lineage: run facets of task {self.task_id!r} could not be built: {error}")
-            return {}
+    def event_lineage(self, event_type: EventType, context: TaskContext, *, skipped: bool = False) -> OperatorLineage:
+        """The lineage of the task's own ``event_type`` event (START, COMPLETE or FAIL), for a task emitting its
+        events itself (:mod:`.self_emission`); COMPLETE of a run that skipped itself when ``skipped``."""
+        moment = {EventType.START: Moment.START, EventType.FAIL: Moment.FAILURE}.get(event_type, Moment.COMPLETE)
+        return self._lineage(moment, context, skipped=skipped)
 
-    def get_openlineage_facets_on_start(self) -> Any:
+    def get_openlineage_facets_on_start(self) -> OperatorLineage:
         """START: the declared datasets, named, without schemas; merged with the operator's own."""
-        return self._lineage(Moment.START)
+        return self._lineage(Moment.START, self._task_context())
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """COMPLETE: the declared datasets with schemas from the connector; merged with the operator's own."""
-        return self._lineage(Moment.COMPLETE, task_instance)
+    def get_openlineage_facets_on_complete(self, task_instance: RuntimeTaskInstanceProtocol) -> OperatorLineage:
+        """COMPLETE: the declared datasets with schemas from the connector; merged with the operator's own. The
+        COMPLETE of a skipped task (the listener reports skips so) has no materialization facet."""
+        return self._lineage(Moment.COMPLETE, self._task_context(task_instance))
 
-    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+    def get_openlineage_facets_on_failure(self, task_instance: RuntimeTaskInstanceProtocol) -> OperatorLineage:
         """FAIL: like COMPLETE — the declared datasets are kept, with schemas where they can be read."""
-        return self._lineage(Moment.FAILURE, task_instance)
+        return self._lineage(Moment.FAILURE, self._task_context(task_instance))

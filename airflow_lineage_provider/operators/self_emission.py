@@ -7,26 +7,40 @@ resolution (openlineage-python's standard configuration), with the very run ids 
 used — job ``dag_id.task_id``, run id from namespace, dag_id, task_id, try number, logical date and map
 index, parent the DAG run — so turning the listener on later changes nothing downstream. With
 ``[openlineage] disabled`` nothing is emitted either way.
+
+A task that skips itself (``AirflowSkipException``) ends with COMPLETE, as the listener reports a skipped
+task, without the materialization facet: a skipped run materialized nothing.
 """
 
 from __future__ import annotations
 
 import functools
-import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from openlineage.client.event_v2 import Job, Run, RunEvent
 from openlineage.client.event_v2 import RunState as EventType
-from openlineage.client.facet_v2 import error_message_run
 
-from airflow_lineage_provider import conf
 from airflow_lineage_provider.producer import client
-from airflow_lineage_provider.producer.emit import event_time_iso, job_namespace, job_type_facet
-from airflow_lineage_provider.producer.parent import RunLink, task_run_link
+from airflow_lineage_provider.producer.emit import build_run_event, error_message_facet, job_namespace
+from airflow_lineage_provider.producer.parent import RunLink
+from airflow_lineage_provider.producer.task_context import TaskContext
 from airflow_lineage_provider.reporting import warn_once
 
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
 _WRAPPED = "_lineage_self_emission"
+
+
+class EmitsOwnEvents(Protocol):
+    """What this module asks of the operator whose events it emits (``LineageMixin`` provides it)."""
+
+    @property
+    def task_id(self) -> str: ...
+
+    def event_lineage(self, event_type: EventType, context: TaskContext, *, skipped: bool = False) -> OperatorLineage:
+        """The datasets and facets of the task's ``event_type`` event (COMPLETE: of a skipped run if ``skipped``)."""
+        ...
 
 
 def listener_will_emit() -> bool:
@@ -35,6 +49,7 @@ def listener_will_emit() -> bool:
 
 
 def should_self_emit() -> bool:
+    """Whether a task with the mixin emits its own events: OpenLineage enabled, and the listener not active."""
     try:
         return not client.openlineage_disabled() and not listener_will_emit()
     except Exception as error:
@@ -45,62 +60,61 @@ def should_self_emit() -> bool:
 class TaskEvents:
     """Builds and sends one task try's START and terminal events, as the listener would name them."""
 
-    def __init__(self, operator: Any, task_instance: Any) -> None:
+    def __init__(self, operator: EmitsOwnEvents, context: TaskContext) -> None:
         self.operator = operator
-        self.task_instance = task_instance
-        link = task_run_link(task_instance)
+        self.context = context
+        link = context.run_link
         dag_run = link.root or link
         self.task_run = link
         self.parent = RunLink(dag_run.namespace, dag_run.name, dag_run.run_id)
 
-    def _send(self, event_type: EventType, lineage: Any, error: BaseException | None = None) -> None:
-        run_facets = dict(getattr(lineage, "run_facets", None) or {})
-        producer = conf.producer()
-        run_facets["parent"] = self.parent.parent_facet(producer)
+    def _send(self, event_type: EventType, lineage: OperatorLineage, error: BaseException | None = None) -> None:
+        run_facets = dict(lineage.run_facets or {})
         if error is not None:
-            run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-                message=f"{type(error).__name__}: {error}",
-                programmingLanguage="python",
-                stackTrace="".join(traceback.format_exception(type(error), error, error.__traceback__)),
-                producer=producer,
-            )
-        job_facets = {"jobType": job_type_facet(True), **dict(getattr(lineage, "job_facets", None) or {})}
-        event = RunEvent(
-            eventType=event_type,
-            eventTime=event_time_iso(None),
-            run=Run(runId=self.task_run.run_id, facets=run_facets),
-            job=Job(namespace=job_namespace(), name=self.task_run.name, facets=job_facets),
-            inputs=list(getattr(lineage, "inputs", None) or []),
-            outputs=list(getattr(lineage, "outputs", None) or []),
-            producer=producer,
+            run_facets["errorMessage"] = error_message_facet(error)
+        event = build_run_event(
+            event_type,
+            job_namespace=job_namespace(),
+            job_name=self.task_run.name,
+            run_id=self.task_run.run_id,
+            inputs=list(lineage.inputs or []),
+            outputs=list(lineage.outputs or []),
+            job_facets=lineage.job_facets,
+            run_facets=run_facets,
+            parent=self.parent,
         )
         client.send(event)
 
     def start(self) -> None:
-        self._guarded(EventType.START, lambda: self.operator.get_openlineage_facets_on_start())
+        """START: the declared datasets, without schemas."""
+        self._guarded(EventType.START)
 
     def complete(self) -> None:
-        self._guarded(EventType.COMPLETE, lambda: self.operator.get_openlineage_facets_on_complete(self.task_instance))
+        """COMPLETE of a successful run."""
+        self._guarded(EventType.COMPLETE)
+
+    def skipped(self) -> None:
+        """COMPLETE of a run that skipped itself: what the listener sends for a skipped task."""
+        self._guarded(EventType.COMPLETE, skipped=True)
 
     def fail(self, error: BaseException) -> None:
-        self._guarded(
-            EventType.FAIL, lambda: self.operator.get_openlineage_facets_on_failure(self.task_instance), error
-        )
+        """FAIL, with the error's message and stack trace."""
+        self._guarded(EventType.FAIL, error=error)
 
-    def _guarded(self, event_type: EventType, lineage: Callable[[], Any], error: BaseException | None = None) -> None:
+    def _guarded(self, event_type: EventType, *, skipped: bool = False, error: BaseException | None = None) -> None:
         try:
-            self._send(event_type, lineage(), error)
+            self._send(event_type, self.operator.event_lineage(event_type, self.context, skipped=skipped), error)
         except Exception as failure:
             warn_once(f"Lineage: the {event_type.name} event of task {self.operator.task_id!r} was not sent: {failure}")
 
 
-def _is_skip(error: BaseException) -> bool:
-    return any(cls.__name__ in ("AirflowSkipException", "TaskDeferred") for cls in type(error).__mro__)
+def _is_any(error: BaseException, *names: str) -> bool:
+    return any(cls.__name__ in names for cls in type(error).__mro__)
 
 
 def wrap_execute(cls: type) -> None:
     """Make ``cls.execute`` emit the task's events itself when the listener will not (idempotent)."""
-    execute = getattr(cls, "execute", None)
+    execute: Callable[..., Any] | None = getattr(cls, "execute", None)
     if execute is None or getattr(execute, _WRAPPED, False):
         return
 
@@ -109,7 +123,10 @@ def wrap_execute(cls: type) -> None:
         if self.__dict__.get("_lineage_emitting") or not should_self_emit():
             return execute(self, context, *args, **kwargs)
         try:
-            events: TaskEvents | None = TaskEvents(self, context["task_instance"])
+            task = TaskContext.from_airflow_context(context)
+            if task is None:
+                raise ValueError("its context names no task instance")
+            events: TaskEvents | None = TaskEvents(self, task)
         except Exception as error:
             warn_once(f"Lineage: task {self.task_id!r} cannot emit its own events ({error}); running without.")
             events = None
@@ -120,7 +137,9 @@ def wrap_execute(cls: type) -> None:
         try:
             result = execute(self, context, *args, **kwargs)
         except BaseException as error:
-            if _is_skip(error):
+            if _is_any(error, "AirflowSkipException"):
+                events.skipped()
+            elif _is_any(error, "TaskDeferred"):  # as before: the run's end as far as these events go
                 events.complete()
             else:
                 events.fail(error)
@@ -131,4 +150,4 @@ def wrap_execute(cls: type) -> None:
         return result
 
     setattr(execute_with_task_events, _WRAPPED, True)
-    cls.execute = execute_with_task_events
+    setattr(cls, "execute", execute_with_task_events)  # noqa: B010 - replaces the class's method

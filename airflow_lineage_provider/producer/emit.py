@@ -2,25 +2,32 @@
 
 from __future__ import annotations
 
+import traceback
 import uuid
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 import attr
-from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent
+from openlineage.client.event_v2 import Dataset, InputDataset, Job, OutputDataset, Run, RunEvent
 from openlineage.client.event_v2 import RunState as EventType
-from openlineage.client.facet_v2 import DatasetFacet, JobFacet, RunFacet, job_type_job
+from openlineage.client.facet_v2 import DatasetFacet, JobFacet, RunFacet, error_message_run, job_type_job
 from openlineage.client.uuid import generate_new_uuid
 
 from airflow_lineage_provider import conf
 from airflow_lineage_provider.producer import client
 from airflow_lineage_provider.producer.dataset_facets import facets_from_mapping
 from airflow_lineage_provider.producer.datasets import DatasetRef, to_dataset_refs
-from airflow_lineage_provider.producer.parent import RunLink, current_task_instance, task_run_link
+from airflow_lineage_provider.producer.parent import RunLink
+from airflow_lineage_provider.producer.task_context import TaskContext, current_parent
 from airflow_lineage_provider.reporting import report_misuse, warn_once
 
 EVENT_TYPES = ", ".join(t.name for t in EventType)
+
+_Attrs = TypeVar("_Attrs")
+#: The class of ``attr.Factory(...)`` defaults (``attr.Factory`` itself is typed as a function).
+_Factory: type[Any] = type(attr.Factory(list))
 
 
 def parse_event_type(value: Any) -> EventType:
@@ -89,33 +96,56 @@ def build_run_event(
     job_namespace: str,
     job_name: str,
     run_id: str,
-    inputs: list[DatasetRef],
-    outputs: list[DatasetRef],
-    job_facets: dict[str, Any] | None = None,
-    run_facets: dict[str, Any] | None = None,
+    inputs: Sequence[DatasetRef | Dataset],
+    outputs: Sequence[DatasetRef | Dataset],
+    job_facets: Mapping[str, Any] | None = None,
+    run_facets: Mapping[str, Any] | None = None,
     parent: RunLink | None = None,
     event_time: datetime | str | None = None,
 ) -> RunEvent:
-    """A ``RunEvent`` from normalised parts. Facet dicts become openlineage facet objects."""
+    """A ``RunEvent`` from normalised parts. Facet dicts become openlineage facet objects; datasets are
+    :class:`DatasetRef` or openlineage ``Dataset`` objects (e.g. an ``OperatorLineage``'s)."""
     producer = conf.producer()
-    run_facet_objects = facets_from_mapping(run_facets, RunFacet)
+    run_facet_objects: dict[str, RunFacet] = facets_from_mapping(run_facets, RunFacet)
     if parent is not None and "parent" not in run_facet_objects:
         run_facet_objects["parent"] = parent.parent_facet(producer)
-    job_facet_objects = {"jobType": _job_type_facet(parent is not None, producer)}
+    job_facet_objects: dict[str, JobFacet] = {"jobType": _job_type_facet(parent is not None, producer)}
     job_facet_objects.update(facets_from_mapping(job_facets, JobFacet))
-    parts = {
-        "eventType": event_type,
-        "eventTime": event_time_iso(event_time),
-        "job": Job(namespace=job_namespace, name=job_name, facets=job_facet_objects),
-        "inputs": input_datasets(inputs),
-        "outputs": output_datasets(outputs),
-        "producer": producer,
-    }
-    if isinstance(event_time, str) or not _checked_producer(producer):
-        return RunEvent(run=Run(runId=run_id, facets=run_facet_objects), **parts)  # a caller's time: validated
+    job = Job(namespace=job_namespace, name=job_name, facets=job_facet_objects)
+    time = event_time_iso(event_time)
+    if isinstance(event_time, str) or not _checked_producer(producer):  # a caller's time: validated
+        return RunEvent(
+            eventType=event_type,
+            eventTime=time,
+            run=Run(runId=run_id, facets=run_facet_objects),
+            job=job,
+            inputs=input_datasets(inputs),
+            outputs=output_datasets(outputs),
+            producer=producer,
+        )
     # Every value was made here or checked already (the run id by checked_run_id, the producer once, the time
     # is now or a datetime's isoformat): the validators would parse them again, two thirds of the build.
-    return built_unvalidated(RunEvent, run=built_unvalidated(Run, runId=run_id, facets=run_facet_objects), **parts)
+    event: RunEvent = built_unvalidated(
+        RunEvent,
+        eventType=event_type,
+        eventTime=time,
+        run=built_unvalidated(Run, runId=run_id, facets=run_facet_objects),
+        job=job,
+        inputs=input_datasets(inputs),
+        outputs=output_datasets(outputs),
+        producer=producer,
+    )
+    return event
+
+
+def error_message_facet(error: BaseException) -> error_message_run.ErrorMessageRunFacet:
+    """The ``errorMessage`` facet of a run that ended with ``error``: its type and message, and the stack trace."""
+    return error_message_run.ErrorMessageRunFacet(
+        message=f"{type(error).__name__}: {error}",
+        programmingLanguage="python",
+        stackTrace="".join(traceback.format_exception(type(error), error, error.__traceback__)),
+        producer=conf.producer(),
+    )
 
 
 @lru_cache(maxsize=16)
@@ -128,14 +158,15 @@ def _checked_producer(producer: str) -> bool:
         return False
 
 
-def built_unvalidated(cls: type, **values: Any) -> Any:
+def built_unvalidated(cls: type[_Attrs], **values: Any) -> _Attrs:
     """``cls(**values)`` for an openlineage-python attrs class, without its validators: for values already
     known to be valid. Defaults, factories and ``__attrs_post_init__`` apply as in ``cls(...)``; a class
     whose fields convert their values is built by ``cls(...)`` itself."""
-    fields = _init_plan(cls)
+    klass: type = cls
+    fields = _init_plan(klass)
     if fields is None:
         return cls(**values)
-    instance = object.__new__(cls)
+    instance: _Attrs = object.__new__(cls)
     for name, alias, default, factory in fields:
         if alias in values:
             value = values[alias]
@@ -156,23 +187,36 @@ def built_unvalidated(cls: type, **values: Any) -> Any:
 def _init_plan(cls: type) -> tuple[tuple[str, str, Any, Any], ...] | None:
     plan = []
     for field in attr.fields(cls):
-        if field.converter is not None or (isinstance(field.default, attr.Factory) and field.default.takes_self):
+        default: Any = field.default
+        if field.converter is not None or (isinstance(default, _Factory) and default.takes_self):
             return None
-        factory = field.default.factory if isinstance(field.default, attr.Factory) else None
-        default = attr.NOTHING if factory is not None else field.default
+        factory = default.factory if isinstance(default, _Factory) else None
+        default = attr.NOTHING if factory is not None else default
         alias = field.alias if field.init else f"\x00{field.name}"  # not settable through values: default only
         plan.append((field.name, alias, default, factory))
     return tuple(plan)
 
 
-def input_datasets(refs: list[DatasetRef]) -> list[InputDataset]:
-    """``InputDataset`` objects (facet dicts converted to facet objects) for normalised datasets."""
-    return [InputDataset(r.namespace, r.name, facets=facets_from_mapping(r.facets, DatasetFacet)) for r in refs]
+def input_datasets(refs: Sequence[DatasetRef | Dataset]) -> list[InputDataset]:
+    """``InputDataset`` objects for normalised datasets (facet dicts converted to facet objects) and openlineage
+    datasets (an ``InputDataset`` is kept as it is)."""
+    return [
+        r
+        if isinstance(r, InputDataset)
+        else InputDataset(r.namespace, r.name, facets=facets_from_mapping(r.facets, DatasetFacet))
+        for r in refs
+    ]
 
 
-def output_datasets(refs: list[DatasetRef]) -> list[OutputDataset]:
-    """``OutputDataset`` objects (facet dicts converted to facet objects) for normalised datasets."""
-    return [OutputDataset(r.namespace, r.name, facets=facets_from_mapping(r.facets, DatasetFacet)) for r in refs]
+def output_datasets(refs: Sequence[DatasetRef | Dataset]) -> list[OutputDataset]:
+    """``OutputDataset`` objects for normalised datasets (facet dicts converted to facet objects) and openlineage
+    datasets (an ``OutputDataset`` is kept as it is)."""
+    return [
+        r
+        if isinstance(r, OutputDataset)
+        else OutputDataset(r.namespace, r.name, facets=facets_from_mapping(r.facets, DatasetFacet))
+        for r in refs
+    ]
 
 
 def job_namespace() -> str:
@@ -180,28 +224,6 @@ def job_namespace() -> str:
     from airflow.providers.openlineage.conf import namespace
 
     return namespace()
-
-
-_UNSET: Any = object()
-
-
-def current_parent(task_instance: Any = _UNSET) -> RunLink | None:
-    """The enclosing ``lineage_run``, else the running Airflow task's run, else ``None``. ``task_instance``:
-    the running task instance (``None`` outside a task) when the caller looked it up already."""
-    from airflow_lineage_provider.producer.run import active_run
-
-    outer = active_run()
-    if outer is not None:
-        return outer.link
-    if task_instance is _UNSET:
-        task_instance = current_task_instance()
-    if task_instance is None:
-        return None
-    try:
-        return task_run_link(task_instance)
-    except Exception as error:
-        warn_once(f"Lineage: could not compute the Airflow task's OpenLineage run id ({error}); events have no parent.")
-        return None
 
 
 def emit_lineage(
@@ -248,7 +270,7 @@ def emit_lineage(
             outputs=output_refs,
             job_facets=job_facets,
             run_facets=run_facets,
-            parent=current_parent(),
+            parent=current_parent(TaskContext.current()),
             event_time=event_time,
         )
     except Exception as error:

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 from openlineage.client.facet_v2 import parent_run
+
+if TYPE_CHECKING:
+    from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
 
 @dataclass(frozen=True)
@@ -42,17 +45,7 @@ def _parent_facet(link: RunLink, producer: str) -> parent_run.ParentRunFacet:
     )
 
 
-def current_task_instance() -> Any | None:
-    """The running Airflow task instance, or ``None`` outside a task."""
-    try:
-        from airflow.sdk import get_current_context
-
-        return get_current_context().get("task_instance")
-    except Exception:  # not inside a running task (scripts, notebooks, tests)
-        return None
-
-
-def task_run_link(task_instance: Any) -> RunLink:
+def task_run_link(task_instance: RuntimeTaskInstanceProtocol) -> RunLink:
     """The task's OpenLineage run, with the DAG run as root, exactly as the stock listener names them."""
     from airflow.providers.openlineage.plugins import macros
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import contextvars
-import traceback
 import uuid
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
-from openlineage.client.facet_v2 import JobFacet, RunFacet, error_message_run
+from openlineage.client.facet_v2 import JobFacet, RunFacet
 
-from airflow_lineage_provider import conf
 from airflow_lineage_provider.producer import client
 from airflow_lineage_provider.producer.connectors import Connectors, add_schemas, name_datasets
 from airflow_lineage_provider.producer.dataset_facets import facets_from_mapping
@@ -19,18 +17,13 @@ from airflow_lineage_provider.producer.emit import (
     EventType,
     build_run_event,
     checked_run_id,
-    current_parent,
+    error_message_facet,
     job_namespace,
 )
-from airflow_lineage_provider.producer.parent import RunLink, current_task_instance
+from airflow_lineage_provider.producer.parent import RunLink
+from airflow_lineage_provider.producer.task_context import TaskContext, current_parent, enter_run, leave_run
+from airflow_lineage_provider.producer.task_facets import package_run_facets
 from airflow_lineage_provider.reporting import report_misuse, warn_once
-
-_active: contextvars.ContextVar[LineageRun | None] = contextvars.ContextVar("lineage_run", default=None)
-
-
-def active_run() -> LineageRun | None:
-    """The innermost ``lineage_run`` block being executed in this context, if any."""
-    return _active.get()
 
 
 class LineageRun:
@@ -71,12 +64,10 @@ class LineageRun:
         #: Rows the block wrote, when the code knows it: set ``run.rows_written = n`` and the COMPLETE
         #: event's materialization facet carries it.
         self.rows_written: int | None = None
-        self._token: contextvars.Token[LineageRun | None] | None = None
+        self._token: contextvars.Token[RunLink | None] | None = None
         self._entered = False
-        #: The Airflow task instance the block runs in (``None`` outside a task) and its Egeria facets: looked
-        #: up once per block, for both events.
-        self._task_instance: Any = None
-        self._egeria: dict[str, Any] | None = None
+        #: The Airflow task the block runs in (``None`` outside a task): looked up once per block, for both events.
+        self._task: TaskContext | None = None
 
     @property
     def link(self) -> RunLink:
@@ -102,14 +93,14 @@ class LineageRun:
                 f"lineage_run {self.job_name!r} ({self.run_id}) was already entered; create a new one per run"
             )
         self._entered = True
-        self._task_instance = current_task_instance()  # never raises: None outside a task
+        self._task = TaskContext.current()  # never raises: None outside a task
         try:
             self.job_namespace = job_namespace()
-            self.parent = current_parent(self._task_instance)
+            self.parent = current_parent(self._task)
         except Exception as error:
             warn_once(f"Lineage: could not read the job namespace or parent run: {error}")
             self.job_namespace = self.job_namespace or "default"
-        self._token = _active.set(self)
+        self._token = enter_run(self.link)
         self._emit(EventType.START, enrich=False)
         return self
 
@@ -118,9 +109,9 @@ class LineageRun:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
+    ) -> Literal[False]:
         if self._token is not None:
-            _active.reset(self._token)
+            leave_run(self._token)
             self._token = None
         if exc is None:
             self._emit(EventType.COMPLETE, enrich=True)
@@ -139,20 +130,13 @@ class LineageRun:
             name_datasets(inputs + outputs, self.connectors)
             if enrich:
                 add_schemas(inputs + outputs, self.connectors)
-            if self._egeria is None:
-                self._egeria = task_egeria_facets(self._task_instance)
             run_facets = package_run_facets(
-                event_type, outputs, self.rows_written, task_instance=self._task_instance, egeria=self._egeria
+                self._task, complete=event_type is EventType.COMPLETE, outputs=outputs, rows_written=self.rows_written
             )
             if event_type is not EventType.START:
                 run_facets.update(self.run_facets)
             if error is not None:
-                run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
-                    message=f"{type(error).__name__}: {error}",
-                    programmingLanguage="python",
-                    stackTrace="".join(traceback.format_exception(type(error), error, error.__traceback__)),
-                    producer=conf.producer(),
-                )
+                run_facets["errorMessage"] = error_message_facet(error)
             event = build_run_event(
                 event_type,
                 job_namespace=self.job_namespace,
@@ -171,52 +155,6 @@ class LineageRun:
             )
             return
         client.send(event, checked=True)
-
-
-def task_egeria_facets(task_instance: Any) -> dict[str, Any]:
-    """The Egeria facets of the running task (``{}`` outside a task)."""
-    if task_instance is None:
-        return {}
-    from airflow.sdk import get_current_context
-
-    from airflow_lineage_provider.facets import egeria_facets
-
-    context = get_current_context()
-    return egeria_facets(context["task"], context.get("params"))
-
-
-_UNSET: Any = object()
-
-
-def package_run_facets(
-    event_type: EventType,
-    outputs: list[DatasetRef],
-    rows_written: int | None,
-    *,
-    task_instance: Any = _UNSET,
-    egeria: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Inside an Airflow task: the task's Egeria facets on every event, and on COMPLETE with outputs the
-    materialization facet (rows written, the DAG run's data interval and logical date, the outputs).
-    ``task_instance`` and ``egeria``: the task instance and its Egeria facets when the caller knows them."""
-    if task_instance is _UNSET:
-        task_instance = current_task_instance()
-    if task_instance is None and (event_type is not EventType.COMPLETE or rows_written is None or not outputs):
-        return {}
-    from airflow_lineage_provider.facets import MATERIALIZATION_KEY, materialization_facet, run_dates
-
-    facets: dict[str, Any] = dict(task_egeria_facets(task_instance) if egeria is None else egeria)
-    if event_type is EventType.COMPLETE and outputs:
-        try:
-            facet = materialization_facet(
-                [(ref.namespace, ref.name) for ref in outputs], rows_written=rows_written, **run_dates()
-            )
-        except (TypeError, ValueError) as error:
-            report_misuse(error)
-            facet = None
-        if facet is not None:
-            facets[MATERIALIZATION_KEY] = facet
-    return facets
 
 
 def lineage_run(

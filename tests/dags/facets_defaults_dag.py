@@ -1,6 +1,6 @@
 """Egeria settings from the ``[lineage_provider]`` defaults, for a DAG that sets no params of its own.
 
-Run with ``[openlineage] custom_run_facets = airflow_lineage_provider.facets.run_facets`` and
+Run with ``[openlineage] custom_run_facets = airflow_lineage_provider.extractors.run_facets`` and
 ``AIRFLOW__LINEAGE_PROVIDER__INFORMATION_SUPPLY_CHAIN`` / ``..._EGERIA_GOVERNANCE_ACTION`` set.
 """
 

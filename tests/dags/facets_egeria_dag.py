@@ -1,6 +1,6 @@
 """Egeria settings from DAG and task params, on plain @task functions and a stock operator.
 
-Run with ``[openlineage] custom_run_facets = airflow_lineage_provider.facets.run_facets``.
+Run with ``[openlineage] custom_run_facets = airflow_lineage_provider.extractors.run_facets``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Materialization facets: rows from a real SQLite write, rows recorded by task code, the data interval.
 
 Needs the connections ``facets_sqlite`` and ``facets_broken`` (``AIRFLOW_CONN_*``) and
-``[openlineage] custom_run_facets = airflow_lineage_provider.facets.run_facets``.
+``[openlineage] custom_run_facets = airflow_lineage_provider.extractors.run_facets``.
 """
 
 from __future__ import annotations

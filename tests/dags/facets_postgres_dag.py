@@ -1,7 +1,7 @@
 """Materialization facet of a stock SQL operator writing to a real PostgreSQL.
 
 Needs the connection ``facets_pg`` (``AIRFLOW_CONN_FACETS_PG``), the schema to write into in
-``FACETS_PG_SCHEMA`` and ``[openlineage] custom_run_facets = airflow_lineage_provider.facets.run_facets``.
+``FACETS_PG_SCHEMA`` and ``[openlineage] custom_run_facets = airflow_lineage_provider.extractors.run_facets``.
 """
 
 from __future__ import annotations

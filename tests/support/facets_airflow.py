@@ -19,7 +19,7 @@ DAGS = Path(__file__).resolve().parents[1] / "dags"
 LOGICAL_DATE = "2026-02-01"
 
 #: ``[openlineage] custom_run_facets`` pointing at this package's function.
-CUSTOM_RUN_FACETS_ENV = {"AIRFLOW__OPENLINEAGE__CUSTOM_RUN_FACETS": "airflow_lineage_provider.facets.run_facets"}
+CUSTOM_RUN_FACETS_ENV = {"AIRFLOW__OPENLINEAGE__CUSTOM_RUN_FACETS": "airflow_lineage_provider.extractors.run_facets"}
 #: ``[openlineage] extractors`` registering this package's extractor.
 EXTRACTOR_ENV = {"AIRFLOW__OPENLINEAGE__EXTRACTORS": "airflow_lineage_provider.extractors.DeclaredLineageExtractor"}
 #: Run facets of the stock Airflow provider whose schemas are not in ../shared/spec.
