@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+    from openlineage.client.event_v2 import Dataset
+
+_Dataset = TypeVar("_Dataset", bound="Dataset")
 
 
-def _merge_datasets(own: list[Any], declared: list[Any]) -> list[Any]:
+def _merge_datasets(own: list[_Dataset], declared: list[_Dataset]) -> list[_Dataset]:
     """Own datasets first; a declared dataset with the same identity adds the facets the own one lacks."""
     merged = list(own)
     index = {(d.namespace, d.name): d for d in merged}
@@ -19,7 +25,7 @@ def _merge_datasets(own: list[Any], declared: list[Any]) -> list[Any]:
     return merged
 
 
-def merge_lineage(own: Any, declared: Any) -> Any:
+def merge_lineage(own: OperatorLineage | None, declared: OperatorLineage | None) -> OperatorLineage:
     """One ``OperatorLineage`` with the datasets and facets of both (the operator's own win on conflict)."""
     from airflow.providers.openlineage.extractors import OperatorLineage
 

@@ -55,8 +55,10 @@ class SchemaSource(Protocol):
     others on the calling thread (see :func:`add_schemas`).
     """
 
-    namespace: str
-    remote: bool
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def remote(self) -> bool: ...
 
     def dataset_name(self, table: str) -> str: ...
 
@@ -379,7 +381,7 @@ def add_schemas(
                 "([lineage_provider] schema_lookup_timeout). The dataset is sent without a schema."
             )
         else:
-            if known is not None:
+            if known is not None and ref.raw is not None:  # it is: only named datasets are wanted
                 known[ref.raw] = answered[index]  # an empty answer too: the lookup failed or found no table
             if answered[index]:
                 ref.facets["schema"] = schema_dataset.SchemaDatasetFacet(

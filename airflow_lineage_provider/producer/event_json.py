@@ -25,6 +25,7 @@ import datetime
 import math
 import operator
 import uuid
+from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
@@ -44,6 +45,7 @@ def attrs_fields(cls: type) -> tuple[tuple[str, ...], Any]:
     found = _fields.get(cls)
     if found is None:
         names = tuple(a.name for a in cls.__attrs_attrs__)  # type: ignore[attr-defined]
+        getter: Callable[[Any], tuple[Any, ...]]
         if len(names) > 1:
             getter = operator.attrgetter(*names)
         else:  # attrgetter of one name returns the value itself, of none fails
