@@ -127,6 +127,30 @@ def test_new_stores_are_stamped_head_in_their_own_version_tables_leaving_airflow
         engine.dispose()
 
 
+def test_a_store_alembic_left_at_an_older_revision_is_upgraded_to_head(url: str) -> None:
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+    from test_consumer_store import _to_version_9
+
+    config = Config()
+    config.set_main_option("script_location", store_migrations.SCHEMA.script_location)
+    engine = create_store_engine(url)
+    try:
+        store_migrations.migrate(engine)
+        with engine.begin() as conn:
+            _to_version_9(conn)
+            context = MigrationContext.configure(conn, opts={"version_table": store_migrations.VERSION_TABLE})
+            context.stamp(ScriptDirectory.from_config(config), "0009")
+            conn.execute(tables.schema_version.update().values(version=9))
+        assert store_migrations.migrate(engine) == store_migrations.LATEST
+        assert _column(engine, "SELECT version_num FROM lineage_alembic_version") == ["0010"]
+        assert _column(engine, "SELECT version FROM lineage_schema_version ORDER BY version") == [9, 10]
+        assert _column(engine, "SELECT count(*) FROM lineage_name_patterns") == [0]  # version 10's table is back
+    finally:
+        engine.dispose()
+
+
 @pytest.mark.parametrize("schema", [store_migrations.SCHEMA, outbox_migrations.SCHEMA], ids=["store", "outbox"])
 def test_the_revisions_are_the_schema_versions_in_order_up_to_the_version_the_code_reads(schema: StoreSchema) -> None:
     from alembic.config import Config

@@ -47,8 +47,9 @@ def _recorded_version(conn: Connection) -> int | None:
 
 def _record_version(conn: Connection, before: int, after: int) -> None:
     tables.schema_version.create(conn, checkfirst=True)
+    first = max(before, _recorded_version(conn) or 0) + 1  # a version already recorded keeps its row
     now = datetime.now(timezone.utc)
-    rows = [{"version": version, "applied_at": now} for version in range(before + 1, after + 1)]
+    rows = [{"version": version, "applied_at": now} for version in range(first, after + 1)]
     if rows:
         conn.execute(tables.schema_version.insert(), rows)
 
