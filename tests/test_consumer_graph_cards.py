@@ -8,11 +8,14 @@ import uuid
 from typing import Any
 
 import pytest
+import sqlalchemy
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 from support.consumer_helpers import dataset, run_event
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCard, GraphCards
 
 pytest_plugins = ("support.consumer_fixtures",)
@@ -117,3 +120,82 @@ def test_the_cache_is_bounded_and_keeps_the_newest_version() -> None:
 def test_a_negative_cache_size_is_refused_with_what_to_do() -> None:
     with pytest.raises(ValueError, match="graph_cache_nodes must be 0 \\(no cache\\) or more, got -1"):
         create_app(store_url="sqlite:///unused.db", graph_cache_nodes=-1)
+
+
+def _versions(client: TestClient) -> dict[str, int]:
+    """Every node's version by graph id (``dataset:warehouse:orders_clean``)."""
+    n = tables.nodes.c
+    with client.app.state.store.read() as conn:
+        rows = conn.execute(select(n.kind, n.namespace, n.name, n.version)).all()
+    return {f"{kind}:{namespace}:{name}": version for kind, namespace, name, version in rows}
+
+
+def _node_writes(client: TestClient) -> list[str]:
+    """Starts recording the statements that write ``lineage_nodes``; the list they are appended to."""
+    written: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        head = " ".join(statement.split())[:40].upper()
+        if head.startswith(("INSERT INTO LINEAGE_NODES", "UPDATE LINEAGE_NODES")):
+            written.append(head)
+
+    sqlalchemy.event.listen(client.app.state.store.engine, "before_cursor_execute", record)
+    return written
+
+
+def test_an_event_posted_again_rewrites_no_node(client: TestClient) -> None:
+    run_id = str(uuid.uuid4())
+    io = {"inputs": [dataset("orders_raw")], "outputs": [dataset("orders_clean", fields=["id"])]}
+    _post(client, run_event("START", "clean_orders", run_id, time=60, **io))
+    complete = run_event("COMPLETE", "clean_orders", run_id, time=90, **io)
+    _post(client, complete)
+    before = _versions(client)
+    written = _node_writes(client)
+
+    _post(client, complete)  # stored already: nothing is applied
+    assert written == []
+    assert _versions(client) == before
+
+
+def test_an_event_that_changes_no_dataset_rewrites_none(client: TestClient) -> None:
+    """A RUNNING event of the same run between its START and COMPLETE, naming the same datasets without facets:
+    new to the store (its run is written, so the job's version moves) but nothing a dataset shows changes."""
+    run_id = str(uuid.uuid4())
+    io = {"inputs": [dataset("orders_raw")], "outputs": [dataset("orders_clean", fields=["id"])]}
+    _post(client, run_event("START", "clean_orders", run_id, time=60, **io))
+    _post(client, run_event("COMPLETE", "clean_orders", run_id, time=90, **io))
+    before = _graph(client)
+    versions = _versions(client)
+    written = _node_writes(client)
+
+    plain = {"inputs": [dataset("orders_raw")], "outputs": [dataset("orders_clean")]}
+    _post(client, run_event("RUNNING", "clean_orders", run_id, time=75, **plain))
+    after = _versions(client)
+    assert after["job:pipelines:clean_orders"] > versions["job:pipelines:clean_orders"]
+    assert {node: after[node] for node in versions if node.startswith("dataset:")} == {
+        node: version for node, version in versions.items() if node.startswith("dataset:")
+    }
+    assert not any(statement.startswith("UPDATE") for statement in written)  # no bump after the upsert
+    assert _graph(client) == before
+
+    # A later reader of orders_raw moves its updatedAt: that node, and only that dataset, is rewritten.
+    _post(client, run_event("COMPLETE", "report", time=120, inputs=[dataset("orders_raw")]))
+    later = _versions(client)
+    assert later["dataset:warehouse:orders_raw"] > after["dataset:warehouse:orders_raw"]
+    assert later["dataset:warehouse:orders_clean"] == after["dataset:warehouse:orders_clean"]
+    assert (
+        _graph(client, "dataset:warehouse:orders_raw")["dataset:warehouse:orders_raw"]["data"]["updatedAt"]
+        != (before["dataset:warehouse:orders_raw"]["data"]["updatedAt"])
+    )
+
+
+def test_facets_on_a_dataset_not_otherwise_changed_bump_it(client: TestClient) -> None:
+    """A schema sent by an event no later than the dataset's latest still bumps it when it is the newest schema
+    (its card shows it), though the node's own row does not change."""
+    _post(client, run_event("COMPLETE", "clean_orders", time=90, outputs=[dataset("orders_clean")]))
+    _post(client, run_event("COMPLETE", "report", time=120, inputs=[dataset("orders_clean")]))
+    versions = _versions(client)
+    assert _graph(client)[ROOT]["data"]["fields"] == []
+    _post(client, run_event("COMPLETE", "clean_orders", time=100, outputs=[dataset("orders_clean", fields=["id"])]))
+    assert _versions(client)[f"{ROOT}"] > versions[ROOT]
+    assert [f["name"] for f in _graph(client)[ROOT]["data"]["fields"]] == ["id"]

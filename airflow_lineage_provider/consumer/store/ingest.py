@@ -24,9 +24,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from airflow_lineage_provider.consumer.store import facets as facet_readers
 from airflow_lineage_provider.consumer.store import identity, lifecycle, tables, templated_names
+from airflow_lineage_provider.consumer.store.node_versions import node_upsert
 from airflow_lineage_provider.consumer.store.statements import Statement, Statements, statements
 from airflow_lineage_provider.consumer.store.store_settings import STORE_ID, read_settings_and_claims
 from airflow_lineage_provider.consumer.store.tables import DECLARED_LINEAGE, TEMPLATED_NAMES, as_utc
+from airflow_lineage_provider.consumer.store.versioned_cache import bump_versions
 from airflow_lineage_provider.consumer.validation import DatasetRef, LineageEvent
 
 NodeKey = str
@@ -311,11 +313,14 @@ def after_commit(conn: Connection, callback: Callable[[], None]) -> None:
 
 def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
     sql = statements(conn.dialect.name)
-    ids = _write_nodes(conn, sql, changes)
+    ids, rewritten = _write_nodes(conn, changes)
     _write_datasets(conn, sql, changes, ids)
     settings, any_claim = read_settings_and_claims(conn)
-    remember = _write_producers(conn, sql, changes, ids, settings.get(STORE_ID, ""))
+    remember, recorded = _write_producers(conn, sql, changes, ids, settings.get(STORE_ID, ""))
     claimed = _write_claims(conn, sql, changes, ids)
+    changed = {ids[key] for key in changes.dataset_facets} | {ids[key] for key, _producer in recorded} | claimed
+    if changed - rewritten:  # what a dataset's card shows changed, not its own row (see .node_versions)
+        bump_versions(conn, sorted(changed - rewritten))
     _write_jobs(conn, sql, changes, ids)
     _write_runs(conn, sql, changes, ids)
     _write_edges(conn, sql, changes, ids)
@@ -328,7 +333,9 @@ def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
     return remember
 
 
-def _write_nodes(conn: Connection, sql: Statements, changes: _Changes) -> dict[NodeKey, int]:
+def _write_nodes(conn: Connection, changes: _Changes) -> tuple[dict[NodeKey, int], set[int]]:
+    """Insert the batch's new nodes and rewrite the stored ones it changes (:mod:`.node_versions`): every node's
+    id by key, and the ids of the nodes written (new, or their version bumped)."""
     # A new node's version starts at the time it is written (µs): after a reset, SQLite may give a new node
     # the id of a removed one, and what another process keeps by (id, version) must not match it.
     first_version = time.time_ns() // 1000
@@ -347,11 +354,12 @@ def _write_nodes(conn: Connection, sql: Statements, changes: _Changes) -> dict[N
         for key, (kind, ns, name) in changes.nodes.items()
         for first, last in [changes.node_times[key]]
     ]
-    ids = dict(_execute(conn, sql.nodes, rows).all())  # the upsert answers every node's id (statements.py)
-    missing = [key for key in changes.nodes if key not in ids]
-    if missing:  # never, while every conflict updates the row; kept so that a change there cannot lose ids
-        ids.update(_ids(conn, sql.node_ids, missing))
-    return ids
+    ids = dict(_execute(conn, node_upsert(conn.dialect.name), rows).all())  # the nodes written
+    written = set(ids.values())
+    unchanged = [key for key in changes.nodes if key not in ids]
+    if unchanged:
+        ids.update(_ids(conn, statements(conn.dialect.name).node_ids, unchanged))
+    return ids, written
 
 
 def _write_datasets(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:
@@ -375,9 +383,9 @@ def _write_datasets(conn: Connection, sql: Statements, changes: _Changes, ids: d
 
 def _write_producers(
     conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int], store_id: str
-) -> Callable[[], None]:
+) -> tuple[Callable[[], None], list[tuple[NodeKey, str]]]:
     """Record which producers named which datasets (those this process has not recorded yet); what to call
-    once the transaction has committed, to remember them."""
+    once the transaction has committed, to remember them, and the ``(dataset, producer)`` pairs written."""
     fresh = _producers.new(store_id, changes.producers)
     if fresh:
         seen = datetime.now(timezone.utc)
@@ -386,7 +394,7 @@ def _write_producers(
             for key, producer in fresh
         ]
         _write(conn, sql.node_producers, rows)
-    return lambda: _producers.recorded(store_id, fresh)
+    return (lambda: _producers.recorded(store_id, fresh)), fresh
 
 
 def _write_claims(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> set[int]:
