@@ -7,7 +7,7 @@ Three sources, named as the running task names them so that declared and observe
   (:func:`~airflow_lineage_provider.producer.connectors.name_datasets`), as the mixin does at run time;
 * ``inlets``/``outlets`` Assets, translated as every Asset in this package is (the stock provider's
   converter, else the asset's URI);
-* the operator's ``sql`` when it holds no template, through :func:`~airflow_lineage_provider.facets.sql.sql_lineage`
+* the operator's ``sql`` when it holds no template, through :func:`~airflow_lineage_provider.extractors.sql.sql_lineage`
   (the extractor's SQL lineage), with its ``sql`` job facet. Templated SQL or SQL read from a file is left
   out and recorded as incomplete.
 
@@ -160,7 +160,7 @@ def asset_refs(assets: Iterable[Any] | None) -> tuple[list[DatasetRef], list[str
 
 
 def _static_sql_lineage(task: Any, lineage: TaskLineage) -> Any | None:
-    from airflow_lineage_provider.facets.sql import sql_lineage, sql_of
+    from airflow_lineage_provider.extractors.sql import sql_lineage, sql_of
 
     sql = sql_of(task)
     if sql is None:

@@ -34,8 +34,12 @@ ANY_CLAIM = "(any claim)"
 @cache
 def _settings_and_claims() -> Any:
     sym = tables.symlinks.c
-    probe = select(literal(ANY_CLAIM).label("name"), sym.alias_key.label("value"))
-    probe = probe.where(sym.alias_key.is_not(None)).limit(1).subquery("any_claim")
+    probe = (
+        select(literal(ANY_CLAIM).label("name"), sym.alias_key.label("value"))
+        .where(sym.alias_key.is_not(None))
+        .limit(1)
+        .subquery("any_claim")
+    )
     return union_all(select(_s.name, _s.value), select(probe.c.name, probe.c.value))
 
 
