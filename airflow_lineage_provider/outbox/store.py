@@ -83,44 +83,64 @@ def _insert_ignoring_duplicates(conn: Connection) -> Any:
     return dialect.insert(events).on_conflict_do_nothing(index_elements=["event_key"])
 
 
-_APPEND_COLUMNS = (
-    "event_key",
-    "run_id",
-    "event_type",
-    "event_time",
-    "job_namespace",
-    "job_name",
-    "payload",
-    "stored_at",
-)
-_compiled_appends: dict[str, tuple[str, tuple[str, ...], bool, dict[str, Any]]] = {}
+#: The insert of :func:`append_event`, written out in the parameter style of the drivers the outbox runs on
+#: (``(dialect, paramstyle)``): the same statement as :func:`append_events`'s, which
+#: ``tests/test_outbox_append.py`` holds it to (the same row stored, a duplicate ignored).
+_APPEND_SQL = {
+    ("sqlite", "qmark"): (
+        "INSERT INTO lineage_outbox_events"
+        " (event_key, run_id, event_type, event_time, job_namespace, job_name, payload, stored_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_key) DO NOTHING"
+    ),
+    ("postgresql", "pyformat"): (
+        "INSERT INTO lineage_outbox_events"
+        " (event_key, run_id, event_type, event_time, job_namespace, job_name, payload, stored_at)"
+        " VALUES (%(event_key)s, %(run_id)s, %(event_type)s, %(event_time)s, %(job_namespace)s, %(job_name)s,"
+        " %(payload)s, %(stored_at)s) ON CONFLICT (event_key) DO NOTHING"
+    ),
+}
+
+
+def _sqlite_time(value: datetime) -> str:
+    """A naive UTC ``datetime`` as SQLAlchemy's SQLite ``DateTime`` stores it (``2026-01-01 00:02:00.000000``),
+    so that a row written without SQLAlchemy's types reads back and compares like the others."""
+    return value.isoformat(" ", "microseconds")
 
 
 def append_event(conn: Connection, record: dict[str, Any]) -> None:
-    """Store one event (as :func:`append_events`) on the hot path of a task: the same Core statement, compiled
-    once per dialect and run on the driver's own cursor, which skips SQLAlchemy's per-call execution context
-    (about a quarter of the cost of ``exec_driver_sql`` for a one-row insert, which itself was a quarter
-    cheaper than ``execute``). The caller's connection is in autocommit mode: the insert is its own
-    transaction. A driver error (``sqlite3.OperationalError``, ``psycopg2.Error``) is raised as it is."""
+    """Store one event (as :func:`append_events`) on the hot path of a task.
+
+    On SQLite (pysqlite) and PostgreSQL (psycopg2, psycopg) the insert is a fixed string in the driver's own
+    parameter style, run on the driver's cursor of ``conn``: no statement looked up, no execution context and
+    no type processing per call, which the task would pay for every event (even ``exec_driver_sql``'s context
+    is a measurable share of it; see the emission cost in ``docs/benchmarks.md``). Any other driver, or a
+    connection without its driver connection, runs :func:`append_events`'s statement.
+
+    The caller's connection is in autocommit mode: the insert is its own transaction. On the fixed insert a
+    driver error (``sqlite3.OperationalError``, ``psycopg2.Error``) is raised as it is.
+    """
     dialect = conn.dialect
-    compiled = _compiled_appends.get(dialect.name)
-    if compiled is None:
-        statement = _insert_ignoring_duplicates(conn).values({column: None for column in _APPEND_COLUMNS})
-        done = statement.compile(dialect=dialect)
-        processors = {
-            column: processor
-            for column in _APPEND_COLUMNS
-            if (processor := events.c[column].type.bind_processor(dialect)) is not None
-        }
-        order = tuple(done.positiontup or ()) if done.positional else _APPEND_COLUMNS
-        compiled = _compiled_appends[dialect.name] = (str(done), order, done.positional, processors)
-    sql, order, positional, processors = compiled
-    values = {
-        column: processors[column](record[column]) if column in processors else record[column] for column in order
-    }
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    sql = _APPEND_SQL.get((dialect.name, dialect.paramstyle))
+    driver = conn.connection.dbapi_connection if sql is not None else None
+    if sql is None or driver is None:
+        conn.execute(_insert_ignoring_duplicates(conn), record)
+        return
+    if dialect.name == "sqlite":
+        parameters: Sequence[Any] | dict[str, Any] = (
+            record["event_key"],
+            record["run_id"],
+            record["event_type"],
+            record["event_time"],
+            record["job_namespace"],
+            record["job_name"],
+            record["payload"],
+            _sqlite_time(record["stored_at"]),
+        )
+    else:
+        parameters = record
+    cursor = driver.cursor()
     try:
-        cursor.execute(sql, tuple(values[column] for column in order) if positional else values)
+        cursor.execute(sql, parameters)
     finally:
         cursor.close()
 
@@ -396,13 +416,14 @@ def status(conn: Connection) -> dict[str, Any]:
     total = conn.execute(select(func.count()).select_from(events)).scalar_one()
     counts: dict[str, Any] = {}
     for dest in conn.execute(select(destinations.c.id, destinations.c.name, destinations.c.frontier)).all():
-        by_status = dict(
-            conn.execute(
+        by_status: dict[str, int] = {
+            state: count
+            for state, count in conn.execute(
                 select(deliveries.c.status, func.count())
                 .where(deliveries.c.destination_id == dest.id)
                 .group_by(deliveries.c.status)
-            ).all()
-        )
+            )
+        }
         untaken = conn.execute(
             select(func.count()).where(or_(events.c.seq.is_(None), events.c.seq > dest.frontier))
         ).scalar_one()
