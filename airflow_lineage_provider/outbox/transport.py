@@ -29,11 +29,12 @@ from airflow_lineage_provider.reporting import warn_once
 #:
 #: ``NORMAL``: every append is committed through an fsync, so an event ``emit`` returned for survives the task
 #: process being killed *and* the machine crashing (power loss, kernel panic) — the outbox's promise that no
-#: event is lost — at about 0.7 ms per append on the CI machine kind's disk. ``OFF`` (opt in) returns once
-#: SQLite has handed its writes to the operating system: about 0.1 ms per append, and still safe when the task
-#: process is killed (``kill -9``, OOM), but a crashed machine can lose the last appends and, with the rollback
-#: journal the outbox uses (see :mod:`~.database`), damage the file — every event not yet shipped with it.
-#: Issue 18 measured ``OFF`` as the default and kept ``NORMAL``: a benchmark is not worth that risk.
+#: event is lost — at the cost of that fsync on every append. ``OFF`` (opt in) returns once SQLite has handed
+#: its writes to the operating system, several times cheaper, and still safe when the task process is killed
+#: (``kill -9``, OOM), but a crashed machine can lose the last appends and, with the rollback journal the
+#: outbox uses (see :mod:`~.database`), damage the file — every event not yet shipped with it. Issue 18
+#: measured ``OFF`` as the default and kept ``NORMAL``: a benchmark is not worth that risk. The cost of each,
+#: per event, is in ``docs/benchmarks.md`` (emission cost).
 TRANSPORT_SQLITE_SYNCHRONOUS = DEFAULT_SQLITE_SYNCHRONOUS
 
 
@@ -94,7 +95,8 @@ class OutboxConfig(Config):
 
 
 class OutboxTransport(Transport):
-    """Appends each event to the SQL outbox in well under a millisecond; never raises, never blocks.
+    """Appends each event to the SQL outbox (one local insert; its cost is in ``docs/benchmarks.md``); never
+    raises, never blocks.
 
     Idempotent: the same event emitted twice is stored once. When the database cannot be reached, the
     event goes to a spill file and is moved into the outbox automatically once it can.
@@ -128,7 +130,7 @@ class OutboxTransport(Transport):
     def emit(self, event: Any) -> None:
         """Append ``event`` (a RunEvent, DatasetEvent or JobEvent) to the outbox. Never raises."""
         try:
-            payload = event_json(event)  # Serde.to_json's JSON in meaning, in a tenth of the time
+            payload = event_json(event)  # Serde.to_json's JSON in meaning, at a fraction of its cost
             record = store.record_from_event(event, payload)
         except Exception as error:
             warn_once(f"Lineage outbox: could not serialize a {type(event).__name__} ({error}); it is not stored")

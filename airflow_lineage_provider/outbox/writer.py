@@ -5,7 +5,7 @@ An event goes straight into the outbox database, unless the database failed rece
 are still waiting (then it joins them, so the order of a run's events is kept). Spilled events are moved
 into the outbox by a background thread as soon as the database answers again, and by every shipper.
 
-An SQLite outbox is checked after every append (one ``stat``, about 1 us): when its file was removed or
+An SQLite outbox is checked after every append (one ``stat``, next to nothing): when its file was removed or
 replaced since the connection opened it (``rm -rf`` of its folder, a restore from a backup), the event
 did not land in the outbox, so it is written again to a database recreated at the path (see
 :func:`~.database.outbox_engine`), or spilled when that cannot be done.
