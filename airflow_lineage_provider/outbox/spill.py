@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
@@ -86,7 +86,7 @@ class SpillFolder:
                 os.close(fd)
         raise OSError(f"could not append to a spill file in {self.folder}")
 
-    def _take(self) -> Iterator[tuple[Path, int]]:
+    def _take(self) -> Generator[tuple[Path, int], None, None]:
         """Yield ``(draining file, locked fd)`` for every spill file this process could take, oldest first."""
         try:
             names = sorted(
@@ -163,7 +163,8 @@ def _same_file(fd: int, path: Path) -> bool:
 
 def _split_readable(lines: list[str]) -> tuple[list[str], list[str]]:
     """Lines that are JSON objects, and the others (a line cut short by a crash while writing)."""
-    readable, unreadable = [], []
+    readable: list[str] = []
+    unreadable: list[str] = []
     for line in lines:
         try:
             (readable if isinstance(json.loads(line), dict) else unreadable).append(line)
