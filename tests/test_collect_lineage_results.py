@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -324,3 +324,40 @@ def test_failed_columns_given_two_ways_is_refused_at_once() -> None:
             output_conn_id="c",
             write_mode="replace",
         )
+
+
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_the_lookback_is_days_before_the_run_on_either_store(
+    store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``lookback_days`` (a fraction too) keeps lineage seen since that many days before the run, on a SQLite and
+    a PostgreSQL store: ``since`` is a time, compared with the store's UTC times."""
+    now = datetime.now(timezone.utc)
+    flows = [
+        run_event("COMPLETE", f"load_{name}", inputs=[dataset(name)], outputs=[dataset("staging.orders")])
+        | {"eventTime": (now - timedelta(hours=hours)).isoformat()}
+        for name, hours in (("raw.orders", 20), ("legacy.orders", 30), ("archive.orders", 72))
+    ]
+    reached: dict[float | None, set[str]] = {}
+    with ExitStack() as stack:
+        sqlite_store = f"sqlite:///{tmp_path / 'lineage.db'}"
+        url = sqlite_store if store == "sqlite" else stack.enter_context(postgres_schema_url())
+        lineage = LineageStore(url)
+        with lineage.write() as conn:
+            ingest_events(conn, [parse_event(event) for event in flows])
+        lineage.dispose()
+        monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_STORE_URL", url)
+        results = ResultsDb(f"sqlite:///{tmp_path / 'results.db'}")
+        stack.callback(results.engine.dispose)
+        for lookback in (1.0, 1.5, None):
+            search = LineageSearch(depth=None, lookback_days=lookback)
+            result = _operator(results, monkeypatch, upstream=search, column_upstream=None).execute({"run_id": "r"})
+            assert result["status"] == "ok", result
+            reached[lookback] = {row[3] for row in _rows(results)}
+            with results.engine.begin() as conn:
+                conn.exec_driver_sql("DELETE FROM lineage_edges")
+    assert reached == {
+        1.0: {f"{NS}/raw.orders"},
+        1.5: {f"{NS}/raw.orders", f"{NS}/legacy.orders"},
+        None: {f"{NS}/raw.orders", f"{NS}/legacy.orders", f"{NS}/archive.orders"},
+    }
