@@ -10,8 +10,9 @@ write to the mapping kills the process with SIGBUS; no pragma avoids the mapping
 locking, which would let one process at a time use the outbox. PERSIST keeps the journal file between
 transactions (no create and delete per event) and ``journal_size_limit`` keeps it small. The price of a
 rollback journal is an fsync per append: with ``synchronous = NORMAL`` (the default) or ``FULL`` a commit
-survives a crashed machine (about 0.4 ms per append); ``OFF`` (opt in) costs what WAL mode did and
-survives a crashed process, but a crashed machine can lose the last events and damage the file. Readers block a
+survives a crashed machine (what that costs per append on the CI machine kind is measured in
+``docs/benchmarks.md``, "Fast path"); ``OFF`` (opt in) costs what WAL mode did and survives a crashed
+process, but a crashed machine can lose the last events and damage the file. Readers block a
 writer's commit for as long as they read (the busy timeout covers it; past it, the event is spilled).
 
 Every SQLite connection remembers which file it opened (device and inode): a connection whose file was
@@ -103,7 +104,7 @@ def sqlite_file(url: str) -> str | None:
 
 
 def file_identity(path: str) -> FileIdentity | None:
-    """``(st_dev, st_ino)`` of the file at ``path``, ``None`` when there is none. One ``stat``: about 1 us."""
+    """``(st_dev, st_ino)`` of the file at ``path``, ``None`` when there is none (one ``stat``)."""
     try:
         found = os.stat(path)
     except OSError:
