@@ -144,11 +144,8 @@ class LineageMixin(BaseOperator):
     # -- declared datasets --------------------------------------------------------------------------
 
     def _task_context(self, task_instance: RuntimeTaskInstanceProtocol | None = None) -> TaskContext | None:
-        """The running task's context: the current one, else ``task_instance``'s (the listener, after ``execute``)."""
-        current = TaskContext.current()
-        if current is not None or task_instance is None:
-            return current
-        return TaskContext.of(task_instance)
+        """The context of ``task_instance`` (the one the listener names), else of the task running now."""
+        return TaskContext.current() if task_instance is None else TaskContext.of(task_instance)
 
     def _render_lineage(self, value: Any, field: str, context: Mapping[str, Any] | None) -> Any:
         """Render each declared dataset on its own, so one broken template drops only that dataset."""
