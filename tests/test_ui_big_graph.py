@@ -1,9 +1,11 @@
 """The lineage page on a graph of a few thousand nodes, in a real headless Chromium: it asks only for the
-bounded subgraph, says when the walk was cut at ``maxNodes``, shows the nearest nodes, and stays responsive."""
+bounded subgraph, says when the walk was cut at ``maxNodes``, shows the nearest nodes, and stays responsive.
+
+How long each of these takes is measured by ``bench/ui_big_graph.py`` (docs/benchmarks.md), not asserted here:
+a time bound fails on a loaded machine and says nothing on a fast one."""
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Iterator
 
@@ -66,9 +68,7 @@ def test_the_store_holds_a_few_thousand_nodes(big_server: LiveServer) -> None:
 
 
 def test_a_walk_cut_at_max_nodes_is_reported_with_the_nearest_nodes_drawn(big_page: LineagePage, big_server) -> None:
-    started = time.monotonic()
     big_page.open(nodeId=START, depth=20, maxNodes=500)
-    loaded = time.monotonic() - started
     assert big_page.api_requests("/api/v1/lineage") == [
         {"nodeId": START, "depth": "20", "direction": "both", "maxNodes": "501"}
     ]
@@ -81,7 +81,6 @@ def test_a_walk_cut_at_max_nodes_is_reported_with_the_nearest_nodes_drawn(big_pa
     assert len(drawn) == 500 and START in drawn
     hops = _hops_from_start(big_server.url)
     assert max(hops[n] for n in drawn) <= min(hops[n] for n in set(hops) - drawn)  # nearest first
-    assert loaded < 15, f"the page took {loaded:.1f}s to show a 500-node walk"
 
     big_page.driver.find_element(By.ID, "cut-more").click()
     wait_for(big_page.driver, lambda d: big_page.state() == "ready" and len(big_page.node_ids()) == 1000, "1000 nodes")
@@ -89,24 +88,36 @@ def test_a_walk_cut_at_max_nodes_is_reported_with_the_nearest_nodes_drawn(big_pa
     assert "cut at maxNodes = 1000" in big_page.text("#cut-text")
 
 
-def test_the_whole_walk_of_two_thousand_nodes_draws_fast_and_stays_responsive(big_page: LineagePage) -> None:
+#: Resolves (Selenium's async script callback) with the order in which a task queued now, and the animation
+#: frame after it, ran: only a main thread that is free again runs them.
+NEXT_TASK_AND_FRAME = """
+const done = arguments[arguments.length - 1];
+const order = ["queued"];
+setTimeout(() => {
+  order.push("task");
+  requestAnimationFrame(() => { order.push("frame"); done(order); });
+}, 0);
+"""
+
+
+def test_the_whole_walk_of_two_thousand_nodes_draws_and_stays_responsive(big_page: LineagePage) -> None:
     big_page.open(nodeId=START, depth=20, maxNodes=5000)
     assert len(big_page.node_ids()) == REACHABLE
     assert big_page.js("return document.getElementById('cut-notice').hidden") is True  # nothing was cut
-    render_ms = int(big_page.driver.find_element(By.ID, "graph").get_attribute("data-render-ms"))
-    assert render_ms < 3000, f"layout and drawing of {REACHABLE} nodes took {render_ms} ms"
+    render_ms = big_page.driver.find_element(By.ID, "graph").get_attribute("data-render-ms")
+    assert render_ms is not None and int(render_ms) >= 0  # the page times its drawing (the benchmark reads it)
 
-    started = time.monotonic()
     big_page.js("document.querySelector('#graph .node.root').focus()")
     ActionChains(big_page.driver).send_keys(Keys.ARROW_RIGHT).perform()
     moved = big_page.js("return document.activeElement.dataset.id")
     assert moved.startswith("job:big:job.11.")
     ActionChains(big_page.driver).send_keys(Keys.ENTER).perform()
     wait_for(big_page.driver, lambda d: big_page.js("return document.body.dataset.selected") == moved, "details")
-    assert time.monotonic() - started < 2, "a key press and opening details took over 2 s"
 
-    started = time.monotonic()
+    before = big_page.js("return document.querySelector('#graph g.viewport').getAttribute('transform')")
     big_page.driver.find_element(By.ID, "zoom-fit").click()
     big_page.driver.find_element(By.ID, "zoom-in").click()
-    assert big_page.js("return 1 + 1") == 2  # the main thread answers
-    assert time.monotonic() - started < 2
+    # After both zooms the main thread goes on: a task queued behind them runs, then a frame is drawn, and
+    # the drawing's transform has changed.
+    assert big_page.driver.execute_async_script(NEXT_TASK_AND_FRAME) == ["queued", "task", "frame"]
+    assert big_page.js("return document.querySelector('#graph g.viewport').getAttribute('transform')") != before
