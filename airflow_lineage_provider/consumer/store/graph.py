@@ -162,8 +162,8 @@ class Through:
         id column and the group's canonical id column (NULL without a group)."""
         member, source = self._members(name)
         if self.lateral:
-            rows = select(member.c.member_id, member.c.canonical_id).select_from(source)
-            rows = rows.where(member.c.node_id == dataset).offset(0).lateral(f"{name}_names")
+            query = select(member.c.member_id, member.c.canonical_id).select_from(source)
+            rows = query.where(member.c.node_id == dataset).offset(0).lateral(f"{name}_names")
             joined, found = joined.outerjoin(rows, true()), rows.c
         else:
             joined, found = joined.outerjoin(source, member.c.node_id == dataset), member.c
@@ -175,11 +175,11 @@ class Through:
         field, same = tables.fields.alias(f"{name}_at_field"), tables.fields.alias(f"{name}_same_field")
         member = tables.dataset_members.alias(f"{name}_alias")
         if self.lateral:
-            chain = field.join(member, member.c.node_id == field.c.dataset_id)
+            chain: FromClause = field.join(member, member.c.node_id == field.c.dataset_id)
             chain, reached = self._visible(chain, member, name, outer=False)
             chain = chain.join(same, and_(same.c.dataset_id == reached, same.c.name == field.c.name))
-            rows = select(same.c.id).select_from(chain).where(field.c.id == field_id)
-            rows = rows.offset(0).lateral(f"{name}_fields")
+            query = select(same.c.id).select_from(chain).where(field.c.id == field_id)
+            rows = query.offset(0).lateral(f"{name}_fields")
             return joined.outerjoin(rows, true()), func.coalesce(rows.c.id, field_id), None
         joined = joined.join(field, field.c.id == field_id).outerjoin(member, member.c.node_id == field.c.dataset_id)
         joined, reached = self._visible(joined, member, name, outer=True)
@@ -319,6 +319,7 @@ def _anchor(spec: WalkSpec, roots: list[int], bounds: WalkBounds, dialect: str, 
         columns.append(cast(null(), tables.Id).label("via"))
     columns.append(literal(0).label("depth"))
     if carries_canonical(spec, bounds):
+        assert root.canonical is not None  # a node walk through groups carries it (Hop.through)
         columns.append(root.canonical.label("canonical"))
     return select(*columns).select_from(root.joined).where(chosen)
 

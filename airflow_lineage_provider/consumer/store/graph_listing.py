@@ -78,7 +78,7 @@ def graph_page(
     """Nodes ``offset`` to ``offset + limit`` of the graph (only ``namespace``'s, if given), their outgoing
     edges and their datasets' symlinks, and how many nodes all pages hold."""
     n, dialect = tables.nodes.c, conn.dialect.name
-    chosen = [n.kind.in_(NODE_KINDS)]
+    chosen: list[ColumnElement[bool]] = [n.kind.in_(NODE_KINDS)]
     if namespace is not None:
         chosen.append(n.namespace == namespace)
     if visible is not None:

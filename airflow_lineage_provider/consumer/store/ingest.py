@@ -401,9 +401,10 @@ def _write_claims(conn: Connection, sql: Statements, changes: _Changes, ids: dic
     """Store the names datasets claim; the datasets whose claims are new."""
     links: dict[tuple[int, str], dict[str, Any]] = {}
     for (key, ns, name, kind, via), producer in changes.claims.items():
+        dataset_id, symlink_key = ids[key], node_key("symlink", ns, name)
         row = {
-            "dataset_id": ids[key],
-            "symlink_key": node_key("symlink", ns, name),
+            "dataset_id": dataset_id,
+            "symlink_key": symlink_key,
             "namespace": ns,
             "name": name,
             "type": kind,
@@ -411,9 +412,9 @@ def _write_claims(conn: Connection, sql: Statements, changes: _Changes, ids: dic
             "via": via,
             "producer": producer,
         }
-        known = links.setdefault((row["dataset_id"], row["symlink_key"]), row)
+        known = links.setdefault((dataset_id, symlink_key), row)
         if known["via"] != "symlink" and via == "symlink":  # a symlink says more (a type) than a dataSource
-            links[(row["dataset_id"], row["symlink_key"])] = row
+            links[(dataset_id, symlink_key)] = row
     if not links:
         return set()
     return set(_execute(conn, sql.symlinks, list(links.values())).scalars())

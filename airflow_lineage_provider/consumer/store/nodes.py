@@ -55,7 +55,7 @@ def find_field(
     when no split names a stored field, the field of that name of another (visible) name of a split's dataset
     is found instead, by a third statement (Spark's columns of a table Airflow names by the metastore).
     """
-    splits = list(nodeids.splits(rest, 3))
+    splits = [(namespace, name, field) for namespace, name, field in nodeids.splits(rest, 3)]
     keys = {node_key("dataset", namespace, name): (namespace, name) for namespace, name, _ in splits}
     if not keys:
         return None

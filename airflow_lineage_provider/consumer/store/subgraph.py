@@ -44,6 +44,7 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer.marquez_values import dataset_type, job_type
 from airflow_lineage_provider.consumer.store import dataset_aliases, tables
@@ -191,8 +192,8 @@ def _card(row: Any) -> GraphCard:
         data = DatasetData(node_name, name, namespace, updated_at, dataset_type(facets, namespace), schema)
         return GraphCard(f"dataset:{namespace}:{name}", "DATASET", data, bool(declared_only))
     run = LatestRun(run_uuid, state, started, ended) if run_uuid else None
-    data = JobData(node_name, name, namespace, updated_at, job_type(facets), name, run)
-    return GraphCard(f"job:{namespace}:{name}", "JOB", data, bool(declared_only))
+    job = JobData(node_name, name, namespace, updated_at, job_type(facets), name, run)
+    return GraphCard(f"job:{namespace}:{name}", "JOB", job, bool(declared_only))
 
 
 def subgraph(
@@ -273,7 +274,7 @@ def _walk_rows(
         node_rows = _with_card_tables(node_rows)
     origin, destination = chosen.alias("origin"), chosen.alias("destination")
     if grouped:
-        ends = (
+        ends: tuple[ColumnElement[Any], ...] = (
             func.coalesce(origin.c.canonical, e.origin_id),
             func.coalesce(destination.c.canonical, e.destination_id),
             func.coalesce(origin.c.canonical, destination.c.canonical),
@@ -301,7 +302,7 @@ def _walk_rows(
     # Every column is an int or text: read the driver's tuples as they are (thousands of rows).
     parts = (node_rows, edge_rows, declared_rows) if declarations else (node_rows, edge_rows)
     result = conn.execute(union_all(*parts))
-    rows = result.cursor.fetchall()
+    rows = list(result.cursor.fetchall())
     result.close()
     return rows
 
@@ -366,8 +367,8 @@ def _group_query(dialect: str) -> Any:
         query = select(member.c.member_id, member.c.node_id, named.c.version)
         query = query.join_from(listed, member, member.c.node_id == listed.c.id)
         return query.join(named, named.c.id == member.c.member_id)
-    names = select(member.c.member_id, member.c.node_id).where(member.c.node_id == listed.c.id)
-    names = names.offset(0).lateral("group_names")
+    of_listed = select(member.c.member_id, member.c.node_id).where(member.c.node_id == listed.c.id)
+    names = of_listed.offset(0).lateral("group_names")
     version = select(named.c.version).where(named.c.id == names.c.member_id).offset(0).lateral("group_version")
     query = select(names.c.member_id, names.c.node_id, version.c.version)
     return query.select_from(listed.join(names, true()).join(version, true()))
@@ -380,7 +381,7 @@ def _group_rows(conn: Connection, canonical: list[int]) -> list[Any]:
     dialect = conn.dialect.name
     parameter = canonical if dialect == "postgresql" else msgspec.json.encode(canonical).decode()
     result = conn.execute(_group_query(dialect), {"ids": parameter})
-    rows = result.cursor.fetchall()
+    rows = list(result.cursor.fetchall())
     result.close()
     return rows
 
