@@ -16,6 +16,7 @@ from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 from openlineage.client.serde import Serde
 from support.olschema import event_errors
 
+from airflow_lineage_provider.extractors.sql import writes_rows
 from airflow_lineage_provider.facets import (
     GOVERNANCE_ACTION_KEY,
     INFORMATION_SUPPLY_CHAIN_KEY,
@@ -29,7 +30,6 @@ from airflow_lineage_provider.facets import (
     schema_document,
 )
 from airflow_lineage_provider.facets import materialization as materialization_module
-from airflow_lineage_provider.extractors.sql import writes_rows
 from airflow_lineage_provider.reporting import forget_reported
 
 REPO = Path(__file__).resolve().parents[1]

@@ -180,9 +180,9 @@ def test_a_masked_secret_is_redacted_as_the_stock_route_redacts_it_and_shared_fa
     from airflow.sdk.log import mask_secret
 
     from airflow_lineage_provider import conf
+    from airflow_lineage_provider.parent_run import RunLink
     from airflow_lineage_provider.producer import client
     from airflow_lineage_provider.producer.client import needs_redaction
-    from airflow_lineage_provider.producer.parent import RunLink
 
     secret = "s3cr3t-value-4711"
     mask_secret(secret)
@@ -209,8 +209,8 @@ def test_sensitive_keys_are_redacted_as_the_stock_route_does(events):
 
 
 def test_clean_events_skip_the_stock_redactor_and_come_out_as_it_would_leave_them(events):
+    from airflow_lineage_provider.parent_run import RunLink
     from airflow_lineage_provider.producer.client import needs_redaction
-    from airflow_lineage_provider.producer.parent import RunLink
 
     event = _event_with(
         "orders.load",

@@ -29,7 +29,7 @@ from airflow.providers.openlineage.extractors.base import (
 from airflow_lineage_provider import conf
 from airflow_lineage_provider.extractors.declared_lineage import declared_lineage
 from airflow_lineage_provider.extractors.task_facets import task_run_facets
-from airflow_lineage_provider.producer.task_context import TaskContext
+from airflow_lineage_provider.task_context import TaskContext
 
 if TYPE_CHECKING:
     from airflow.sdk.types import RuntimeTaskInstanceProtocol

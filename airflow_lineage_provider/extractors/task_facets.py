@@ -29,9 +29,9 @@ from airflow_lineage_provider import conf
 from airflow_lineage_provider.extractors.declared_lineage import declared_lineage
 from airflow_lineage_provider.extractors.sql import cursor_rows_written
 from airflow_lineage_provider.facets.materialization import recorded_rows_written
-from airflow_lineage_provider.producer.task_context import TaskContext
 from airflow_lineage_provider.producer.task_facets import package_run_facets
 from airflow_lineage_provider.reporting import warn_once
+from airflow_lineage_provider.task_context import TaskContext
 
 if TYPE_CHECKING:
     from airflow.sdk.types import RuntimeTaskInstanceProtocol

@@ -16,9 +16,15 @@ Example ``airflow.cfg``::
 
     [lineage_provider]
     information_supply_chain = InformationSupplyChain::sales-orders
+
+``airflow_lineage_provider.facets.run_facets`` and ``.task_run_facets``, where these functions lived before
+they moved beside the extractor, still answer (with a warning logged once), so an ``airflow.cfg`` naming the
+old place keeps its facets instead of the listener dropping them.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from airflow_lineage_provider.facets.egeria import (
     GOVERNANCE_ACTION_KEY,
@@ -59,3 +65,21 @@ __all__ = [
     "run_dates",
     "schema_document",
 ]
+
+#: Names this package exported here before they moved to :mod:`airflow_lineage_provider.extractors`.
+_MOVED_TO_EXTRACTORS = frozenset({"run_facets", "task_run_facets"})
+
+
+def __getattr__(name: str) -> Any:
+    """``run_facets`` / ``task_run_facets`` from their former place (``[openlineage] custom_run_facets =
+    airflow_lineage_provider.facets.run_facets`` in an existing ``airflow.cfg``), with a warning logged once."""
+    if name not in _MOVED_TO_EXTRACTORS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from airflow_lineage_provider import extractors
+    from airflow_lineage_provider.reporting import warn_once
+
+    warn_once(
+        f"airflow_lineage_provider.facets.{name} has moved to airflow_lineage_provider.extractors.{name}: "
+        "update [openlineage] custom_run_facets (or your import); the old name will be removed in a later release"
+    )
+    return getattr(extractors, name)

@@ -26,8 +26,8 @@ from openlineage.client.facet_v2 import RunFacet
 from openlineage.client.utils import RedactMixin
 
 from airflow_lineage_provider import conf
-from airflow_lineage_provider.producer.task_context import RunDates, TaskContext, dag_run_dates
 from airflow_lineage_provider.reporting import report_misuse
+from airflow_lineage_provider.task_context import RunDates, TaskContext, dag_run_dates
 
 if TYPE_CHECKING:
     from airflow.sdk.types import DagRunProtocol, RuntimeTaskInstanceProtocol

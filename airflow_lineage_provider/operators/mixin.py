@@ -27,8 +27,8 @@ from airflow_lineage_provider.producer import client
 from airflow_lineage_provider.producer.connectors import Connectors, add_schemas, name_datasets
 from airflow_lineage_provider.producer.datasets import DatasetRef, to_dataset_refs
 from airflow_lineage_provider.producer.emit import input_datasets, output_datasets
-from airflow_lineage_provider.producer.task_context import TaskContext
 from airflow_lineage_provider.reporting import warn_once
+from airflow_lineage_provider.task_context import TaskContext
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage

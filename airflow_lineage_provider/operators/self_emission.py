@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from openlineage.client.event_v2 import RunState as EventType
 
+from airflow_lineage_provider.parent_run import RunLink
 from airflow_lineage_provider.producer import client
 from airflow_lineage_provider.producer.emit import build_run_event, error_message_facet, job_namespace
-from airflow_lineage_provider.producer.parent import RunLink
-from airflow_lineage_provider.producer.task_context import TaskContext
 from airflow_lineage_provider.reporting import warn_once
+from airflow_lineage_provider.task_context import TaskContext
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage

@@ -16,12 +16,12 @@ from openlineage.client.facet_v2 import DatasetFacet, JobFacet, RunFacet, error_
 from openlineage.client.uuid import generate_new_uuid
 
 from airflow_lineage_provider import conf
+from airflow_lineage_provider.parent_run import RunLink
 from airflow_lineage_provider.producer import client
 from airflow_lineage_provider.producer.dataset_facets import facets_from_mapping
 from airflow_lineage_provider.producer.datasets import DatasetRef, to_dataset_refs
-from airflow_lineage_provider.producer.parent import RunLink
-from airflow_lineage_provider.producer.task_context import TaskContext, current_parent
 from airflow_lineage_provider.reporting import report_misuse, warn_once
+from airflow_lineage_provider.task_context import TaskContext, current_parent
 
 EVENT_TYPES = ", ".join(t.name for t in EventType)
 

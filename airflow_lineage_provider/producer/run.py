@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from openlineage.client.facet_v2 import JobFacet, RunFacet
 
+from airflow_lineage_provider.parent_run import RunLink
 from airflow_lineage_provider.producer import client
 from airflow_lineage_provider.producer.connectors import Connectors, add_schemas, name_datasets
 from airflow_lineage_provider.producer.dataset_facets import facets_from_mapping
@@ -20,10 +21,9 @@ from airflow_lineage_provider.producer.emit import (
     error_message_facet,
     job_namespace,
 )
-from airflow_lineage_provider.producer.parent import RunLink
-from airflow_lineage_provider.producer.task_context import TaskContext, current_parent, enter_run, leave_run
 from airflow_lineage_provider.producer.task_facets import package_run_facets
 from airflow_lineage_provider.reporting import report_misuse, warn_once
+from airflow_lineage_provider.task_context import TaskContext, current_parent, enter_run, leave_run
 
 
 class LineageRun:

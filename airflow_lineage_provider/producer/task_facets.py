@@ -15,8 +15,8 @@ from openlineage.client.facet_v2 import RunFacet
 
 from airflow_lineage_provider.facets.materialization import MATERIALIZATION_KEY, materialization_facet
 from airflow_lineage_provider.facets.settings import egeria_facets
-from airflow_lineage_provider.producer.task_context import TaskContext
 from airflow_lineage_provider.reporting import report_misuse, warn_once
+from airflow_lineage_provider.task_context import TaskContext
 
 _EGERIA = "egeria_facets"
 

@@ -23,7 +23,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from airflow_lineage_provider.producer.parent import RunLink, task_run_link
+from airflow_lineage_provider.parent_run import RunLink, task_run_link
 from airflow_lineage_provider.reporting import warn_once
 
 if TYPE_CHECKING:
