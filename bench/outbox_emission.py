@@ -9,10 +9,10 @@ through the stock provider's listener client, as in a task):
 * ``null``                - a transport whose ``emit`` does nothing: what the client does for any real
                             transport (``noop`` returns before it), so ``share - null share`` is the
                             transport's own;
-* ``outbox, SQLite``      - ``OutboxTransport`` on a local SQLite file (the embedded default,
-                            ``sqlite_synchronous=OFF``);
-* ``outbox, SQLite, NORMAL`` - the same with ``sqlite_synchronous=NORMAL`` (an fsync per append: survives
-                            a crashed machine, not only a crashed process);
+* ``outbox, SQLite, NORMAL`` - ``OutboxTransport`` on a local SQLite file as configured by default
+                            (``sqlite_synchronous=NORMAL``: an fsync per append, survives a crashed
+                            machine, not only a crashed process);
+* ``outbox, SQLite, OFF`` - the same with ``sqlite_synchronous=OFF`` (opt in: survives a crashed process);
 * ``outbox, PostgreSQL``  - ``OutboxTransport`` on PostgreSQL at 127.0.0.1:5432 (skipped if unreachable);
 * ``http, healthy``       - the stock ``http`` transport posting to the fastest loopback consumer there is:
                             a threaded HTTP server in this process on 127.0.0.1 that reads the body and
@@ -217,11 +217,11 @@ def main() -> None:
         cases = {
             "noop": {"type": "noop"},
             "null (a transport doing nothing)": {"type": f"{__name__}.NULL"},
-            "outbox, SQLite": {"type": OUTBOX, "url": f"sqlite:///{workdir / 'outbox.db'}"},
-            "outbox, SQLite, NORMAL": {
+            "outbox, SQLite, NORMAL": {"type": OUTBOX, "url": f"sqlite:///{workdir / 'outbox-normal.db'}"},
+            "outbox, SQLite, OFF": {
                 "type": OUTBOX,
-                "url": f"sqlite:///{workdir / 'outbox-normal.db'}",
-                "sqlite_synchronous": "NORMAL",
+                "url": f"sqlite:///{workdir / 'outbox-off.db'}",
+                "sqlite_synchronous": "OFF",
             },
             "http, healthy": {"type": "http", "url": responder},
         }
