@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from airflow_lineage_provider.consumer.store import facets as facet_readers
@@ -314,11 +314,12 @@ def after_commit(conn: Connection, callback: Callable[[], None]) -> None:
 def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
     sql = statements(conn.dialect.name)
     ids, rewritten = _write_nodes(conn, changes)
+    refaceted = _datasets_given_new_facets(conn, changes, ids, rewritten)
     _write_datasets(conn, sql, changes, ids)
     settings, any_claim = read_settings_and_claims(conn)
     remember, recorded = _write_producers(conn, sql, changes, ids, settings.get(STORE_ID, ""))
     claimed = _write_claims(conn, sql, changes, ids)
-    changed = {ids[key] for key in changes.dataset_facets} | {ids[key] for key, _producer in recorded} | claimed
+    changed = refaceted | {ids[key] for key, _producer in recorded} | claimed
     if changed - rewritten:  # what a dataset's card shows changed, not its own row (see .node_versions)
         bump_versions(conn, sorted(changed - rewritten))
     _write_jobs(conn, sql, changes, ids)
@@ -360,6 +361,36 @@ def _write_nodes(conn: Connection, changes: _Changes) -> tuple[dict[NodeKey, int
     if unchanged:
         ids.update(_ids(conn, statements(conn.dialect.name).node_ids, unchanged))
     return ids, written
+
+
+def _datasets_given_new_facets(
+    conn: Connection, changes: _Changes, ids: dict[NodeKey, int], rewritten: set[int]
+) -> set[int]:
+    """The datasets, of those the node upsert did not rewrite, whose schema or facets the batch changes: the
+    datasets upsert will store a value (as new as the stored one, :func:`.lifecycle.newer_sql`) that differs
+    from the stored one. Read before that write; nothing is read when every such dataset was rewritten anyway
+    (new events: their times moved)."""
+    wanted = {ids[key]: key for key in changes.dataset_facets if ids[key] not in rewritten}
+    if not wanted:
+        return set()
+    d = tables.datasets.c
+    query = select(d.node_id, d.schema_time, d.fields, d.facets_time, d.facets).where(
+        d.node_id.in_(bindparam("ids", expanding=True))
+    )
+    chosen = list(wanted)
+    stored: dict[int, Any] = {}
+    for start in range(0, len(chosen), 900):
+        stored.update((row[0], row[1:]) for row in conn.execute(query, {"ids": chosen[start : start + 900]}))
+    changed: set[int] = set()
+    for node, key in wanted.items():
+        schema_time, fields, facets_time, facets = stored.get(node, (None, None, None, None))
+        for (at, value), (stored_at, stored_value) in (
+            (changes.schemas.get(key, (None, None)), (schema_time, fields)),
+            (changes.dataset_facets[key], (facets_time, facets)),
+        ):
+            if at is not None and (stored_at is None or as_utc(at) >= stored_at) and value != stored_value:
+                changed.add(node)
+    return changed
 
 
 def _write_datasets(conn: Connection, sql: Statements, changes: _Changes, ids: dict[NodeKey, int]) -> None:

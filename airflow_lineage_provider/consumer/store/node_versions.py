@@ -8,10 +8,11 @@ or every overlapping answer is built again and every named row rewritten for not
   a card its latest run's state and times), a JobEvent its declared edges (a Job's inputs and outputs).
 * **A dataset** is rewritten only when the event moves its own row — ``created_at`` earlier, ``updated_at``,
   ``declared_at`` or ``observed_at`` later (a card's ``updatedAt`` and ``declaredOnly``) — and bumped after
-  the batch's writes when the batch carries facets for it (schema, type), a producer not recorded before or a
-  name it claims (a grouped card's producers and aliases; a change of its group bumps every name,
-  :func:`.identity.regroup`). A dataset an event only reads again, at a time not after its latest, is left
-  alone: an event resent under another key, late events, a second reader of the same table.
+  the batch's writes when the batch changes its schema or facets (a card's fields and type; compared with the
+  stored ones), brings a producer this process has not recorded for it or a name it claims (a grouped card's
+  producers and aliases; a change of its group bumps every name, :func:`.identity.regroup`). A dataset an
+  event names again with nothing new, at a time not after its latest, is left alone: an event resent under
+  another key, late events, a second reader of the same table.
 
 Other writes that change what answers show (tags, retention, a reset) bump versions themselves
 (:func:`.versioned_cache.bump_versions`).

@@ -1,10 +1,11 @@
 """What an answer shows of a node, kept in memory and keyed by the node's version.
 
-``lineage_nodes.version`` is bumped by every ingest naming the node and by every other write that changes
-what an answer shows of it (a tag on it, retention pruning its runs, a reset taking its edges). An entry
-read at version *v* is therefore valid exactly as long as the node's version is *v*, whichever process
-wrote since: a reader reads the versions of the nodes it needs in its own transaction, takes the entries at
-those versions from here, and reads only the rest from the store.
+``lineage_nodes.version`` is bumped by every ingest that changes what an answer shows of the node (every
+event naming a job; for a dataset, only an event that moves its times or brings facets, a producer or a name:
+:mod:`.node_versions`) and by every other write that does (a tag on it, retention pruning its runs, a reset
+taking its edges). An entry read at version *v* is therefore valid exactly as long as the node's version is
+*v*, whichever process wrote since: a reader reads the versions of the nodes it needs in its own
+transaction, takes the entries at those versions from here, and reads only the rest from the store.
 
 Used for graph cards (:mod:`.graph_cards`) and Marquez's job objects (:mod:`.marquez_jobs`). Each cache is
 per store and bounded; the least recently used entries go first.
