@@ -199,3 +199,18 @@ def test_facets_on_a_dataset_not_otherwise_changed_bump_it(client: TestClient) -
     _post(client, run_event("COMPLETE", "clean_orders", time=100, outputs=[dataset("orders_clean", fields=["id"])]))
     assert _versions(client)[f"{ROOT}"] > versions[ROOT]
     assert [f["name"] for f in _graph(client)[ROOT]["data"]["fields"]] == ["id"]
+
+
+def test_a_known_schema_sent_again_does_not_bump_its_dataset(client: TestClient) -> None:
+    """The same COMPLETE under a new key (one more run facet): its output's schema and times are what the store
+    holds, so the dataset keeps its version (its card stays valid); the job's run was written, its version moves."""
+    run_id = str(uuid.uuid4())
+    complete = run_event("COMPLETE", "clean_orders", run_id, time=90, outputs=[dataset("orders_clean", fields=["id"])])
+    _post(client, complete)
+    versions = _versions(client)
+    facet = {"_producer": "https://example.com/test", "_schemaURL": "https://example.com/test.json"}
+    again = {**complete, "run": {**complete["run"], "facets": {**complete["run"].get("facets", {}), "test": facet}}}
+    _post(client, again)
+    after = _versions(client)
+    assert after[ROOT] == versions[ROOT]
+    assert after["job:pipelines:clean_orders"] > versions["job:pipelines:clean_orders"]
