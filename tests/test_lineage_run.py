@@ -221,3 +221,62 @@ def test_clean_events_skip_the_stock_redactor_and_come_out_as_it_would_leave_the
     _same_event_both_routes(event)
     ours, stock = events.all(ignore_facets={"vendor", "schema"})
     assert ours == stock
+
+
+def test_a_secret_only_in_fields_the_stock_redactor_skips_is_left_as_the_stock_route_leaves_it(events):
+    """Job and dataset names, the run id, the producer: openlineage-python marks them ``skip_redact`` and the stock
+    redactor leaves them as they are; the check does not send such an event the slow way, and both routes agree."""
+    from airflow.sdk.log import mask_secret
+
+    from airflow_lineage_provider.producer import client
+    from airflow_lineage_provider.producer.client import needs_redaction
+    from airflow_lineage_provider.producer.datasets import to_dataset_refs
+    from airflow_lineage_provider.producer.emit import EventType, build_run_event
+
+    secret = "sk1pped-s3cret-0815"
+    mask_secret(secret)
+    client.reset()
+    event = build_run_event(
+        EventType.COMPLETE,
+        job_namespace="default",
+        job_name=f"job-{secret}",
+        run_id=str(uuid.uuid4()),
+        inputs=to_dataset_refs([f"db/{secret}"], "inputs"),
+        outputs=[],
+    )
+    assert not needs_redaction(event, _stock_redactor())
+    _same_event_both_routes(event)
+    ours, stock = events.all()
+    assert ours == stock
+    assert ours["job"]["name"] == f"job-{secret}"
+    # ... while the same secret in a facet value the redactor looks at still takes the stock route
+    event = _event_with("orders.load", {"note": {"text": secret}})
+    assert needs_redaction(event, _stock_redactor())
+
+
+def test_the_stock_adapters_emit_timer_is_kept_when_airflow_records_metrics(events, monkeypatch):
+    from airflow_lineage_provider.producer import client
+
+    stock = client._stock()
+    timed = []
+
+    class Timer:
+        def __init__(self, name, tags):
+            timed.append((name, tags))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    class StatsLogger:  # any backend but Airflow's NoStatsLogger records metrics
+        pass
+
+    monkeypatch.setattr(stock, "metrics_backend", StatsLogger)
+    monkeypatch.setattr(stock.Stats, "timer", staticmethod(lambda name, tags=None: Timer(name, tags)))
+    with lineage_run("orders.load"):
+        pass
+    assert [name for name, _ in timed] == ["ol.emit.attempts", "ol.emit.attempts"]
+    assert [tags["event_type"] for _, tags in timed] == ["start", "complete"]
+    assert events.types("orders.load") == ["START", "COMPLETE"]

@@ -14,7 +14,10 @@ own rules (use the outbox transport for durable delivery).
 from __future__ import annotations
 
 import copy
+import importlib
+import operator
 import os
+import sys
 import threading
 from enum import Enum
 from functools import lru_cache
@@ -63,6 +66,21 @@ class _StockParts:
         self.Stats = Stats
         self.prune_dict = prune_dict
         self.attrs_fields = attrs_fields
+        #: Airflow's metrics backend getter (``None`` when this Airflow does not lay it out so): the timer is
+        #: skipped only when the backend is its ``NoStatsLogger``, which records nothing.
+        stats_module = sys.modules.get(getattr(getattr(Stats, "timer", None), "__module__", None) or "")
+        self.metrics_backend = getattr(stats_module, "_get_backend", None)
+        #: ``(event type, transport kind) -> tags`` of the adapter's ``ol.emit.attempts`` timer.
+        self.timer_tags: dict[tuple[str, str], dict[str, str]] = {}
+
+    def metrics_off(self) -> bool:
+        """Whether Airflow's metrics go nowhere (its ``NoStatsLogger``: no statsd, no OpenTelemetry metrics)."""
+        if self.metrics_backend is None:
+            return False
+        try:
+            return type(self.metrics_backend()).__name__ == "NoStatsLogger"
+        except Exception:
+            return False
 
 
 _stock_parts: _StockParts | None = None
@@ -112,6 +130,9 @@ def send(event: Any, checked: bool = False) -> bool:
         return False
 
 
+_EMITTED = "Successfully emitted OpenLineage `%s` event of id `%s`"
+
+
 def _send_through_listener(event: Any) -> None:
     """What the stock ``api.emit`` does - the listener adapter's secret redaction, then its client - without
     paying the redaction's walk when it would change nothing.
@@ -121,9 +142,11 @@ def _send_through_listener(event: Any) -> None:
     block cost. It changes an event only where a key it is shown is a sensitive name (``password``,
     ``token``, ... per ``[core] sensitive_var_conn_names``) or a string holds a masked secret (its
     ``replacer``), or for objects it does not know (``Proxy`` and the like). :func:`needs_redaction` checks
-    for exactly those - every key and every string, more than the redactor itself looks at - in one walk
-    (about 15 us); when it finds any, or the adapter is not laid out as expected, the event takes the stock
-    route unchanged. Otherwise it goes to the same client with the adapter's own log line and metrics.
+    for exactly those - every key and every string the redactor looks at, at every depth - in one walk (a few
+    microseconds); when it finds any, or the adapter is not laid out as expected, the event takes the stock
+    route unchanged. Otherwise it goes to the same client with the adapter's own log line and metrics: its
+    ``ol.emit.attempts`` timer with the same tags (``ol.emit.failed`` on a failure), not started when Airflow's
+    metrics backend is its ``NoStatsLogger`` (no statsd or OpenTelemetry metrics), which records nothing.
     """
     stock = _stock()
     adapter = stock.get_openlineage_listener().adapter
@@ -135,17 +158,21 @@ def _send_through_listener(event: Any) -> None:
         stock.emit(copy.deepcopy(event))
         return
     ol_client = get_client()
-    Stats = stock.Stats
     event_type = event.eventType.value.lower() if getattr(event, "eventType", None) else ""
     try:
-        tags = stock.prune_dict({"event_type": event_type, "transport_type": f"{ol_client.transport.kind}".lower()})
-        with Stats.timer("ol.emit.attempts", tags=tags):
+        if stock.metrics_off():  # the adapter's timer would record nothing: not started
             ol_client.emit(event)
-            adapter.log.info(
-                "Successfully emitted OpenLineage `%s` event of id `%s`", event_type.upper(), event.run.runId
-            )
+            adapter.log.info(_EMITTED, event_type.upper(), event.run.runId)
+        else:
+            key = (event_type, f"{ol_client.transport.kind}".lower())
+            tags = stock.timer_tags.get(key)
+            if tags is None:
+                tags = stock.timer_tags[key] = stock.prune_dict({"event_type": key[0], "transport_type": key[1]})
+            with stock.Stats.timer("ol.emit.attempts", tags=dict(tags)):
+                ol_client.emit(event)
+                adapter.log.info(_EMITTED, event_type.upper(), event.run.runId)
     except Exception as error:  # as the adapter: logged, never raised
-        Stats.incr("ol.emit.failed", tags={})
+        stock.Stats.incr("ol.emit.failed", tags={})
         adapter.log.warning(
             "Failed to emit OpenLineage `%s` event of id `%s` with the following exception: `%s`",
             event_type.upper(),
@@ -156,19 +183,21 @@ def _send_through_listener(event: Any) -> None:
 
 
 _PLAIN = (int, float, bool, type(None))
-#: The redactor the caches below are for, its settings, and per key name / attrs class whether it hides a value.
-_hidden: tuple[Any, Any, dict[str, bool], dict[type, bool]] = (None, None, {}, {})
+#: The redactor the caches below are for, its settings, and per key name whether it hides the value, per attrs
+#: class the plan of :func:`_class_plan`.
+_hidden: tuple[Any, Any, dict[str, bool], dict[type, tuple[bool, Any]]] = (None, None, {}, {})
 
 
-def _hidden_caches(redacter: Any) -> tuple[Any, dict[str, bool], dict[type, bool]]:
+def _hidden_caches(redacter: Any) -> tuple[Any, dict[str, bool], dict[type, tuple[bool, Any]]]:
     """``(hides, by_name, by_class)``: ``hides(name)`` asks ``redacter`` whether it hides the value under a key;
-    the dicts cache it per name and, for attrs classes, whether it hides any of their fields."""
+    the dicts cache it per name and, per attrs class, :func:`_class_plan`."""
     global _hidden
     settings = (tuple(getattr(redacter, "sensitive_variables_fields", None) or ()),
                 getattr(redacter, "hide_sensitive_var_conn_fields", None))  # fmt: skip
     if _hidden[0] is not redacter or _hidden[1] != settings:
         _hidden = (redacter, settings, {}, {})
-    by_name, by_class = _hidden[2], _hidden[3]
+    cached = _hidden
+    by_name, by_class = cached[2], cached[3]
     check = getattr(redacter, "_should_hide_value_for_key", None) or redacter.should_hide_value_for_key
 
     def hides(name: str) -> bool:
@@ -180,14 +209,82 @@ def _hidden_caches(redacter: Any) -> tuple[Any, dict[str, bool], dict[type, bool
     return hides, by_name, by_class
 
 
+def _skip_redact_properties() -> tuple[Any, ...]:
+    """The ``skip_redact`` properties of openlineage-python's base classes: each returns lists kept on the class
+    (``_skip_redact``, ``_base_skip_redact + _additional_skip_redact``), the same for every instance."""
+    found = []
+    for module, name in (
+        ("openlineage.client.utils", "RedactMixin"),
+        ("openlineage.client.generated.base", "BaseEvent"),
+        ("openlineage.client.generated.base", "BaseFacet"),
+        ("openlineage.client.facet", "BaseFacet"),
+    ):
+        try:
+            cls = getattr(importlib.import_module(module), name)
+            found.append(cls.__dict__["skip_redact"])
+        except Exception:  # pragma: no cover - another openlineage-python layout: those classes are walked whole
+            continue
+    return tuple(found)
+
+
+_known_skip: tuple[Any, ...] | None = None
+
+
+def _class_skips(kind: type) -> frozenset[str] | None:
+    """The attribute names the stock redactor never looks at in instances of ``kind``: those its
+    ``_is_name_redactable`` rejects. ``None`` when that is not the same for every instance (a ``skip_redact``
+    other than openlineage-python's own): then every field is checked."""
+    global _known_skip
+    if _known_skip is None:
+        _known_skip = _skip_redact_properties()
+    try:
+        from openlineage.client.utils import RedactMixin
+    except ImportError:  # pragma: no cover
+        return None
+    if not issubclass(kind, RedactMixin):
+        return frozenset(name for name in _stock().attrs_fields(kind)[0] if name.startswith("_"))
+    prop = next((klass.__dict__["skip_redact"] for klass in kind.__mro__ if "skip_redact" in klass.__dict__), None)
+    if prop is None or prop not in _known_skip:
+        return None
+    try:
+        return frozenset(prop.fget(kind))  # class lists: the class answers as its instances do
+    except Exception:
+        return None
+
+
+def _class_plan(kind: type, hides: Any) -> tuple[bool, Any]:
+    """``(hidden, values)`` for an attrs class: whether the redactor hides one of the fields it looks at (their
+    names are sensitive keys), and a function giving those fields' values as a tuple. Fields it never looks at
+    (``skip_redact``: producer, schema URL, event time and type, run id, job and dataset names, ...) are left
+    out of both."""
+    names, values = _stock().attrs_fields(kind)
+    skips = _class_skips(kind)
+    walked = tuple(name for name in names if skips is None or name not in skips)
+    hidden = any(hides(name) for name in walked)
+    if walked == names:
+        return hidden, values
+    if not walked:
+        return hidden, _no_values
+    if len(walked) == 1:
+        only = walked[0]
+        return hidden, lambda obj: (getattr(obj, only),)
+    return hidden, operator.attrgetter(*walked)
+
+
+def _no_values(obj: Any) -> tuple[Any, ...]:
+    return ()
+
+
 def needs_redaction(event: Any, redacter: Any) -> bool:
     """Whether the stock OpenLineage redactor could change ``event``'s JSON (see :func:`_send_through_listener`).
 
-    ``True`` for any key (attrs field or dict key) it would hide the value of, any string its ``replacer``
-    matches, and any value other than strings, numbers, booleans, ``None``, enums of those, lists, tuples,
-    dicts and attrs objects.
+    ``True`` for any key it would hide the value of (a dict key, or an attrs field it looks at), any string its
+    ``replacer`` matches among the values it looks at, and any value other than strings, numbers, booleans,
+    ``None``, enums of those, lists, tuples, dicts and attrs objects. Like the redactor, it leaves out the
+    fields an openlineage-python class marks ``skip_redact`` (the redactor never changes those); it checks
+    every depth (the redactor masks strings down to a depth of 20 only: more is only ever a needless stock
+    route).
     """
-    attrs_fields = _stock().attrs_fields
     replacer = getattr(redacter, "replacer", None)
     hides, _by_name, by_class = _hidden_caches(redacter)
     strings: list[str] = []
@@ -207,13 +304,12 @@ def needs_redaction(event: Any, redacter: Any) -> bool:
                     return True
                 stack.append(item)
         elif hasattr(kind, "__attrs_attrs__"):
-            names, values = attrs_fields(kind)
-            hidden = by_class.get(kind)
-            if hidden is None:
-                hidden = by_class[kind] = any(hides(name) for name in names)
-            if hidden:
+            plan = by_class.get(kind)
+            if plan is None:
+                plan = by_class[kind] = _class_plan(kind, hides)
+            if plan[0]:
                 return True
-            for item in values(value):  # most fields are strings or None: not through the stack
+            for item in plan[1](value):  # most fields are strings or None: not through the stack
                 item_kind = type(item)
                 if item_kind is str:
                     strings.append(item)
@@ -225,7 +321,7 @@ def needs_redaction(event: Any, redacter: Any) -> bool:
             return True
     # One search over all the strings: a secret found in one string is found in the joined text (a match
     # across the separator can only send an event the stock route needlessly).
-    return replacer is not None and replacer.search("\x00".join(strings)) is not None
+    return replacer is not None and bool(strings) and replacer.search("\x00".join(strings)) is not None
 
 
 def reset() -> None:
