@@ -39,6 +39,10 @@ class RunDates(TypedDict, total=False):
     logical_date: datetime | None
 
 
+#: ``airflow.sdk.get_current_context``, once imported.
+_get_current_context: Any = None
+
+
 @dataclass(frozen=True, eq=False)
 class TaskContext:
     """The running Airflow task, resolved once from Airflow's context (a block's two events, or one task event,
@@ -60,10 +64,13 @@ class TaskContext:
     @classmethod
     def current(cls) -> TaskContext | None:
         """The task running in this thread, or ``None`` outside a running task (scripts, notebooks, tests)."""
+        global _get_current_context
         try:
-            from airflow.sdk import get_current_context
+            if _get_current_context is None:  # imported once: an import statement costs a microsecond per block
+                from airflow.sdk import get_current_context
 
-            context = get_current_context()
+                _get_current_context = get_current_context
+            context = _get_current_context()
         except Exception:  # not inside a running task
             return None
         return cls.from_airflow_context(context)

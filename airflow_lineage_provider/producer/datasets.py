@@ -24,6 +24,7 @@ from openlineage.client.event_v2 import Dataset
 from openlineage.client.serde import Serde
 
 from airflow_lineage_provider import conf
+from airflow_lineage_provider.reporting import report_misuse
 
 ACCEPTED_FORMS = (
     "a 'database/table' string, a URI such as 's3://bucket/key', a dict with 'name' (and optional "
@@ -69,12 +70,19 @@ def _from_asset(asset: Any) -> DatasetRef:
     return _from_uri(asset.uri) if "://" in asset.uri else DatasetRef(conf.namespace(), asset.uri)
 
 
+_asset_class: Any = None
+
+
 def _is_asset(value: Any) -> bool:
-    try:
-        from airflow.sdk import Asset
-    except ImportError:  # pragma: no cover - Airflow 3 always has the Task SDK
-        return False
-    return isinstance(value, Asset)
+    global _asset_class
+    if _asset_class is None:  # imported once (an import statement costs a microsecond per dataset)
+        try:
+            from airflow.sdk import Asset
+
+            _asset_class = Asset
+        except ImportError:  # pragma: no cover - Airflow 3 always has the Task SDK
+            _asset_class = ()  # isinstance(value, ()) is False
+    return isinstance(value, _asset_class)
 
 
 def to_dataset_ref(value: Any) -> DatasetRef:
@@ -119,17 +127,21 @@ def to_dataset_refs(values: Any, role: str) -> list[DatasetRef]:
     Each unusable entry is reported through :func:`airflow_lineage_provider.reporting.report_misuse`
     (raised in strict mode, otherwise logged and skipped) so one bad entry never drops the others.
     """
-    from airflow_lineage_provider.reporting import report_misuse
-
     if values is None:
         return []
-    if isinstance(values, str | Mapping | Dataset | DatasetRef) or _is_asset(values):
+    if type(values) is not list and (isinstance(values, str | Mapping | Dataset | DatasetRef) or _is_asset(values)):
         values = [values]
     if not isinstance(values, Iterable):
         report_misuse(TypeError(f"{role} {values!r} is not a list of datasets; pass a list of {ACCEPTED_FORMS}"))
         return []
     refs = []
+    namespace = None  # [lineage_provider] namespace, read once for all the "database/table" strings
     for value in values:
+        if type(value) is str and "://" not in value and value.strip():  # the common form, as to_dataset_ref
+            if namespace is None:
+                namespace = conf.namespace()
+            refs.append(DatasetRef(namespace, value, raw=value))
+            continue
         try:
             refs.append(to_dataset_ref(value))
         except (TypeError, ValueError) as error:

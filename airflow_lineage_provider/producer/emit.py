@@ -13,6 +13,7 @@ import attr
 from openlineage.client.event_v2 import Dataset, InputDataset, Job, OutputDataset, Run, RunEvent
 from openlineage.client.event_v2 import RunState as EventType
 from openlineage.client.facet_v2 import DatasetFacet, JobFacet, RunFacet, error_message_run, job_type_job
+from openlineage.client.generated import base as _ol_base
 from openlineage.client.uuid import generate_new_uuid
 
 from airflow_lineage_provider import conf
@@ -102,10 +103,12 @@ def build_run_event(
     run_facets: Mapping[str, Any] | None = None,
     parent: RunLink | None = None,
     event_time: datetime | str | None = None,
+    producer: str | None = None,
 ) -> RunEvent:
     """A ``RunEvent`` from normalised parts. Facet dicts become openlineage facet objects; datasets are
-    :class:`DatasetRef` or openlineage ``Dataset`` objects (e.g. an ``OperatorLineage``'s)."""
-    producer = conf.producer()
+    :class:`DatasetRef` or openlineage ``Dataset`` objects (e.g. an ``OperatorLineage``'s). ``producer``: the
+    ``[lineage_provider] producer`` read by the caller for this event (read here when not given)."""
+    producer = producer or conf.producer()
     run_facet_objects: dict[str, RunFacet] = facets_from_mapping(run_facets, RunFacet)
     if parent is not None and "parent" not in run_facet_objects:
         run_facet_objects["parent"] = parent.parent_facet(producer)
@@ -163,9 +166,10 @@ def built_unvalidated(cls: type[_Attrs], **values: Any) -> _Attrs:
     known to be valid. Defaults, factories and ``__attrs_post_init__`` apply as in ``cls(...)``; a class
     whose fields convert their values is built by ``cls(...)`` itself."""
     klass: type = cls
-    fields = _init_plan(klass)
-    if fields is None:
+    plan = _init_plan(klass)
+    if plan is None:
         return cls(**values)
+    fields, schema_url = plan
     instance: _Attrs = object.__new__(cls)
     for name, alias, default, factory in fields:
         if alias in values:
@@ -177,6 +181,11 @@ def built_unvalidated(cls: type[_Attrs], **values: Any) -> _Attrs:
         else:
             raise TypeError(f"{cls.__name__}() missing required argument {alias!r}")
         object.__setattr__(instance, name, value)
+    if schema_url is not None:  # openlineage-python's event __attrs_post_init__, without re-validating its result
+        if not getattr(instance, "producer", None):
+            object.__setattr__(instance, "producer", _ol_base.PRODUCER)
+        object.__setattr__(instance, "schemaURL", schema_url)
+        return instance
     post_init = getattr(instance, "__attrs_post_init__", None)
     if post_init is not None:
         post_init()
@@ -184,7 +193,10 @@ def built_unvalidated(cls: type[_Attrs], **values: Any) -> _Attrs:
 
 
 @lru_cache(maxsize=64)
-def _init_plan(cls: type) -> tuple[tuple[str, str, Any, Any], ...] | None:
+def _init_plan(cls: type) -> tuple[tuple[tuple[str, str, Any, Any], ...], str | None] | None:
+    """Per field ``(name, alias, default, factory)``; and for an openlineage-python event class whose
+    ``__attrs_post_init__`` is its base event's (default producer, then ``schemaURL = _get_schema()``, set
+    through the field's validator), that schema URL, which :func:`built_unvalidated` then sets itself."""
     plan = []
     for field in attr.fields(cls):
         default: Any = field.default
@@ -194,7 +206,11 @@ def _init_plan(cls: type) -> tuple[tuple[str, str, Any, Any], ...] | None:
         default = attr.NOTHING if factory is not None else default
         alias = field.alias if field.init else f"\x00{field.name}"  # not settable through values: default only
         plan.append((field.name, alias, default, factory))
-    return tuple(plan)
+    schema_url = None
+    if getattr(cls, "__attrs_post_init__", None) is _ol_base.BaseEvent.__attrs_post_init__:
+        schema_url = cls._get_schema()  # type: ignore[attr-defined]
+        _ol_base.BaseEvent.schemaurl_check(None, None, schema_url)  # type: ignore[arg-type]  # checked once
+    return tuple(plan), schema_url
 
 
 def input_datasets(refs: Sequence[DatasetRef | Dataset]) -> list[InputDataset]:
@@ -219,11 +235,17 @@ def output_datasets(refs: Sequence[DatasetRef | Dataset]) -> list[OutputDataset]
     ]
 
 
+_stock_namespace: Any = None
+
+
 def job_namespace() -> str:
     """Namespace of jobs this package emits: the stock provider's ``[openlineage] namespace``."""
-    from airflow.providers.openlineage.conf import namespace
+    global _stock_namespace
+    if _stock_namespace is None:  # imported once: an import statement costs a microsecond per block
+        from airflow.providers.openlineage.conf import namespace
 
-    return namespace()
+        _stock_namespace = namespace
+    return str(_stock_namespace())
 
 
 def emit_lineage(

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from openlineage.client.facet_v2 import JobFacet, RunFacet
 
+from airflow_lineage_provider import conf
 from airflow_lineage_provider.parent_run import RunLink
 from airflow_lineage_provider.producer import client
 from airflow_lineage_provider.producer.connectors import Connectors, add_schemas, name_datasets
@@ -61,6 +62,8 @@ class LineageRun:
         self.connectors = Connectors(connector)
         self.job_namespace = ""
         self.parent: RunLink | None = None
+        #: ``[lineage_provider] producer``, read once for the block's events.
+        self._producer: str | None = None
         #: Rows the block wrote, when the code knows it: set ``run.rows_written = n`` and the COMPLETE
         #: event's materialization facet carries it.
         self.rows_written: int | None = None
@@ -95,6 +98,7 @@ class LineageRun:
         self._entered = True
         self._task = TaskContext.current()  # never raises: None outside a task
         try:
+            self._producer = conf.producer()
             self.job_namespace = job_namespace()
             self.parent = current_parent(self._task)
         except Exception as error:
@@ -147,6 +151,7 @@ class LineageRun:
                 job_facets=self.job_facets,
                 run_facets=run_facets,
                 parent=self.parent,
+                producer=self._producer,
             )
         except Exception as build_error:
             warn_once(
