@@ -25,7 +25,7 @@ from functools import cache
 from sqlalchemy import or_
 
 from airflow_lineage_provider.consumer.store import lifecycle, tables
-from airflow_lineage_provider.consumer.store.statements import Statement, _done, _insert, _later
+from airflow_lineage_provider.consumer.store.statements import Statement, done, insert_for, later
 
 
 @cache
@@ -34,7 +34,7 @@ def node_upsert(dialect: str) -> Statement:
     as the module says, ``RETURNING`` ``(node_key, id)`` of the nodes it inserted or rewrote: the ids of the
     others are read after (:func:`..ingest._write_nodes`)."""
     n = tables.nodes
-    statement = _insert(dialect, n)
+    statement = insert_for(dialect, n)
     incoming = statement.excluded
     statement = statement.on_conflict_do_update(
         index_elements=["node_key"],
@@ -49,8 +49,8 @@ def node_upsert(dialect: str) -> Statement:
             incoming.kind == "job",
             incoming.created_at < n.c.created_at,
             incoming.updated_at > n.c.updated_at,
-            _later(incoming.declared_at, n.c.declared_at),
-            _later(incoming.observed_at, n.c.observed_at),
+            later(incoming.declared_at, n.c.declared_at),
+            later(incoming.observed_at, n.c.observed_at),
         ),
     )
-    return _done(statement, "node_key", returning=("node_key", "id"))
+    return done(statement, "node_key", returning=("node_key", "id"))

@@ -66,7 +66,7 @@ def _unnested(table: Table) -> Any:
     return postgresql.insert(table).from_select(names, picked)
 
 
-def _insert(dialect: str, table: Table) -> Any:
+def insert_for(dialect: str, table: Table) -> Any:
     if dialect == "postgresql":
         return _unnested(table)
     return sqlite.insert(table)
@@ -81,7 +81,7 @@ def _newest(table: Table, statement: Any, value: str, time: str) -> dict[str, An
     }
 
 
-def _later(incoming: Any, current: Any) -> ColumnElement[bool]:
+def later(incoming: Any, current: Any) -> ColumnElement[bool]:
     """SQL: the incoming nullable time is set and later than the stored one (or the stored one is NULL)."""
     return and_(incoming.is_not(None), or_(current.is_(None), incoming > current))
 
@@ -107,7 +107,7 @@ def _later_run(incoming: Any, current: Any, dialect: str) -> ColumnElement[bool]
     )
 
 
-def _done(statement: Any, *order: str, returning: tuple[str, ...] = ()) -> Statement:
+def done(statement: Any, *order: str, returning: tuple[str, ...] = ()) -> Statement:
     """The statement ready to run, keyed (and locked) in ``order``, answering the ``returning`` columns.
 
     SQLite always gets ``RETURNING`` (of the first key unless ``returning`` names columns): it makes
@@ -123,10 +123,9 @@ def _done(statement: Any, *order: str, returning: tuple[str, ...] = ()) -> State
 
 @dataclass(frozen=True)
 class Statements:
-    """Every write of :func:`..ingest.ingest_events`, for one dialect."""
+    """Every write of :func:`..ingest.ingest_events`, for one dialect, but the nodes' (:mod:`.node_versions`)."""
 
     events: Statement
-    nodes: Statement
     node_ids: Any
     datasets: Statement
     symlinks: Statement
@@ -146,22 +145,9 @@ class Statements:
 def statements(dialect: str) -> Statements:
     """The statements for ``dialect`` (``sqlite`` or ``postgresql``), built on first use."""
     t = tables
-    events = _insert(dialect, t.events).on_conflict_do_nothing(index_elements=["event_key"])
+    events = insert_for(dialect, t.events).on_conflict_do_nothing(index_elements=["event_key"])
 
-    nodes = _insert(dialect, t.nodes)
-    nodes = nodes.on_conflict_do_update(
-        index_elements=["node_key"],
-        set_={
-            "created_at": lifecycle.earliest_sql(t.nodes.c.created_at, nodes.excluded.created_at),
-            "updated_at": lifecycle.latest_sql(t.nodes.c.updated_at, nodes.excluded.updated_at),
-            # Every event naming a node may change what a graph shows of it (a late terminal event
-            # changes its latest run's state without moving its times): always a new version.
-            "version": t.nodes.c.version + 1,
-            "declared_at": lifecycle.latest_sql(t.nodes.c.declared_at, nodes.excluded.declared_at),
-            "observed_at": lifecycle.latest_sql(t.nodes.c.observed_at, nodes.excluded.observed_at),
-        },
-    )
-    datasets = _insert(dialect, t.datasets)
+    datasets = insert_for(dialect, t.datasets)
     datasets = datasets.on_conflict_do_update(
         index_elements=["node_id"],
         set_={
@@ -173,7 +159,7 @@ def statements(dialect: str) -> Statements:
             lifecycle.newer_sql(datasets.excluded.facets_time, t.datasets.c.facets_time),
         ),
     )
-    jobs = _insert(dialect, t.jobs)
+    jobs = insert_for(dialect, t.jobs)
     run_wins = _later_run(jobs.excluded, t.jobs.c, dialect)
     jobs = jobs.on_conflict_do_update(
         index_elements=["node_id"],
@@ -184,9 +170,9 @@ def statements(dialect: str) -> Statements:
         },
         where=or_(lifecycle.newer_sql(jobs.excluded.facets_time, t.jobs.c.facets_time), run_wins),
     )
-    runs = _insert(dialect, t.runs)
+    runs = insert_for(dialect, t.runs)
     runs = runs.on_conflict_do_update(index_elements=["run_uuid"], set_=lifecycle.upsert_values(runs.excluded))
-    edges = _insert(dialect, t.edges)
+    edges = insert_for(dialect, t.edges)
     edges = edges.on_conflict_do_update(
         index_elements=["origin_id", "destination_id"],
         set_={
@@ -198,17 +184,17 @@ def statements(dialect: str) -> Statements:
         where=or_(
             edges.excluded.first_seen < t.edges.c.first_seen,
             edges.excluded.last_seen > t.edges.c.last_seen,
-            _later(edges.excluded.declared_at, t.edges.c.declared_at),
-            _later(edges.excluded.observed_at, t.edges.c.observed_at),
+            later(edges.excluded.declared_at, t.edges.c.declared_at),
+            later(edges.excluded.observed_at, t.edges.c.observed_at),
         ),
     )
-    io_groups = _insert(dialect, t.io_groups)
+    io_groups = insert_for(dialect, t.io_groups)
     io_groups = io_groups.on_conflict_do_update(
         index_elements=["group_key"],
         set_={"last_seen": lifecycle.latest_sql(t.io_groups.c.last_seen, io_groups.excluded.last_seen)},
         where=io_groups.excluded.last_seen > t.io_groups.c.last_seen,
     )
-    column_edges = _insert(dialect, t.column_edges)
+    column_edges = insert_for(dialect, t.column_edges)
     newer = lifecycle.newer_sql(column_edges.excluded.last_seen, t.column_edges.c.last_seen)
     column_edges = column_edges.on_conflict_do_update(
         index_elements=["source_field_id", "target_field_id"],
@@ -221,30 +207,28 @@ def statements(dialect: str) -> Statements:
     )
     keys: BindParameter[Any] = bindparam("keys", expanding=True)
     return Statements(
-        events=_done(events, "event_key", returning=("event_key",)),
-        # Every conflicting row is updated (its version moves), so RETURNING answers every node's id.
-        nodes=_done(nodes, "node_key", returning=("node_key", "id")),
+        events=done(events, "event_key", returning=("event_key",)),
         node_ids=select(t.nodes.c.node_key, t.nodes.c.id).where(t.nodes.c.node_key.in_(keys)),
-        datasets=_done(datasets, "node_id"),
+        datasets=done(datasets, "node_id"),
         # Answers the claims it inserted: their datasets' groups may change (see ..identity).
-        symlinks=_done(
-            _insert(dialect, t.symlinks).on_conflict_do_nothing(),
+        symlinks=done(
+            insert_for(dialect, t.symlinks).on_conflict_do_nothing(),
             "dataset_id",
             "symlink_key",
             returning=("dataset_id",),
         ),
-        node_producers=_done(_insert(dialect, t.node_producers).on_conflict_do_nothing(), "node_id", "producer_key"),
-        jobs=_done(jobs, "node_id"),
-        runs=_done(runs, "run_uuid"),
-        run_io=_done(_insert(dialect, t.run_io).on_conflict_do_nothing(), "run_uuid", "dataset_id", "direction"),
-        edges=_done(edges, "origin_id", "destination_id"),
+        node_producers=done(insert_for(dialect, t.node_producers).on_conflict_do_nothing(), "node_id", "producer_key"),
+        jobs=done(jobs, "node_id"),
+        runs=done(runs, "run_uuid"),
+        run_io=done(insert_for(dialect, t.run_io).on_conflict_do_nothing(), "run_uuid", "dataset_id", "direction"),
+        edges=done(edges, "origin_id", "destination_id"),
         # Answers the groups it inserted or moved on, with their ids; one it skipped (stored before, as
         # recent) has its members already, as they follow from its key.
-        io_groups=_done(io_groups, "group_key", returning=("group_key", "id")),
-        io_members=_done(
-            _insert(dialect, t.io_members).on_conflict_do_nothing(), "group_id", "direction", "dataset_id"
+        io_groups=done(io_groups, "group_key", returning=("group_key", "id")),
+        io_members=done(
+            insert_for(dialect, t.io_members).on_conflict_do_nothing(), "group_id", "direction", "dataset_id"
         ),
-        fields=_done(_insert(dialect, t.fields).on_conflict_do_nothing(index_elements=["field_key"]), "field_key"),
+        fields=done(insert_for(dialect, t.fields).on_conflict_do_nothing(index_elements=["field_key"]), "field_key"),
         field_ids=select(t.fields.c.field_key, t.fields.c.id).where(t.fields.c.field_key.in_(keys)),
-        column_edges=_done(column_edges, "source_field_id", "target_field_id"),
+        column_edges=done(column_edges, "source_field_id", "target_field_id"),
     )
