@@ -183,9 +183,9 @@ def _send_through_listener(event: Any) -> None:
 
 
 _PLAIN = (int, float, bool, type(None))
-#: The redactor the caches below are for, its settings, and per key name whether it hides the value, per attrs
-#: class the plan of :func:`_class_plan`.
-_hidden: tuple[Any, Any, dict[str, bool], dict[type, tuple[bool, Any]]] = (None, None, {}, {})
+#: The redactor the caches below are for, its settings, ``hides`` (see :func:`_hidden_caches`), per key name whether
+#: it hides the value, per attrs class the plan of :func:`_class_plan`.
+_hidden: tuple[Any, Any, Any, dict[str, bool], dict[type, tuple[bool, Any]]] = (None, None, None, {}, {})
 
 
 def _hidden_caches(redacter: Any) -> tuple[Any, dict[str, bool], dict[type, tuple[bool, Any]]]:
@@ -194,19 +194,19 @@ def _hidden_caches(redacter: Any) -> tuple[Any, dict[str, bool], dict[type, tupl
     global _hidden
     settings = (tuple(getattr(redacter, "sensitive_variables_fields", None) or ()),
                 getattr(redacter, "hide_sensitive_var_conn_fields", None))  # fmt: skip
-    if _hidden[0] is not redacter or _hidden[1] != settings:
-        _hidden = (redacter, settings, {}, {})
     cached = _hidden
-    by_name, by_class = cached[2], cached[3]
-    check = getattr(redacter, "_should_hide_value_for_key", None) or redacter.should_hide_value_for_key
+    if cached[0] is not redacter or cached[1] != settings:
+        by_name: dict[str, bool] = {}
+        check = getattr(redacter, "_should_hide_value_for_key", None) or redacter.should_hide_value_for_key
 
-    def hides(name: str) -> bool:
-        found = by_name.get(name)
-        if found is None:
-            found = by_name[name] = bool(check(name))
-        return found
+        def hides(name: str) -> bool:
+            found = by_name.get(name)
+            if found is None:
+                found = by_name[name] = bool(check(name))
+            return found
 
-    return hides, by_name, by_class
+        cached = _hidden = (redacter, settings, hides, by_name, {})
+    return cached[2], cached[3], cached[4]
 
 
 def _skip_redact_properties() -> tuple[Any, ...]:
@@ -289,36 +289,39 @@ def needs_redaction(event: Any, redacter: Any) -> bool:
     hides, _by_name, by_class = _hidden_caches(redacter)
     strings: list[str] = []
     stack = [event]
-    while stack:
+    while stack:  # strings and plain values are taken where they are found: the stack has containers only
         value = stack.pop()
         kind = type(value)
-        if kind is str:
-            strings.append(value)
-        elif kind in _PLAIN:
-            continue
-        elif kind is list or kind is tuple:
-            stack.extend(value)
-        elif kind is dict:
-            for key, item in value.items():
-                if type(key) is not str or hides(key):
-                    return True
-                stack.append(item)
-        elif hasattr(kind, "__attrs_attrs__"):
-            plan = by_class.get(kind)
-            if plan is None:
-                plan = by_class[kind] = _class_plan(kind, hides)
+        plan = by_class.get(kind)
+        if plan is None and kind is not dict and kind is not list and hasattr(kind, "__attrs_attrs__"):
+            plan = by_class[kind] = _class_plan(kind, hides)
+        if plan is not None:
             if plan[0]:
                 return True
-            for item in plan[1](value):  # most fields are strings or None: not through the stack
-                item_kind = type(item)
-                if item_kind is str:
-                    strings.append(item)
-                elif item_kind not in _PLAIN:
-                    stack.append(item)
+            items: Any = plan[1](value)
+        elif kind is dict:
+            items = value.values()
+            for key in value:
+                if type(key) is not str or hides(key):
+                    return True
+        elif kind is list or kind is tuple:
+            items = value
+        elif kind is str:
+            strings.append(value)
+            continue
+        elif kind in _PLAIN:
+            continue
         elif isinstance(value, Enum):
             stack.append(value.value)
+            continue
         else:
             return True
+        for item in items:
+            item_kind = type(item)
+            if item_kind is str:
+                strings.append(item)
+            elif item_kind not in _PLAIN:
+                stack.append(item)
     # One search over all the strings: a secret found in one string is found in the joined text (a match
     # across the separator can only send an event the stock route needlessly).
     return replacer is not None and bool(strings) and replacer.search("\x00".join(strings)) is not None
