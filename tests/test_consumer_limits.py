@@ -43,15 +43,15 @@ def test_a_thousand_part_column_lineage_id_is_refused_before_any_lookup(
     node_id = "datasetField:" + ":".join(["a"] * 1000)
     client.get("/api/v1/namespaces")  # the store is opened and migrated
     statements.clear()
-    started = time.perf_counter()
     answer = client.get("/api/v1/column-lineage", params={"nodeId": node_id})
-    assert time.perf_counter() - started < 0.1  # was seconds, and a pool exhausted by 16 in parallel
     assert answer.status_code == 400
     assert answer.json()["detail"].startswith(
         f"nodeId has 999 ':' separators after datasetField:; at most {MAX_SEPARATORS}"
     )
     assert len(answer.text) < 500  # the id is not echoed back whole
-    assert statements == []  # refused before the store is asked anything: no work grows with the id
+    # Refused before the store is asked anything: no work grows with the id (it took seconds, and 16 such
+    # requests in parallel exhausted the pool, when every part was looked up).
+    assert statements == []
 
 
 def test_an_id_at_the_separator_bound_costs_two_statements(client: TestClient, statements: list[str]) -> None:
