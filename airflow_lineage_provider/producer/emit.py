@@ -128,6 +128,21 @@ def build_run_event(
         )
     # Every value was made here or checked already (the run id by checked_run_id, the producer once, the time
     # is now or a datetime's isoformat): the validators would parse them again, two thirds of the build.
+    schema_url = _direct_layout()
+    if schema_url is not None:  # what built_unvalidated does for these two classes, field by field
+        run = _new(Run)
+        _set(run, "runId", run_id)
+        _set(run, "facets", run_facet_objects)
+        direct: RunEvent = _new(RunEvent)
+        _set(direct, "eventTime", time)
+        _set(direct, "producer", producer or _ol_base.PRODUCER)
+        _set(direct, "schemaURL", schema_url)
+        _set(direct, "run", run)
+        _set(direct, "job", job)
+        _set(direct, "eventType", event_type)
+        _set(direct, "inputs", input_datasets(inputs))
+        _set(direct, "outputs", output_datasets(outputs))
+        return direct
     event: RunEvent = built_unvalidated(
         RunEvent,
         eventType=event_type,
@@ -190,6 +205,26 @@ def built_unvalidated(cls: type[_Attrs], **values: Any) -> _Attrs:
     if post_init is not None:
         post_init()
     return instance
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+@lru_cache(maxsize=1)
+def _direct_layout() -> str | None:
+    """``RunEvent``'s schema URL when ``Run`` and ``RunEvent`` have exactly the fields :func:`build_run_event`
+    sets one by one (no converters, no post-init but the base event's), else ``None`` (then it builds them
+    with :func:`built_unvalidated`)."""
+    run_plan, event_plan = _init_plan(Run), _init_plan(RunEvent)
+    if run_plan is None or event_plan is None or hasattr(Run, "__attrs_post_init__"):
+        return None
+    run_fields = {field[0] for field in run_plan[0]}
+    event_fields = {field[0] for field in event_plan[0]}
+    expected = {"eventTime", "producer", "schemaURL", "run", "job", "eventType", "inputs", "outputs"}
+    if run_fields != {"runId", "facets"} or event_fields != expected:
+        return None
+    return event_plan[1]
 
 
 @lru_cache(maxsize=64)

@@ -129,11 +129,14 @@ class LineageRun:
         if not client.will_emit():
             return
         try:
-            inputs = [ref.copy() for ref in self.inputs]
-            outputs = [ref.copy() for ref in self.outputs]
-            name_datasets(inputs + outputs, self.connectors)
-            if enrich:
-                add_schemas(inputs + outputs, self.connectors)
+            if self.connectors:  # named and enriched in place: on copies, the block's own stay as declared
+                inputs = [ref.copy() for ref in self.inputs]
+                outputs = [ref.copy() for ref in self.outputs]
+                name_datasets(inputs + outputs, self.connectors)
+                if enrich:
+                    add_schemas(inputs + outputs, self.connectors)
+            else:  # nothing changes them (the event gets datasets and facets of its own)
+                inputs, outputs = list(self.inputs), list(self.outputs)
             run_facets = package_run_facets(
                 self._task, complete=event_type is EventType.COMPLETE, outputs=outputs, rows_written=self.rows_written
             )
