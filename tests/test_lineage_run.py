@@ -280,3 +280,37 @@ def test_the_stock_adapters_emit_timer_is_kept_when_airflow_records_metrics(even
     assert [name for name, _ in timed] == ["ol.emit.attempts", "ol.emit.attempts"]
     assert [tags["event_type"] for _, tags in timed] == ["start", "complete"]
     assert events.types("orders.load") == ["START", "COMPLETE"]
+
+
+def test_events_built_without_validators_equal_the_validated_build():
+    """build_run_event sets Run and RunEvent field by field (their values are checked once): the result is the
+    event openlineage-python's own constructors give for the same values."""
+    from openlineage.client.event_v2 import Run, RunEvent
+    from openlineage.client.serde import Serde
+
+    from airflow_lineage_provider.parent_run import RunLink
+    from airflow_lineage_provider.producer.datasets import to_dataset_refs
+    from airflow_lineage_provider.producer.emit import EventType, build_run_event
+
+    event = build_run_event(
+        EventType.COMPLETE,
+        job_namespace="default",
+        job_name="orders.load",
+        run_id=str(uuid.uuid4()),
+        inputs=to_dataset_refs(["raw/orders"], "inputs"),
+        outputs=to_dataset_refs([schema_facet("main/orders", {"id": "INT"})], "outputs"),
+        run_facets={"note": {"text": "x"}},
+        parent=RunLink("default", "outer", str(uuid.uuid4())),
+    )
+    assert type(event) is RunEvent and type(event.run) is Run
+    validated = RunEvent(
+        eventType=event.eventType,
+        eventTime=event.eventTime,
+        run=Run(runId=event.run.runId, facets=event.run.facets),
+        job=event.job,
+        inputs=event.inputs,
+        outputs=event.outputs,
+        producer=event.producer,
+    )
+    assert Serde.to_dict(event) == Serde.to_dict(validated)
+    assert event == validated
