@@ -320,6 +320,9 @@ def needs_redaction(event: Any, redacter: Any) -> bool:
             item_kind = type(item)
             if item_kind is str:
                 strings.append(item)
+            elif item_kind is dict or item_kind is list:
+                if item:  # an empty one holds nothing to check (most facet dicts of an event)
+                    stack.append(item)
             elif item_kind not in _PLAIN:
                 stack.append(item)
     # One search over all the strings: a secret found in one string is found in the joined text (a match
