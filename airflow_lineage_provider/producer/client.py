@@ -71,7 +71,7 @@ class _StockParts:
         stats_module = sys.modules.get(getattr(getattr(Stats, "timer", None), "__module__", None) or "")
         self.metrics_backend = getattr(stats_module, "_get_backend", None)
         #: ``(event type, transport kind) -> tags`` of the adapter's ``ol.emit.attempts`` timer.
-        self.timer_tags: dict[tuple[str, str], dict[str, str]] = {}
+        self.timer_tags: dict[tuple[str, str, Any], dict[str, str]] = {}
 
     def metrics_off(self) -> bool:
         """Whether Airflow's metrics go nowhere (its ``NoStatsLogger``: no statsd, no OpenTelemetry metrics)."""
@@ -164,15 +164,17 @@ def _send_through_listener(event: Any) -> None:
             ol_client.emit(event)
             adapter.log.info(_EMITTED, event_type.upper(), event.run.runId)
         else:
-            key = (event_type, f"{ol_client.transport.kind}".lower())
+            key = (event_type, f"{ol_client.transport.kind}".lower(), _team_name(event))
             tags = stock.timer_tags.get(key)
             if tags is None:
-                tags = stock.timer_tags[key] = stock.prune_dict({"event_type": key[0], "transport_type": key[1]})
+                tags = stock.timer_tags[key] = stock.prune_dict(
+                    {"event_type": key[0], "transport_type": key[1], "team_name": key[2]}
+                )
             with stock.Stats.timer("ol.emit.attempts", tags=dict(tags)):
                 ol_client.emit(event)
                 adapter.log.info(_EMITTED, event_type.upper(), event.run.runId)
     except Exception as error:  # as the adapter: logged, never raised
-        stock.Stats.incr("ol.emit.failed", tags={})
+        stock.Stats.incr("ol.emit.failed", tags=stock.prune_dict({"team_name": _team_name(event)}))
         adapter.log.warning(
             "Failed to emit OpenLineage `%s` event of id `%s` with the following exception: `%s`",
             event_type.upper(),
@@ -180,6 +182,25 @@ def _send_through_listener(event: Any) -> None:
             error,
         )
         adapter.log.debug("OpenLineage emission failure details:", exc_info=True)
+
+
+def _team_name(event: Any) -> Any:
+    """The ``team_name`` tag the stock adapter gives its metrics: from the event's ``airflow`` or ``airflowDagRun``
+    run facet (``None`` without them, as for this package's own events)."""
+    try:
+        facets = event.run.facets or {}
+        airflow_facet = facets.get("airflow")
+        if airflow_facet is not None:
+            return airflow_facet.dagRun.get("dag_team_name")
+        dag_run_facet = facets.get("airflowDagRun")
+        if dag_run_facet is not None:
+            dag_run = dag_run_facet.dagRun
+            if isinstance(dag_run, dict):
+                return dag_run.get("dag_team_name")
+            return getattr(dag_run, "dag_team_name", None)
+    except Exception:
+        return None
+    return None
 
 
 _PLAIN = (int, float, bool, type(None))
