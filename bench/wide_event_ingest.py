@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from support.consumer_fixtures import postgres_schema_url
 from support.consumer_helpers import dataset, run_event
+from support.environment import postgres_schema_url
 
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.ingest import ingest_events

@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
-from support.consumer_fixtures import postgres_schema_url
 from support.consumer_helpers import dataset, run_event
-from support.environment import PG_URL
+from support.environment import PG_URL, postgres_schema_url
 
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.ingest import ingest_events

@@ -167,7 +167,7 @@ def test_a_store_that_fails_fails_every_request_of_the_group() -> None:
 def test_a_server_killed_while_writing_groups_stored_every_event_it_answered(kind: str, tmp_path: Path) -> None:
     """8 clients post one event per request to a real server, which is killed (SIGKILL) while they do: every
     event answered 201 is stored and applied after a restart on the same store."""
-    from support.consumer_fixtures import postgres_schema_url
+    from support.environment import postgres_schema_url
 
     with postgres_schema_url() if kind == "postgres" else _nullcontext(f"sqlite:///{tmp_path / 'lineage.db'}") as url:
         answered: list[str] = []

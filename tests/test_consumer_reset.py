@@ -103,7 +103,7 @@ def _app(url: str) -> Iterator[TestClient]:
 @contextmanager
 def _another_store(store_url: str, tmp_path: Path) -> Iterator[str]:
     """A second, empty store on the same database kind as ``store_url``."""
-    from support.consumer_fixtures import postgres_schema_url
+    from support.environment import postgres_schema_url
 
     if store_url.startswith("sqlite"):
         yield f"sqlite:///{tmp_path / 'fresh.db'}"

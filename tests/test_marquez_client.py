@@ -39,7 +39,7 @@ from openlineage.client.facet_v2 import (
     source_code_location_job,
 )
 from openlineage.client.transport.http import HttpConfig, HttpTransport
-from support.consumer_fixtures import postgres_schema_url
+from support.environment import postgres_schema_url
 from support.served import Served, serve_consumer
 
 READ_KEY, WRITE_KEY = "marquez-client-read-k3y", "marquez-client-write-k3y"

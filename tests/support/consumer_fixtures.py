@@ -5,35 +5,14 @@ Load them in a test module with ``pytest_plugins = ("support.consumer_fixtures",
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_lineage_provider.consumer.access import Access
-
-
-@contextmanager
-def postgres_schema_url() -> Iterator[str]:
-    """A lineage store URL on PostgreSQL in a private schema, dropped afterwards (fails in CI when down)."""
-    from support.environment import PG_URL, require_postgres
-
-    require_postgres()
-    import sqlalchemy as sa
-
-    schema = f"alp_consumer_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
-    finally:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        admin.dispose()
+from support.environment import postgres_schema_url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -48,3 +51,21 @@ def require_postgres() -> None:
     if IN_CI:
         pytest.fail("PostgreSQL on 127.0.0.1:5432 is not reachable, and CI=true requires it")
     pytest.skip("PostgreSQL on 127.0.0.1:5432 is not reachable")
+
+
+@contextmanager
+def postgres_schema_url() -> Iterator[str]:
+    """A lineage store URL on PostgreSQL in a private schema, dropped afterwards (fails in CI when down)."""
+    require_postgres()
+    import sqlalchemy as sa
+
+    schema = f"alp_consumer_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        admin.dispose()
