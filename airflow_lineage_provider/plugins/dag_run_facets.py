@@ -82,12 +82,12 @@ def _emits(dag_run: Any) -> bool:
 def dag_run_event(dag_run: Any) -> Any | None:
     """The ``RUNNING`` event carrying the Egeria facets of ``dag_run``, or ``None`` when it asks for none."""
     from airflow.providers.openlineage.plugins.adapter import OpenLineageAdapter
-    from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+    from openlineage.client.event_v2 import RunState
     from openlineage.client.facet_v2 import job_type_job
 
     from airflow_lineage_provider import conf
     from airflow_lineage_provider.design.egeria_settings import dag_run_egeria_facets
-    from airflow_lineage_provider.producer.emit import job_namespace
+    from airflow_lineage_provider.producer.emit import build_run_event, job_namespace
 
     facets = dag_run_egeria_facets(dag_run.dag, getattr(dag_run, "conf", None))
     if not facets:
@@ -104,13 +104,16 @@ def dag_run_event(dag_run: Any) -> Any | None:
     started = getattr(dag_run, "start_date", None)
     # Just after the stock listener's START (whose eventTime is the run's start): never after its end.
     event_time = started + timedelta(milliseconds=1) if started is not None else datetime.now(timezone.utc)
-    return RunEvent(
-        eventType=RunState.RUNNING,
-        eventTime=event_time.isoformat(),
-        run=Run(runId=run_id, facets=facets),
-        job=Job(namespace=job_namespace(), name=dag_run.dag_id, facets={"jobType": job_type}),
+    return build_run_event(
+        RunState.RUNNING,
+        job_namespace=job_namespace(),
+        job_name=dag_run.dag_id,
+        run_id=run_id,
         inputs=[],
         outputs=[],
+        job_facets={"jobType": job_type},  # a DAG's job, not the task job build_run_event would say
+        run_facets=facets,
+        event_time=event_time,
         producer=producer,
     )
 
