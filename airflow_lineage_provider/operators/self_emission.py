@@ -10,6 +10,11 @@ index, parent the DAG run — so turning the listener on later changes nothing d
 
 A task that skips itself (``AirflowSkipException``) ends with COMPLETE, as the listener reports a skipped
 task, without the materialization facet: a skipped run materialized nothing.
+
+A task that defers (``TaskDeferred``) has not ended: nothing is sent when it defers, and the process that
+resumes it (``resume_execution``, which Airflow calls instead of ``execute``) sends the terminal event — COMPLETE,
+the skip's COMPLETE or FAIL — of the same run (the try number, so the run id, does not change on resumption),
+or nothing again when it defers again.
 """
 
 from __future__ import annotations
@@ -112,42 +117,66 @@ def _is_any(error: BaseException, *names: str) -> bool:
     return any(cls.__name__ in names for cls in type(error).__mro__)
 
 
+def _task_events(operator: Any, context: Any) -> TaskEvents | None:
+    """The events of ``operator``'s run in Airflow ``context``, or ``None`` when it does not emit them itself."""
+    if operator.__dict__.get("_lineage_emitting") or not should_self_emit():
+        return None
+    try:
+        task = TaskContext.from_airflow_context(context)
+        if task is None:
+            raise ValueError("its context names no task instance")
+        return TaskEvents(operator, task)
+    except Exception as error:
+        warn_once(f"Lineage: task {operator.task_id!r} cannot emit its own events ({error}); running without.")
+        return None
+
+
+def _run_to_its_end(operator: Any, events: TaskEvents, call: Callable[[], Any]) -> Any:
+    """Run ``call`` (the task's ``execute`` or its resumption) and send the event its end calls for."""
+    operator.__dict__["_lineage_emitting"] = True
+    try:
+        result = call()
+    except BaseException as error:
+        if _is_any(error, "TaskDeferred"):
+            pass  # not an end: the resumed task sends it
+        elif _is_any(error, "AirflowSkipException"):
+            events.skipped()
+        else:
+            events.fail(error)
+        raise
+    finally:
+        operator.__dict__.pop("_lineage_emitting", None)
+    events.complete()
+    return result
+
+
 def wrap_execute(cls: type) -> None:
-    """Make ``cls.execute`` emit the task's events itself when the listener will not (idempotent)."""
+    """Make ``cls.execute`` (and ``resume_execution``, its continuation after a deferral) emit the task's events
+    itself when the listener will not (idempotent)."""
     execute: Callable[..., Any] | None = getattr(cls, "execute", None)
     if execute is None or getattr(execute, _WRAPPED, False):
         return
 
     @functools.wraps(execute)
     def execute_with_task_events(self: Any, context: Any, *args: Any, **kwargs: Any) -> Any:
-        if self.__dict__.get("_lineage_emitting") or not should_self_emit():
-            return execute(self, context, *args, **kwargs)
-        try:
-            task = TaskContext.from_airflow_context(context)
-            if task is None:
-                raise ValueError("its context names no task instance")
-            events: TaskEvents | None = TaskEvents(self, task)
-        except Exception as error:
-            warn_once(f"Lineage: task {self.task_id!r} cannot emit its own events ({error}); running without.")
-            events = None
+        events = _task_events(self, context)
         if events is None:
             return execute(self, context, *args, **kwargs)
-        self.__dict__["_lineage_emitting"] = True
         events.start()
-        try:
-            result = execute(self, context, *args, **kwargs)
-        except BaseException as error:
-            if _is_any(error, "AirflowSkipException"):
-                events.skipped()
-            elif _is_any(error, "TaskDeferred"):  # as before: the run's end as far as these events go
-                events.complete()
-            else:
-                events.fail(error)
-            raise
-        finally:
-            self.__dict__.pop("_lineage_emitting", None)
-        events.complete()
-        return result
+        return _run_to_its_end(self, events, lambda: execute(self, context, *args, **kwargs))
 
     setattr(execute_with_task_events, _WRAPPED, True)
     setattr(cls, "execute", execute_with_task_events)  # noqa: B010 - replaces the class's method
+    resume: Callable[..., Any] | None = getattr(cls, "resume_execution", None)
+    if resume is None or getattr(resume, _WRAPPED, False):
+        return
+
+    @functools.wraps(resume)
+    def resume_with_task_events(self: Any, next_method: str, next_kwargs: Any, context: Any) -> Any:
+        events = _task_events(self, context)  # no START: the run started before it deferred
+        if events is None:
+            return resume(self, next_method, next_kwargs, context)
+        return _run_to_its_end(self, events, lambda: resume(self, next_method, next_kwargs, context))
+
+    setattr(resume_with_task_events, _WRAPPED, True)
+    setattr(cls, "resume_execution", resume_with_task_events)  # noqa: B010 - replaces the class's method
