@@ -24,7 +24,7 @@ old place keeps its facets instead of the listener dropping them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lineage_provider.facets.egeria import (
     GOVERNANCE_ACTION_KEY,
@@ -70,16 +70,19 @@ __all__ = [
 _MOVED_TO_EXTRACTORS = frozenset({"run_facets", "task_run_facets"})
 
 
-def __getattr__(name: str) -> Any:
-    """``run_facets`` / ``task_run_facets`` from their former place (``[openlineage] custom_run_facets =
-    airflow_lineage_provider.facets.run_facets`` in an existing ``airflow.cfg``), with a warning logged once."""
-    if name not in _MOVED_TO_EXTRACTORS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from airflow_lineage_provider import extractors
-    from airflow_lineage_provider.reporting import warn_once
+if not TYPE_CHECKING:  # for type checkers the old names do not exist: code should import the new ones
 
-    warn_once(
-        f"airflow_lineage_provider.facets.{name} has moved to airflow_lineage_provider.extractors.{name}: "
-        "update [openlineage] custom_run_facets (or your import); the old name will be removed in a later release"
-    )
-    return getattr(extractors, name)
+    def __getattr__(name: str) -> Any:
+        """``run_facets`` / ``task_run_facets`` from their former place (``[openlineage] custom_run_facets =
+        airflow_lineage_provider.facets.run_facets`` in an existing ``airflow.cfg``), with a warning logged once."""
+        if name not in _MOVED_TO_EXTRACTORS:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from airflow_lineage_provider import extractors
+        from airflow_lineage_provider.reporting import warn_once
+
+        warn_once(
+            f"airflow_lineage_provider.facets.{name} has moved to airflow_lineage_provider.extractors.{name}: "
+            "update [openlineage] custom_run_facets (or your import); the old name will be removed in a later "
+            "release"
+        )
+        return getattr(extractors, name)
