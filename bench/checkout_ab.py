@@ -18,9 +18,7 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,28 +26,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from consumer_bench import BATCH, NAMESPACE, Ours, postgres_schema, serve_ours  # noqa: E402
+from consumer_bench import NAMESPACE, Ours, serve_ours  # noqa: E402
 from consumer_workload import workload  # noqa: E402
-
-
-def _ms(call: Callable[[], Any]) -> float:
-    started = time.perf_counter()
-    call()
-    return (time.perf_counter() - started) * 1000
-
-
-def _load(consumer: Ours, events: list[dict[str, Any]]) -> None:
-    for start in range(0, len(events), BATCH):
-        consumer.post("/api/v1/lineage/batch", events[start : start + BATCH]).raise_for_status()
-
-
-@contextmanager
-def _store(kind: str, folder: Path) -> Iterator[str]:
-    if kind == "sqlite":
-        yield f"sqlite:///{folder / 'lineage.db'}"
-    else:
-        with postgres_schema() as url:
-            yield url
+from graph_cards import elapsed_ms, fresh_store, load_batches  # noqa: E402
 
 
 def _requests(server: Ours) -> dict[str, Callable[[], Any]]:
@@ -63,9 +42,9 @@ def _requests(server: Ours) -> dict[str, Callable[[], Any]]:
 
 def reads(kind: str, trees: dict[str, Path], events: list[dict[str, Any]], repeat: int) -> dict[str, Any]:
     """Per request kind: each checkout's median and the median of the per-pair ratios (after / before)."""
-    with tempfile.TemporaryDirectory(prefix="alp-ab-") as tmp, _store(kind, Path(tmp)) as store:
+    with tempfile.TemporaryDirectory(prefix="alp-ab-") as tmp, fresh_store(kind, Path(tmp)) as store:
         with serve_ours(store, Path(tmp) / "loader") as loader:
-            _load(loader, events)
+            load_batches(loader, events)
         with (
             serve_ours(store, Path(tmp) / "before", tree=trees["before"]) as before,
             serve_ours(store, Path(tmp) / "after", tree=trees["after"]) as after,
@@ -81,7 +60,7 @@ def reads(kind: str, trees: dict[str, Path], events: list[dict[str, Any]], repea
                 for _ in range(repeat):
                     order.reverse()
                     for side in order:
-                        found[name][side].append(_ms(servers[side][name]))
+                        found[name][side].append(elapsed_ms(servers[side][name]))
     return {
         name: {
             "before_ms": statistics.median(times["before"]),
@@ -99,9 +78,9 @@ def ingest(kind: str, trees: dict[str, Path], events: list[dict[str, Any]], roun
     for round_ in range(rounds):
         order.reverse()
         for name, tree in order:
-            with tempfile.TemporaryDirectory(prefix="alp-ab-ingest-") as tmp, _store(kind, Path(tmp)) as store:
+            with tempfile.TemporaryDirectory(prefix="alp-ab-ingest-") as tmp, fresh_store(kind, Path(tmp)) as store:
                 with serve_ours(store, Path(tmp) / f"{name}-{round_}", tree=tree) as server:
-                    found[name].append(len(events) / (_ms(lambda s=server: _load(s, events)) / 1000))
+                    found[name].append(len(events) / (elapsed_ms(lambda s=server: load_batches(s, events)) / 1000))
     return found
 
 

@@ -51,12 +51,12 @@ from consumer_workload import workload  # noqa: E402
 CASES: dict[str, tuple[str, ...]] = {"cards on": (), "cards off": ("--graph-cache-nodes", "0")}
 
 
-def _load(consumer: Ours, events: list[dict[str, Any]]) -> None:
+def load_batches(consumer: Ours, events: list[dict[str, Any]]) -> None:
     for start in range(0, len(events), BATCH):
         consumer.post("/api/v1/lineage/batch", events[start : start + BATCH]).raise_for_status()
 
 
-def _ms(call: Callable[[], Any]) -> float:
+def elapsed_ms(call: Callable[[], Any]) -> float:
     started = time.perf_counter()
     call()
     return (time.perf_counter() - started) * 1000
@@ -77,7 +77,7 @@ def warm(store: str, folder: Path, repeat: int, tree: Path | None) -> dict[str, 
         for _ in range(repeat):
             order.reverse()
             for name, server in order:
-                times[name].append(_ms(lambda s=server: s.walk(10)))
+                times[name].append(elapsed_ms(lambda s=server: s.walk(10)))
     ratios = [a / b for a, b in zip(times["cards on"], times["cards off"], strict=True)]
     return {
         "nodes": nodes,
@@ -95,11 +95,11 @@ def cold(store: str, folder: Path, starts: int, tree: Path | None) -> dict[str, 
         order.reverse()
         for case in order:
             with serve_ours(store, folder / f"cold-{start}-{case[-3:]}", *CASES[case], tree=tree) as server:
-                found[case]["cold"].append(_ms(lambda s=server: s.walk(10)))
+                found[case]["cold"].append(elapsed_ms(lambda s=server: s.walk(10)))
             with serve_ours(store, folder / f"after-{start}-{case[-3:]}", *CASES[case], tree=tree) as server:
                 for _ in range(3):
                     server.walk(3)
-                found[case]["after depth-3"].append(_ms(lambda s=server: s.walk(10)))
+                found[case]["after depth-3"].append(elapsed_ms(lambda s=server: s.walk(10)))
     return found
 
 
@@ -120,16 +120,16 @@ def ingest(kind: str, trees: dict[str, Path], events: list[dict[str, Any]], roun
     for round_ in range(rounds):
         order.reverse()
         for name, tree in order:
-            with tempfile.TemporaryDirectory(prefix="alp-ingest-") as tmp, _store(kind, Path(tmp)) as store:
+            with tempfile.TemporaryDirectory(prefix="alp-ingest-") as tmp, fresh_store(kind, Path(tmp)) as store:
                 with serve_ours(store, Path(tmp) / f"{name}-{round_}", tree=tree) as server:
                     for label, batch in (("first", events), ("restated", restated)):
-                        seconds = _ms(lambda s=server, b=batch: _load(s, b)) / 1000
+                        seconds = elapsed_ms(lambda s=server, b=batch: load_batches(s, b)) / 1000
                         found[name][label].append(len(batch) / seconds)
     return found
 
 
 @contextmanager
-def _store(kind: str, folder: Path) -> Iterator[str]:
+def fresh_store(kind: str, folder: Path) -> Iterator[str]:
     if kind == "sqlite":
         yield f"sqlite:///{folder / 'lineage.db'}"
     else:
@@ -166,10 +166,10 @@ def main() -> int:
         return 0
     rows = []
     for kind in args.stores:
-        with tempfile.TemporaryDirectory(prefix="alp-cards-") as tmp, _store(kind, Path(tmp)) as store:
+        with tempfile.TemporaryDirectory(prefix="alp-cards-") as tmp, fresh_store(kind, Path(tmp)) as store:
             folder = Path(tmp)
             with serve_ours(store, folder / "loader", tree=args.tree) as loader:
-                _load(loader, events)
+                load_batches(loader, events)
             if kind == "postgres":
                 from consumer_bench import analyze
 
