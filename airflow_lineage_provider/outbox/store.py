@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -83,21 +84,34 @@ def _insert_ignoring_duplicates(conn: Connection) -> Any:
     return dialect.insert(events).on_conflict_do_nothing(index_elements=["event_key"])
 
 
+#: The columns :func:`append_event` writes, in the order of its SQLite parameters.
+_APPEND_COLUMNS = (
+    "event_key",
+    "run_id",
+    "event_type",
+    "event_time",
+    "job_namespace",
+    "job_name",
+    "payload",
+    "stored_at",
+)
+#: The record values of every column but ``stored_at``, which SQLite gets as text (:func:`_sqlite_time`).
+_sqlite_values = operator.itemgetter(*_APPEND_COLUMNS[:-1])
+
+
+def _append_sql(placeholders: Iterable[str]) -> str:
+    return (
+        f"INSERT INTO {events.name} ({', '.join(_APPEND_COLUMNS)}) VALUES ({', '.join(placeholders)})"
+        " ON CONFLICT (event_key) DO NOTHING"
+    )
+
+
 #: The insert of :func:`append_event`, written out in the parameter style of the drivers the outbox runs on
 #: (``(dialect, paramstyle)``): the same statement as :func:`append_events`'s, which
 #: ``tests/test_outbox_append.py`` holds it to (the same row stored, a duplicate ignored).
 _APPEND_SQL = {
-    ("sqlite", "qmark"): (
-        "INSERT INTO lineage_outbox_events"
-        " (event_key, run_id, event_type, event_time, job_namespace, job_name, payload, stored_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_key) DO NOTHING"
-    ),
-    ("postgresql", "pyformat"): (
-        "INSERT INTO lineage_outbox_events"
-        " (event_key, run_id, event_type, event_time, job_namespace, job_name, payload, stored_at)"
-        " VALUES (%(event_key)s, %(run_id)s, %(event_type)s, %(event_time)s, %(job_namespace)s, %(job_name)s,"
-        " %(payload)s, %(stored_at)s) ON CONFLICT (event_key) DO NOTHING"
-    ),
+    ("sqlite", "qmark"): _append_sql("?" for _ in _APPEND_COLUMNS),
+    ("postgresql", "pyformat"): _append_sql(f"%({column})s" for column in _APPEND_COLUMNS),
 }
 
 
@@ -126,16 +140,7 @@ def append_event(conn: Connection, record: dict[str, Any]) -> None:
         conn.execute(_insert_ignoring_duplicates(conn), record)
         return
     if dialect.name == "sqlite":
-        parameters: Sequence[Any] | dict[str, Any] = (
-            record["event_key"],
-            record["run_id"],
-            record["event_type"],
-            record["event_time"],
-            record["job_namespace"],
-            record["job_name"],
-            record["payload"],
-            _sqlite_time(record["stored_at"]),
-        )
+        parameters: Sequence[Any] | dict[str, Any] = (*_sqlite_values(record), _sqlite_time(record["stored_at"]))
     else:
         parameters = record
     cursor = driver.cursor()
