@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from support.airflow_run import dags_test, migrate
+from support.airflow_run import dags_test, listener_off_home
 from support.environment import PG_URL, TEST_DAGS, require_postgres, require_shared
 from support.olschema import STOCK_PROVIDER_FACETS, assert_valid_event
 
@@ -71,9 +71,7 @@ def listener_off(tmp_path_factory: pytest.TempPathFactory, setting):
     directory) is the only configuration, so the tasks emit their events themselves."""
     _, env, _ = setting
     home = tmp_path_factory.mktemp("airflow-home-off")
-    migrate(home)
-    events_file = home / "events.ndjson"
-    (home / "openlineage.yml").write_text(f"transport:\n  type: file\n  log_file_path: {events_file}\n  append: true\n")
+    events_file = listener_off_home(home)
     runs = {}
     for dag_id in ("lineage_tasks", "lineage_failure"):
         result = dags_test(home, TEST_DAGS, dag_id, env=env, cwd=home)

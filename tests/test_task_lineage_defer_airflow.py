@@ -6,7 +6,7 @@ when it resumed)."""
 from __future__ import annotations
 
 import pytest
-from support.airflow_run import dags_test, migrate
+from support.airflow_run import dags_test, listener_off_home
 from support.capture import read_events
 from support.environment import TEST_DAGS
 from support.olschema import event_errors
@@ -20,9 +20,7 @@ MATERIALIZATION = "airflowLineageProvider_materialization"
 def deferred_run(tmp_path_factory: pytest.TempPathFactory):
     """OpenLineage not configured for Airflow: the tasks emit their own events (openlineage.yml)."""
     home = tmp_path_factory.mktemp("airflow-home-defer")
-    migrate(home)
-    events_file = home / "events.ndjson"
-    (home / "openlineage.yml").write_text(f"transport:\n  type: file\n  log_file_path: {events_file}\n  append: true\n")
+    events_file = listener_off_home(home)
     result = dags_test(home, TEST_DAGS, "lineage_defer", cwd=home)
     result.events = read_events(events_file)
     return result

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.airflow_run import dags_test, migrate
+from support.airflow_run import dags_test, listener_off_home
 from support.capture import read_events
 from support.environment import TEST_DAGS
 
@@ -21,9 +21,7 @@ MATERIALIZATION = "airflowLineageProvider_materialization"
 def listener_off(tmp_path_factory: pytest.TempPathFactory):
     """OpenLineage not configured for Airflow: the tasks emit their own events (openlineage.yml)."""
     home = tmp_path_factory.mktemp("airflow-home-skip-off")
-    migrate(home)
-    events_file = home / "events.ndjson"
-    (home / "openlineage.yml").write_text(f"transport:\n  type: file\n  log_file_path: {events_file}\n  append: true\n")
+    events_file = listener_off_home(home)
     result = dags_test(home, TEST_DAGS, "lineage_skip", cwd=home)
     result.events = read_events(events_file)
     return result

@@ -87,6 +87,16 @@ def migrate(home: Path) -> None:
         raise RuntimeError(f"airflow db migrate failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
 
 
+def listener_off_home(home: Path) -> Path:
+    """A fresh AIRFLOW_HOME where OpenLineage is not configured for Airflow: openlineage-python's own
+    ``openlineage.yml`` in ``home`` (run ``dags_test`` with ``cwd=home``) sends to a file, so tasks with the mixin
+    emit their events themselves. Returns the events file."""
+    migrate(home)
+    events_file = home / "events.ndjson"
+    (home / "openlineage.yml").write_text(f"transport:\n  type: file\n  log_file_path: {events_file}\n  append: true\n")
+    return events_file
+
+
 @dataclass
 class DagRunResult:
     returncode: int
