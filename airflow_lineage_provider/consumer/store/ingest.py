@@ -14,7 +14,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -291,12 +291,15 @@ def _insert_events(conn: Connection, events: Iterable[LineageEvent], received_at
     return list(_execute(conn, statements(conn.dialect.name).events, rows).scalars())
 
 
+def _each_chunk(conn: Connection, query: Any, values: list[Any], parameter: str) -> Iterator[Sequence[Any]]:
+    """The rows of ``query`` with its expanding ``parameter`` bound to ``values``, 900 at a time (SQLite's
+    parameter limit)."""
+    for start in range(0, len(values), 900):
+        yield from conn.execute(query, {parameter: values[start : start + 900]})
+
+
 def _ids(conn: Connection, query: Any, keys: Iterable[str]) -> dict[str, int]:
-    found: dict[str, int] = {}
-    keys = list(keys)
-    for start in range(0, len(keys), 900):
-        found.update((k, i) for k, i in conn.execute(query, {"keys": keys[start : start + 900]}))
-    return found
+    return {key: node_id for key, node_id in _each_chunk(conn, query, list(keys), "keys")}
 
 
 #: ``Connection.info`` key of what to do once the write transaction has committed (see ``LineageStore.write``).
@@ -377,10 +380,7 @@ def _datasets_given_new_facets(
     query = select(d.node_id, d.schema_time, d.fields, d.facets_time, d.facets).where(
         d.node_id.in_(bindparam("ids", expanding=True))
     )
-    chosen = list(wanted)
-    stored: dict[int, Any] = {}
-    for start in range(0, len(chosen), 900):
-        stored.update((row[0], row[1:]) for row in conn.execute(query, {"ids": chosen[start : start + 900]}))
+    stored: dict[int, Any] = {row[0]: row[1:] for row in _each_chunk(conn, query, list(wanted), "ids")}
     changed: set[int] = set()
     for node, key in wanted.items():
         schema_time, fields, facets_time, facets = stored.get(node, (None, None, None, None))
