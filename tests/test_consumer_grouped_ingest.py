@@ -9,6 +9,7 @@ the same store).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sqlite3
@@ -28,7 +29,7 @@ from support.served import serve_consumer
 from airflow_lineage_provider.consumer.grouped_ingest import GroupedIngest
 from airflow_lineage_provider.consumer.service import StoreUnavailable
 from airflow_lineage_provider.consumer.store import LineageStore, tables
-from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event
+from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -216,3 +217,66 @@ def test_a_server_killed_while_writing_groups_stored_every_event_it_answered(kin
 @contextmanager
 def _nullcontext(value: str) -> Iterator[str]:
     yield value
+
+
+def _submitted(grouped: GroupedIngest, prepares: list[Callable[[], list[LineageEvent]]]) -> list[Any]:
+    """Submit ``prepares`` from one event loop at once; each outcome or the exception it raised."""
+
+    async def all_of() -> list[Any]:
+        return await asyncio.gather(*(grouped.submit(p) for p in prepares), return_exceptions=True)
+
+    return asyncio.run(all_of())
+
+
+def test_requests_submitted_from_an_event_loop_are_checked_and_written_together(
+    store: LineageStore, store_url: str
+) -> None:
+    """What the HTTP routes use: each request's body is checked by ``prepare`` in the writer thread, a check that
+    raises fails only its own request, and the others of the group are stored and answered on the loop."""
+    grouped = GroupedIngest(store)
+    events = _events([f"job_{i}" for i in range(CLIENTS)])
+    threads_seen: set[str] = set()
+
+    def prepare(index: int) -> list[LineageEvent]:
+        threads_seen.add(threading.current_thread().name)
+        if index == 3:
+            raise EventError("this body is not lineage")
+        return [events[index]]
+
+    with _write_lock_held(store, store_url):
+        outcomes: list[Any] = []
+        runner = threading.Thread(
+            target=lambda: outcomes.extend(_submitted(grouped, [lambda i=i: prepare(i) for i in range(CLIENTS)]))
+        )
+        runner.start()
+        _until(lambda: grouped.statistics.groups == 1)
+    runner.join(timeout=60)
+    assert isinstance(outcomes[3], EventError)
+    assert [(o[0].stored, o[1]) for i, o in enumerate(outcomes) if i != 3] == [(1, {})] * (CLIENTS - 1)
+    assert threads_seen == {"lineage-ingest"}  # checked off the event loop, by the writer
+    with store.read() as conn:
+        stored = set(conn.execute(sa.select(tables.events.c.job_name)).scalars())
+    assert stored == {f"job_{i}" for i in range(CLIENTS) if i != 3}
+
+
+def test_a_group_larger_than_the_bound_is_written_in_several_transactions(store: LineageStore) -> None:
+    """Bodies are checked only by the writer, so a group is taken before its size is known: it is then written
+    in transactions of at most ``max_group_events`` events, every request answered."""
+    grouped = GroupedIngest(store, max_group_events=3)
+    events = _events([f"job_{i}" for i in range(8)])
+    prepares = [lambda: events[0:2], lambda: events[2:4], lambda: events[4:8], lambda: []]
+    outcomes = _submitted(grouped, prepares)
+    assert [(result.stored, errors) for result, errors in outcomes] == [(2, {}), (2, {}), (4, {}), (0, {})]
+    assert grouped.statistics.events == 8
+
+
+def test_the_writer_thread_ends_when_no_request_comes(store: LineageStore) -> None:
+    """An app that ingests now and then keeps no thread for it between requests (one is started on demand)."""
+    grouped = GroupedIngest(store)
+    grouped.ingest(_events(["once"]))
+    _until_gone = time.monotonic() + 20
+    while any(t.name == "lineage-ingest" for t in threading.enumerate()) and time.monotonic() < _until_gone:
+        time.sleep(0.05)
+    assert not any(t.name == "lineage-ingest" for t in threading.enumerate())
+    result, errors = grouped.ingest(_events(["again"]))  # and a later request starts a new one
+    assert (result.stored, errors) == (1, {})

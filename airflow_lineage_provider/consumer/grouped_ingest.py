@@ -1,18 +1,23 @@
-"""Grouped commits: ingest requests that arrive together are written in one transaction.
+"""Grouped commits: ingest requests that arrive together are written in one transaction, by one writer thread.
 
 The stock HTTP transport sends one event per request, and eight Airflow workers send eight at once. Written a
 transaction each, they queue for the store's write lock and pay a commit each (a WAL flush on PostgreSQL);
-written together, they pay one. So the first request that finds no group being written *leads*: it takes every
-request waiting (up to :data:`MAX_GROUP_EVENTS` events, at least one request), writes their events in one
-transaction, and marks each request answered once that transaction has committed. Requests that arrive
-meanwhile wait, and the first of them not yet written leads the next group. Nobody waits on a timer: a request
-that finds the store idle is written at once, alone.
+written together, they pay one. So requests queue here, and one writer thread (started when a request finds none
+running, ended once nothing has come for :data:`LINGER_SECONDS`) takes every request waiting (up to
+:data:`MAX_GROUP_EVENTS` events, at least one request), writes their events in one transaction, and answers each
+once that transaction has committed. Requests that arrive meanwhile wait for the next group. Nobody waits on a
+timer: a request that finds the store idle is written at once, alone.
+
+An HTTP request hands its body over once and is answered on its event loop (:meth:`GroupedIngest.submit`: the
+body is checked in the writer thread, as part of its group, and one wake-up of the loop answers every request of
+a group); a thread can also wait for its events (:meth:`GroupedIngest.ingest`).
 
 The guarantees of a request written alone hold:
 
-* an answer of success means committed: no request is marked answered before the commit of its group returns;
+* an answer of success means committed: no request is answered before the commit of its group returns;
 * one bad event fails only its own request: a group the database refuses (a value it will not keep) is written
-  again request by request, each as :func:`.service.store_events` writes it (then event by event);
+  again request by request, each as :func:`.service.store_events` writes it (then event by event); a body that
+  is not lineage fails only its own request, before anything is written;
 * a failure of the store itself (unreachable, locked past the busy timeout) fails every request of the group
   with :class:`.StoreUnavailable` (503, the sender retries): none was answered as stored, so a server killed
   while a group is written loses nothing a sender was told is stored.
@@ -23,9 +28,11 @@ a batch counts an event it holds twice.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
-from collections import deque
-from collections.abc import Sequence
+from collections import defaultdict, deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -35,20 +42,38 @@ from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.ingest import IngestResult
 from airflow_lineage_provider.consumer.validation import LineageEvent
 
+log = logging.getLogger(__name__)
+
 #: Most events one grouped transaction takes from waiting requests (a request larger than this is written
 #: alone): the size of a batch the ingest writes fastest per event, and a bound on a group's transaction.
 MAX_GROUP_EVENTS = 500
+#: How long the writer thread waits for another request before it ends (a client posting one event after
+#: another finds it still there, instead of a thread started per request).
+LINGER_SECONDS = 0.5
+
+#: What a request gets: its counts and ``index → error`` for its events the database refused.
+Outcome = tuple[IngestResult, dict[int, str]]
 
 
 @dataclass(eq=False)
 class _Request:
-    """One request's events and, once its group was written, what came of them."""
+    """One request's events (or how to get them: ``prepare``, run by the writer) and what came of them."""
 
-    events: list[LineageEvent]
+    events: list[LineageEvent] = field(default_factory=list)
+    prepare: Callable[[], Sequence[LineageEvent]] | None = None
     done: bool = False
     result: IngestResult = field(default_factory=IngestResult)
     errors: dict[int, str] = field(default_factory=dict)
     failure: BaseException | None = None
+    #: Where the request waits: an event loop's future (submit) or a thread's event (ingest).
+    loop: asyncio.AbstractEventLoop | None = None
+    future: asyncio.Future[Outcome] | None = None
+    finished: threading.Event | None = None
+
+    def outcome(self) -> Outcome:
+        if self.failure is not None:
+            raise self.failure
+        return self.result, self.errors
 
 
 @dataclass
@@ -70,54 +95,111 @@ class GroupedIngest:
         self.max_group_events = max_group_events
         self.statistics = GroupStatistics()
         self._pending: deque[_Request] = deque()
-        self._writing = False
+        self._writer: threading.Thread | None = None
         self._changed = threading.Condition()
 
     @property
     def waiting(self) -> int:
-        """Requests waiting for a group (not the one being written)."""
+        """Requests waiting for a group (not those being written)."""
         with self._changed:
             return len(self._pending)
 
-    def ingest(self, events: Sequence[LineageEvent]) -> tuple[IngestResult, dict[int, str]]:
+    def ingest(self, events: Sequence[LineageEvent]) -> Outcome:
         """Store ``events`` (one request's) as :func:`.service.store_events` does, in a group with the requests
         that wait at the same time; blocks until they are committed. Raises :class:`.StoreUnavailable`."""
-        request = _Request(list(events))
+        request = _Request(list(events), finished=threading.Event())
+        self._queue(request)
+        request.finished.wait()  # type: ignore[union-attr]
+        return request.outcome()
+
+    async def submit(self, prepare: Callable[[], Sequence[LineageEvent]]) -> Outcome:
+        """Store the events ``prepare`` returns, as :meth:`ingest` does, answered on the running event loop.
+
+        ``prepare`` runs in the writer thread just before its group is written, so CPU work such as decoding and
+        checking a request body stays off the event loop without a thread hand-off of its own. What it raises is
+        raised here, and nothing of that request is written; the other requests of its group are not affected.
+        """
+        loop = asyncio.get_running_loop()
+        request = _Request(prepare=prepare, loop=loop, future=loop.create_future())
+        self._queue(request)
+        return await request.future  # type: ignore[misc]
+
+    def _queue(self, request: _Request) -> None:
+        """Add ``request`` to the queue; start the writer thread when none is running."""
         with self._changed:
             self._pending.append(request)
-        while True:
+            if self._writer is not None:
+                self._changed.notify()
+                return
+            writer = self._writer = threading.Thread(target=self._write_groups, name="lineage-ingest", daemon=True)
+        try:
+            writer.start()
+        except RuntimeError as error:  # no thread can be started now: nothing was written, the sender retries
             with self._changed:
-                while self._writing and not request.done:
-                    self._changed.wait()
-                if request.done:
-                    break
-                self._writing = True
-                group = self._take()
-            try:
-                self._write(group)
-            finally:
+                self._writer = None
+                self._pending.remove(request)
+            raise StoreUnavailable(f"the lineage store cannot be written now: {error}") from error
+
+    def _write_groups(self) -> None:
+        """The writer thread: write groups until no request has come for :data:`LINGER_SECONDS`."""
+        ended = False
+        try:
+            while True:
                 with self._changed:
-                    for member in group:
-                        member.done = True
-                    self._writing = False
-                    self._changed.notify_all()
-        if request.failure is not None:
-            raise request.failure
-        return request.result, request.errors
+                    if not self._pending:
+                        self._changed.wait(LINGER_SECONDS)
+                    if not self._pending:
+                        self._writer = None
+                        ended = True
+                        return
+                    group = self._take()
+                try:
+                    self._write(group)
+                finally:
+                    self._answer(group)
+        finally:
+            if not ended:  # stopped by something no request caused: let another thread write the rest
+                with self._changed:
+                    self._writer = None
+                    restart = bool(self._pending)
+                if restart:
+                    self._queue_restart()
+
+    def _queue_restart(self) -> None:
+        with self._changed:
+            if self._writer is not None or not self._pending:
+                return
+            writer = self._writer = threading.Thread(target=self._write_groups, name="lineage-ingest", daemon=True)
+        writer.start()
 
     def _take(self) -> list[_Request]:
-        """The next group: waiting requests in arrival order, up to :attr:`max_group_events` events."""
+        """The next group: waiting requests in arrival order, up to :attr:`max_group_events` events (a request
+        whose events are not known yet — its body is checked by the writer — counts as one)."""
         group = [self._pending.popleft()]
-        total = len(group[0].events)
-        while self._pending and total + len(self._pending[0].events) <= self.max_group_events:
-            total += len(self._pending[0].events)
+        total = max(len(group[0].events), 1)
+        while self._pending and total + max(len(self._pending[0].events), 1) <= self.max_group_events:
+            total += max(len(self._pending[0].events), 1)
             group.append(self._pending.popleft())
         stats = self.statistics
-        stats.groups, stats.requests, stats.events = stats.groups + 1, stats.requests + len(group), stats.events + total
+        stats.groups, stats.requests = stats.groups + 1, stats.requests + len(group)
         stats.largest = max(stats.largest, len(group))
         return group
 
     def _write(self, group: list[_Request]) -> None:
+        """Prepare the requests that need it, then write the group's events, in transactions of at most
+        :attr:`max_group_events` events (a request larger than that alone)."""
+        try:
+            ready = [member for member in group if _prepared(member)]
+            self.statistics.events += sum(len(member.events) for member in ready)
+            for part in _parts(ready, self.max_group_events):
+                self._write_together(part)
+        except BaseException as error:  # never leave a request of the group waiting, whatever went wrong
+            for member in group:
+                if member.failure is None and not member.result.stored and not member.result.duplicates:
+                    member.failure = error
+            raise
+
+    def _write_together(self, group: list[_Request]) -> None:
         if len(group) == 1:
             self._write_alone(group[0])
             return
@@ -131,10 +213,6 @@ class GroupedIngest:
             for member in group:
                 self._write_alone(member)
             return
-        except BaseException as error:  # never leave a request of the group waiting, whatever went wrong
-            for member in group:
-                member.failure = error
-            raise
         claimed: set[str] = set()
         for member in group:
             for event in member.events:
@@ -147,7 +225,60 @@ class GroupedIngest:
     def _write_alone(self, request: _Request) -> None:
         try:
             request.result, request.errors = store_events(self.store, request.events)
-        except BaseException as error:
+        except Exception as error:
             request.failure = error
-            if not isinstance(error, Exception):
-                raise
+
+    @staticmethod
+    def _answer(group: list[_Request]) -> None:
+        """Tell every request of ``group`` what came of it: a waiting thread at once, the requests of each event
+        loop with one call into that loop."""
+        waiting: defaultdict[asyncio.AbstractEventLoop, list[_Request]] = defaultdict(list)
+        for member in group:
+            member.done = True
+            if member.finished is not None:
+                member.finished.set()
+            elif member.loop is not None:
+                waiting[member.loop].append(member)
+        for loop, members in waiting.items():
+            try:
+                loop.call_soon_threadsafe(_settle, members)
+            except RuntimeError:  # the loop has closed: nobody waits for these answers any more
+                log.debug("an event loop closed before %d ingest requests were answered", len(members))
+
+
+def _prepared(request: _Request) -> bool:
+    """Whether ``request`` has events to write, once its ``prepare`` (if any) has run; a ``prepare`` that raises
+    fails only its own request."""
+    if request.prepare is not None:
+        try:
+            request.events = list(request.prepare())
+        except Exception as error:
+            request.failure = error
+            return False
+    return bool(request.events)
+
+
+def _parts(requests: list[_Request], most: int) -> list[list[_Request]]:
+    """``requests`` in order, cut into runs of at most ``most`` events (a larger request is a run of its own)."""
+    parts: list[list[_Request]] = []
+    size = 0
+    for request in requests:
+        count = len(request.events)
+        if not parts or size + count > most:
+            parts.append([])
+            size = 0
+        parts[-1].append(request)
+        size += count
+    return parts
+
+
+def _settle(members: list[_Request]) -> None:
+    """On the requests' event loop: complete each one's future (unless its sender gave up and cancelled it)."""
+    for member in members:
+        future = member.future
+        if future is None or future.done():
+            continue
+        if member.failure is not None:
+            future.set_exception(member.failure)
+        else:
+            future.set_result((member.result, member.errors))

@@ -7,19 +7,21 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request, status
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from airflow_lineage_provider.consumer import audit
 from airflow_lineage_provider.consumer.access import Access, Principal
 from airflow_lineage_provider.consumer.auth import Writer, requires
+from airflow_lineage_provider.consumer.authorized_route import AuthorizedRoute
 from airflow_lineage_provider.consumer.deps import read_body
 from airflow_lineage_provider.consumer.models import IngestSummary, Problem, StoredEvent
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store.ingest import IngestResult
 from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_body, parse_event, shown
 
-router = APIRouter(tags=["ingest"], dependencies=[Depends(requires(Access.WRITE))])
+# AuthorizedRoute: the auth dependency's check without FastAPI's per-request dependency resolution (the
+# hottest endpoints of the consumer; see authorized_route.py).
+router = APIRouter(tags=["ingest"], dependencies=[Depends(requires(Access.WRITE))], route_class=AuthorizedRoute)
 
 #: Most per-event error messages a batch answer lists (the statuses in ``results`` cover every event).
 MAX_LISTED_ERRORS = 100
@@ -117,19 +119,24 @@ class Ingested:
     refused: dict[int, str] = field(default_factory=dict)
 
 
-def check_and_store(body: bytes, state: Any, principal: Principal) -> Ingested:
-    """Check ``body`` and store its valid events (grouped with concurrent requests: ``state.ingest``), in one
-    worker thread: one hand-off from the event loop per request instead of two."""
-    checked = check_body(body, state.settings, principal, state.spec_validator)
-    ingested = Ingested(checked)
-    if checked.valid and (checked.is_array or not checked.errors):
-        ingested.result, ingested.refused = state.ingest.ingest([event for _, event in checked.valid])
+async def ingest_body(body: bytes, state: Any, principal: Principal) -> Ingested:
+    """Check ``body`` and store its valid events, grouped with concurrent requests (``state.ingest``): both in
+    the grouped ingest's writer thread, so a request costs the event loop one hand-off and one wake-up."""
+    ingested = Ingested(Checked(is_array=False))
+
+    def prepare() -> list[LineageEvent]:
+        checked = ingested.checked = check_body(body, state.settings, principal, state.spec_validator)
+        if checked.valid and (checked.is_array or not checked.errors):
+            return [event for _, event in checked.valid]
+        return []
+
+    ingested.result, ingested.refused = await state.ingest.submit(prepare)
     return ingested
 
 
 async def _ingested(request: Request, principal: Principal) -> Ingested:
     body = await read_body(request)
-    return await run_in_threadpool(check_and_store, body, request.app.state, principal)
+    return await ingest_body(body, request.app.state, principal)
 
 
 @router.post(
@@ -181,12 +188,15 @@ def _audit(
 async def post_batch(request: Request, principal: Writer) -> Any:
     body = await read_body(request)
     state = request.app.state
-    checked = await run_in_threadpool(check_body, body, state.settings, principal, state.spec_validator)
-    if not checked.is_array:  # refused before anything is stored
-        raise EventError("the batch endpoint takes a JSON array of events; post a single event to /api/v1/lineage")
-    ingested = Ingested(checked)
-    if checked.valid:
-        ingested.result, ingested.refused = await run_in_threadpool(state.ingest.ingest, [e for _, e in checked.valid])
+    ingested = Ingested(Checked(is_array=True))
+
+    def prepare() -> list[LineageEvent]:
+        checked = ingested.checked = check_body(body, state.settings, principal, state.spec_validator)
+        if not checked.is_array:  # refused before anything is stored
+            raise EventError("the batch endpoint takes a JSON array of events; post a single event to /api/v1/lineage")
+        return [event for _, event in checked.valid]
+
+    ingested.result, ingested.refused = await state.ingest.submit(prepare)
     return _store_batch(request, ingested, principal)
 
 
