@@ -22,8 +22,8 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from airflow_lineage_provider.consumer.store import driver_sql, identity, lifecycle, tables, templated_names
 from airflow_lineage_provider.consumer.store import facets as facet_readers
-from airflow_lineage_provider.consumer.store import identity, lifecycle, tables, templated_names
 from airflow_lineage_provider.consumer.store.node_versions import node_upsert
 from airflow_lineage_provider.consumer.store.statements import Statement, Statements, statements
 from airflow_lineage_provider.consumer.store.store_settings import STORE_ID, read_settings_and_claims
@@ -58,42 +58,28 @@ def io_group_key(job: NodeKey, inputs: Iterable[NodeKey], outputs: Iterable[Node
     return hashlib.sha1(text.encode()).hexdigest()
 
 
-def _utc_texts(values: Iterable[datetime | None]) -> list[str | None]:
-    """``values`` as ISO 8601 UTC text, each distinct time converted once.
-
-    A batch repeats few times many times over (an event's time goes to its nodes, edges and groups):
-    the conversion, ~1 us each, was 6% of a PostgreSQL batch's ingest before the memo.
-    """
-    texts: dict[datetime, str] = {}
-    out: list[str | None] = []
-    for value in values:
-        if value is None:
-            out.append(None)
-            continue
-        text = texts.get(value)
-        if text is None:
-            text = texts[value] = as_utc(value).isoformat()
-        out.append(text)
-    return out
-
-
-def _execute(conn: Connection, statement: Statement, rows: list[dict[str, Any]]) -> Any:
+def _execute(conn: Connection, statement: Statement, rows: list[dict[str, Any]]) -> list[Any]:
+    """Run a prebuilt insert with ``rows``: on the driver's cursor where :mod:`.driver_sql` can, else through
+    SQLAlchemy. The rows it answers (``RETURNING``)."""
     # Rows go in key order so that concurrent transactions lock shared rows in the same order
     # (PostgreSQL would otherwise detect deadlocks between two batches that share jobs or datasets).
     rows.sort(key=lambda row: tuple(row[k] for k in statement.order))
-    if not statement.columns:
-        return conn.execute(statement.sql, rows)
-    arrays = {
-        f"c_{name}": _utc_texts(row.get(name) for row in rows)
-        if name in statement.times
-        else [row.get(name) for row in rows]
-        for name in statement.columns
-    }
-    return conn.execute(statement.sql, arrays)
+    answered = driver_sql.write_rows(conn, statement, rows)
+    if answered is not None:
+        return answered
+    if statement.columns:
+        arrays = zip(statement.columns, driver_sql.arrays(statement, rows), strict=True)
+        result = conn.execute(statement.sql, {f"c_{name}": array for name, array in arrays})
+    else:
+        result = conn.execute(statement.sql, rows)
+    if not result.returns_rows:
+        result.close()
+        return []
+    return list(result.all())
 
 
 def _write(conn: Connection, statement: Statement, rows: list[dict[str, Any]]) -> None:
-    _execute(conn, statement, rows).close()
+    _execute(conn, statement, rows)
 
 
 @dataclass
@@ -288,7 +274,7 @@ def _insert_events(conn: Connection, events: Iterable[LineageEvent], received_at
     ]
     if not rows:
         return []
-    return list(_execute(conn, statements(conn.dialect.name).events, rows).scalars())
+    return [key for (key,) in _execute(conn, statements(conn.dialect.name).events, rows)]
 
 
 def _each_chunk(conn: Connection, query: Any, values: list[Any], parameter: str) -> Iterator[Sequence[Any]]:
@@ -299,7 +285,12 @@ def _each_chunk(conn: Connection, query: Any, values: list[Any], parameter: str)
 
 
 def _ids(conn: Connection, query: Any, keys: Iterable[str]) -> dict[str, int]:
-    return {key: node_id for key, node_id in _each_chunk(conn, query, list(keys), "keys")}
+    """``key → id`` of ``query`` (``node_ids`` or ``field_ids`` of :mod:`.statements`) for ``keys``: on the
+    driver's cursor where :mod:`.driver_sql` can (keys and ids need no result processing)."""
+    wanted = list(keys)
+    found = driver_sql.select_in(conn, query, "keys", wanted)
+    rows: Iterable[Any] = found if found is not None else _each_chunk(conn, query, wanted, "keys")
+    return {key: found_id for key, found_id in rows}
 
 
 #: ``Connection.info`` key of what to do once the write transaction has committed (see ``LineageStore.write``).
@@ -358,7 +349,7 @@ def _write_nodes(conn: Connection, changes: _Changes) -> tuple[dict[NodeKey, int
         for key, (kind, ns, name) in changes.nodes.items()
         for first, last in [changes.node_times[key]]
     ]
-    ids = dict(_execute(conn, node_upsert(conn.dialect.name), rows).all())  # the nodes written
+    ids = dict(_execute(conn, node_upsert(conn.dialect.name), rows))  # the nodes written
     written = set(ids.values())
     unchanged = [key for key in changes.nodes if key not in ids]
     if unchanged:
@@ -448,7 +439,7 @@ def _write_claims(conn: Connection, sql: Statements, changes: _Changes, ids: dic
             links[(dataset_id, symlink_key)] = row
     if not links:
         return set()
-    return set(_execute(conn, sql.symlinks, list(links.values())).scalars())
+    return {dataset_id for (dataset_id,) in _execute(conn, sql.symlinks, list(links.values()))}
 
 
 def _regroup(conn: Connection, changes: _Changes, settings: dict[str, str], claimed: set[int], any_claim: bool) -> None:
@@ -578,7 +569,7 @@ def _write_io_groups(conn: Connection, sql: Statements, changes: _Changes, ids: 
         for key, group in changes.io_groups.items()
     ]
     # Only the groups the upsert inserted or moved on answer: a group skipped was stored with its members.
-    written = _execute(conn, sql.io_groups, rows).all()
+    written = _execute(conn, sql.io_groups, rows)
     members = [
         {"group_id": group_id, "direction": direction, "dataset_id": ids[dataset]}
         for key, group_id in written

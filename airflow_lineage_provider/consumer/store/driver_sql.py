@@ -1,0 +1,244 @@
+"""The ingest's prebuilt statements run on the driver's cursor: compiled once, not once per execution.
+
+An ingest transaction of one to three events runs about a dozen small statements, and SQLAlchemy's work per
+statement (cache lookup, execution context, a bind processor call per value, result setup) cost several times
+what the database spent running it. Here each prebuilt statement is compiled once per dialect — on SQLite
+once per row count too, as the multi-row ``VALUES`` SQLAlchemy would send — into the driver's SQL text and
+parameter order, then run on the DBAPI cursor of the same connection, inside its transaction. Values are
+converted as the statement's bind processors would convert them (SQLAlchemy's own processors, but for SQLite
+times, converted by :func:`sqlite_time` to the same text); ``tests/test_consumer_ingest_statements.py`` holds
+every table's rows to what the SQLAlchemy statements store.
+
+Each function answers ``None`` when it does not run the statement, and the caller runs it through
+SQLAlchemy: a driver other than pysqlite, psycopg2 or psycopg (3), an engine with cursor-execute listeners
+(tests counting statements, tracing) or echo on, more rows than :data:`MAX_ROWS` on SQLite. A driver error is
+raised as SQLAlchemy raises it (``sqlalchemy.exc.OperationalError``, ... with ``connection_invalidated``), so
+retries and error answers do not depend on the path.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import ARRAY, Connection, bindparam
+from sqlalchemy.engine import Dialect
+
+from airflow_lineage_provider.consumer.store.statements import Statement
+from airflow_lineage_provider.consumer.store.tables import UtcDateTime, as_utc
+
+#: ``(dialect, driver, paramstyle)`` of the connections whose statements run on the driver's cursor.
+DRIVERS = frozenset(
+    {("sqlite", "pysqlite", "qmark"), ("postgresql", "psycopg2", "pyformat"), ("postgresql", "psycopg", "pyformat")}
+)
+#: Most rows (SQLite) or values of an ``IN`` list compiled for; a larger batch goes through SQLAlchemy (its cost
+#: per statement is then small beside the rows').
+MAX_ROWS = 32
+
+Processor = Callable[[Any], Any] | None
+
+
+@lru_cache(maxsize=4096)
+def sqlite_time(value: datetime) -> str:
+    """A time as :class:`.tables.UtcDateTime` stores it on SQLite: naive UTC text, ``2026-01-01 00:02:00.000000``
+    (``UtcDateTime.process_bind_param``, then SQLAlchemy's SQLite ``DATETIME`` format), memoized: a batch
+    repeats few times many times over."""
+    return as_utc(value).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+def _sqlite_time_or_none(value: datetime | None) -> str | None:
+    return None if value is None else sqlite_time(value)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A statement compiled for a driver: its SQL, and how to build its parameters from a list of variables.
+
+    ``slots`` gives, per parameter in the SQL's order (qmark) or per named parameter (pyformat), the index of
+    the variable it takes or ``-1`` for a constant of the statement (``constants``, already processed);
+    ``processors`` converts each variable as the statement's bind processor would.
+    """
+
+    sql: str
+    names: tuple[str, ...]
+    slots: tuple[int, ...]
+    constants: tuple[Any, ...]
+    processors: tuple[Processor, ...]
+    positional: bool
+
+    def parameters(self, variables: Sequence[Any]) -> Sequence[Any] | dict[str, Any]:
+        """The driver's parameters for ``variables`` (unprocessed values, in the statement's variable order)."""
+        processed = list(variables)
+        for index, processor in enumerate(self.processors):
+            if processor is not None:
+                processed[index] = processor(processed[index])
+        pairs = zip(self.slots, self.constants, strict=True)
+        values = [processed[slot] if slot >= 0 else constant for slot, constant in pairs]
+        return values if self.positional else dict(zip(self.names, values, strict=True))
+
+
+def _processor(bind: Any, dialect: Dialect) -> Processor:
+    if dialect.name == "sqlite" and isinstance(bind.type, UtcDateTime):
+        return _sqlite_time_or_none
+    impl = bind.type.dialect_impl(dialect)
+    if isinstance(impl, ARRAY) and impl.item_type.dialect_impl(dialect).bind_processor(dialect) is None:
+        return None  # SQLAlchemy's would copy the list (of scalars, the arrays of .statements): the same values
+    processor: Processor = impl.bind_processor(dialect)
+    return processor
+
+
+def _prepare(
+    statement: Any, dialect: Dialect, variables: Sequence[str], expanded: dict[str, Any] | None = None
+) -> Prepared:
+    """Compile ``statement`` for ``dialect``; ``variables`` names its bind parameters the caller gives values
+    for, in order. With ``expanded`` (``{expanding parameter: n distinct placeholder values}``), the statement is
+    expanded for that many values and the variables are the expanded parameters, in the given values' order."""
+    compiled = statement.compile(dialect=dialect)
+    if expanded is None:
+        sql, positions, params = compiled.string, compiled.positiontup, compiled.params
+        index = {name: i for i, name in enumerate(variables)}
+    else:
+        state = compiled.construct_expanded_state(expanded)
+        sql, positions, params = state.statement, state.positiontup, state.parameters
+        placeholder = {value: i for values in expanded.values() for i, value in enumerate(values)}
+        index = {name: placeholder[value] for name, value in params.items() if value in placeholder}
+        variables = sorted(index, key=index.__getitem__)
+    names = tuple(positions) if positions is not None else tuple(params)
+    expanding = next(iter(expanded)) if expanded else None
+    processors = {
+        name: _processor(compiled.binds[expanding if name in index and expanding else name], dialect) for name in names
+    }
+    constants = tuple(
+        None if name in index else (params[name] if processors[name] is None else processors[name](params[name]))  # type: ignore[misc]
+        for name in names
+    )
+    return Prepared(
+        sql=sql,
+        names=names,
+        slots=tuple(index.get(name, -1) for name in names),
+        constants=constants,
+        processors=tuple(processors[name] for name in variables),
+        positional=positions is not None,
+    )
+
+
+#: Per dialect (an engine's), the statements prepared for it: ``(kind, id of the statement, shape) → Prepared``.
+_prepared: weakref.WeakKeyDictionary[Dialect, dict[tuple[Any, ...], tuple[Any, Prepared]]] = weakref.WeakKeyDictionary()
+
+
+def _cached(dialect: Dialect, key: tuple[Any, ...], statement: Any, build: Callable[[], Prepared]) -> Prepared:
+    known = _prepared.setdefault(dialect, {})
+    found = known.get(key)
+    if found is None or found[0] is not statement:
+        # The statement is kept with what was compiled from it, so its id is never another's while cached.
+        found = known[key] = (statement, build())
+    return found[1]
+
+
+def driver_connection(conn: Connection) -> Any | None:
+    """The DBAPI connection of ``conn`` when its statements can run on the driver's cursor, else ``None``."""
+    dialect = conn.dialect
+    if (dialect.name, dialect.driver, dialect.paramstyle) not in DRIVERS or conn.engine.echo:
+        return None
+    if conn.dispatch.before_cursor_execute or conn.dispatch.after_cursor_execute:
+        return None
+    return conn.connection.dbapi_connection
+
+
+def _run(conn: Connection, driver: Any, prepared: Prepared, variables: Sequence[Any]) -> list[Any]:
+    parameters = prepared.parameters(variables)
+    cursor = driver.cursor()
+    try:
+        cursor.execute(prepared.sql, parameters)
+        return cursor.fetchall() if cursor.description is not None else []
+    except conn.dialect.loaded_dbapi.Error as error:
+        # What SQLAlchemy does with a driver error: the disconnect check, then its exception class.
+        conn._handle_dbapi_exception(error, prepared.sql, parameters, cursor, None)
+    finally:
+        cursor.close()
+
+
+def write_rows(conn: Connection, statement: Statement, rows: list[dict[str, Any]]) -> list[Any] | None:
+    """Run a prebuilt insert (:mod:`.statements`) with ``rows``, as SQLAlchemy would send them; the rows it
+    answers (``RETURNING``) as tuples, or ``None`` when SQLAlchemy has to run it."""
+    driver = driver_connection(conn)
+    if driver is None or not rows:
+        return None
+    dialect = conn.dialect
+    sql = statement.sql
+    if statement.columns:  # one array per column (PostgreSQL)
+        names = [f"c_{name}" for name in statement.columns]
+        prepared = _cached(dialect, ("arrays", id(sql)), sql, lambda: _prepare(sql, dialect, names))
+        return _run(conn, driver, prepared, arrays(statement, rows))
+    if len(rows) > MAX_ROWS:
+        return None
+    columns = tuple(rows[0])
+    count = len(rows)
+    prepared = _cached(
+        dialect, ("rows", id(sql), columns, count), sql, lambda: _prepare_rows(sql, dialect, columns, count)
+    )
+    return _run(conn, driver, prepared, [row[name] for row in rows for name in columns])
+
+
+def _prepare_rows(sql: Any, dialect: Dialect, columns: tuple[str, ...], count: int) -> Prepared:
+    table = sql.table
+    values = [{name: bindparam(f"r{i}_{name}", type_=table.c[name].type) for name in columns} for i in range(count)]
+    return _prepare(sql.values(values), dialect, [f"r{i}_{name}" for i in range(count) for name in columns])
+
+
+def arrays(statement: Statement, rows: list[dict[str, Any]]) -> list[list[Any]]:
+    """One list per column of ``statement``, times as ISO 8601 UTC text (what its arrays take)."""
+    return [
+        utc_texts(row.get(name) for row in rows) if name in statement.times else [row.get(name) for row in rows]
+        for name in statement.columns
+    ]
+
+
+def utc_texts(values: Any) -> list[str | None]:
+    """``values`` (times or ``None``) as ISO 8601 UTC text, each distinct time converted once.
+
+    A batch repeats few times many times over (an event's time goes to its nodes, edges and groups):
+    the conversion, ~1 us each, was 6% of a PostgreSQL batch's ingest before the memo.
+    """
+    texts: dict[datetime, str] = {}
+    out: list[str | None] = []
+    for value in values:
+        if value is None:
+            out.append(None)
+            continue
+        text = texts.get(value)
+        if text is None:
+            text = texts[value] = as_utc(value).isoformat()
+        out.append(text)
+    return out
+
+
+def select_in(conn: Connection, query: Any, parameter: str, values: Sequence[Any]) -> list[Any] | None:
+    """The rows of ``query`` (a prebuilt ``SELECT`` whose only parameter is the expanding ``parameter``) for
+    ``values``, or ``None`` when SQLAlchemy has to run it. Only for queries whose columns need no result
+    processing (keys, ids, text)."""
+    driver = driver_connection(conn)
+    if driver is None or not values or len(values) > MAX_ROWS:
+        return None
+    dialect = conn.dialect
+    count = len(values)
+    placeholders = {parameter: [f"\x00placeholder {i}" for i in range(count)]}
+    prepared = _cached(
+        dialect, ("in", id(query), count), query, lambda: _prepare(query, dialect, (), expanded=placeholders)
+    )
+    return _run(conn, driver, prepared, values)
+
+
+def select_all(conn: Connection, query: Any) -> list[Any] | None:
+    """The rows of ``query`` (a prebuilt ``SELECT`` without parameters of its caller's, whose columns need no
+    result processing), or ``None`` when SQLAlchemy has to run it."""
+    driver = driver_connection(conn)
+    if driver is None:
+        return None
+    dialect = conn.dialect
+    prepared = _cached(dialect, ("select", id(query)), query, lambda: _prepare(query, dialect, ()))
+    return _run(conn, driver, prepared, ())

@@ -1,0 +1,89 @@
+"""CPU of the ingest for small groups: 1, 2 or 3 events per transaction, in process, no HTTP.
+
+What a single-event ingest server does per request, minus the request: ``LineageStore.write()`` and
+:func:`~airflow_lineage_provider.consumer.store.ingest.ingest_events` (as ``consumer/service.py``'s
+``write_events``) on a fresh store, a SQLite file and a PostgreSQL schema, with the consumer benchmark's
+workload (``consumer_workload.py``) parsed beforehand. Per database and group size it reports CPU time
+(``time.process_time``) and wall time per event of the whole write, and CPU of ``ingest_events`` alone.
+
+    .venv/bin/python bench/small_group_ingest.py                       # this checkout
+    PYTHONPATH=/tmp/before .venv/bin/python bench/small_group_ingest.py  # another checkout (A/B)
+    .venv/bin/python bench/small_group_ingest.py --jobs 300 --groups 1 3 --databases sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from consumer_bench import postgres_schema  # noqa: E402
+from consumer_workload import workload  # noqa: E402
+
+import airflow_lineage_provider  # noqa: E402
+from airflow_lineage_provider.consumer.store import LineageStore  # noqa: E402
+from airflow_lineage_provider.consumer.store.ingest import ingest_events  # noqa: E402
+from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event  # noqa: E402
+
+
+@contextmanager
+def store_url(database: str) -> Iterator[str]:
+    """A fresh store's URL: a SQLite file in a temporary folder, or a private PostgreSQL schema."""
+    if database == "sqlite":
+        with tempfile.TemporaryDirectory() as folder:
+            yield f"sqlite:///{folder}/lineage.db"
+    else:
+        with postgres_schema() as url:
+            yield url
+
+
+def run(database: str, events: list[LineageEvent], group: int) -> dict[str, float]:
+    """Ingest ``events`` ``group`` at a time into a fresh store; µs per event (CPU, wall, ``ingest_events`` CPU)."""
+    with store_url(database) as url:
+        store = LineageStore(url)
+        try:
+            with store.write() as conn:  # migrated and warm: the statements built, one connection pooled
+                ingest_events(conn, events[:1])
+            rest = events[1:]
+            inside = 0.0
+            cpu, wall = time.process_time(), time.perf_counter()
+            for start in range(0, len(rest), group):
+                with store.write() as conn:
+                    before = time.process_time()
+                    ingest_events(conn, rest[start : start + group])
+                    inside += time.process_time() - before
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        finally:
+            store.dispose()
+    per = 1e6 / len(rest)
+    return {"cpu": cpu * per, "wall": wall * per, "ingest": inside * per}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print a table: database, group size, µs per event."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=400, help="workload jobs (2 events each)")
+    parser.add_argument("--groups", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--databases", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"])
+    args = parser.parse_args(argv)
+    events = [parse_event(document) for document in workload(args.jobs)]
+    print(f"code: {Path(airflow_lineage_provider.__file__).parent.parent}; {len(events)} events")
+    print(f"{'database':<9} {'group':>5} {'CPU µs/ev':>10} {'wall µs/ev':>11} {'ingest_events CPU µs/ev':>24}")
+    for database in args.databases:
+        for group in args.groups:
+            figures: dict[str, Any] = run(database, events, group)
+            print(
+                f"{database:<9} {group:>5} {figures['cpu']:>10.0f} {figures['wall']:>11.0f} {figures['ingest']:>24.0f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
