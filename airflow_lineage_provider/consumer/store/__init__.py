@@ -18,6 +18,7 @@ from sqlalchemy.engine import make_url
 
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCards
 from airflow_lineage_provider.consumer.store.identity import apply_namespace_aliases
+from airflow_lineage_provider.consumer.store.idle_ping import ping_idle_connections
 from airflow_lineage_provider.consumer.store.ingest import AFTER_COMMIT
 from airflow_lineage_provider.consumer.store.marquez_jobs import JobObjects
 from airflow_lineage_provider.consumer.store.migrations import migrate
@@ -44,11 +45,13 @@ def create_store_engine(url: str, **kwargs: Any) -> Engine:
         engine = create_engine(parsed, **kwargs)
         configure_sqlite_engine(engine, SQLITE_SETTINGS)
         return engine
-    kwargs.setdefault("pool_pre_ping", True)
     if parsed.get_driver_name() == "psycopg2":
         # ON CONFLICT statements are not sent as multi-row VALUES; batch them into few round trips instead.
         kwargs.setdefault("executemany_mode", "values_plus_batch")
-    return create_engine(parsed, **kwargs)
+    engine = create_engine(parsed, **kwargs)
+    if not kwargs.get("pool_pre_ping"):
+        ping_idle_connections(engine)  # pool_pre_ping only for connections idle a while (idle_ping.py)
+    return engine
 
 
 class LineageStore:
