@@ -314,6 +314,8 @@ def ungrouped_candidates(
         for chunk in chunks(datasets):
             candidates.update(conn.execute(select(_s.alias_key).where(_s.alias_key.in_(chunk)).distinct()).scalars())
     found: set[int] = set()
+    if not candidates:  # most batches: not even the query is built (that alone was a tenth of a small batch's ingest)
+        return found
     no_group = ~select(_m.node_id).where(_m.node_id == _n.id).exists()
     for chunk in chunks(candidates):
         query = select(_n.id).where(_n.node_key.in_(chunk), _n.kind == "dataset", no_group)
