@@ -13,37 +13,15 @@ from typing import Any
 
 import pytest
 import requests
-import uvicorn
 from sqlalchemy import create_engine
-from support.consumer_helpers import dataset, free_port, run_event
+from support.consumer_helpers import dataset, run_event
+from support.uvicorn_thread import served
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.hosts import host_name, serve_hosts
-from airflow_lineage_provider.consumer.http_protocol import guarded_protocol
 
 pytest_plugins = ("support.consumer_fixtures",)
-
-
-@contextmanager
-def served(app: Any, head_seconds: float = 10.0, stall_seconds: float = 30.0) -> Iterator[str]:
-    """``app`` on a real uvicorn on 127.0.0.1 with ``serve``'s protocol; yields the base URL."""
-    port = free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", http=guarded_protocol(head_seconds, stall_seconds)
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
 
 
 def _port(url: str) -> int:

@@ -10,7 +10,9 @@ so is one whose client stops reading a large answer (the answer stays in memory)
   in the write buffer (uvicorn pauses writing when the buffer is full).
 
 It subclasses whichever protocol uvicorn would pick (httptools when installed, else h11) and only adds
-timers; request handling is uvicorn's own.
+timers, and writes a response's head together with its first body part (:class:`HeadWithBody`): uvicorn writes
+them one after the other, two ``send`` calls and two TCP segments per answer, where one does — a sixth of a
+single-event ingest request's CPU time in the server went to those writes. Request handling is uvicorn's own.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ class GuardedHttpProtocol(_Base):
         self._head_timer: asyncio.TimerHandle | None = None
         self._stall_timer: asyncio.TimerHandle | None = None
         self._waiting_after: Any = None
-        super().connection_made(transport)
+        super().connection_made(HeadWithBody(transport))  # type: ignore[arg-type]
         self._await_head()
 
     def _await_head(self) -> None:
@@ -61,6 +63,7 @@ class GuardedHttpProtocol(_Base):
             self._cancel_head()
 
     def on_response_complete(self) -> None:
+        self.transport.flush()  # type: ignore[attr-defined]  # a head without a body part (HEAD, 204)
         super().on_response_complete()
         if not self.transport.is_closing():
             self._await_head()
@@ -89,3 +92,43 @@ class GuardedHttpProtocol(_Base):
         if not self.transport.is_closing():
             self.logger.debug("closing an HTTP connection: %s", why)
             self.transport.abort()
+
+
+class HeadWithBody:
+    """A transport that holds a response head (uvicorn's ``HTTP/1.1 <status>`` line and headers, not a 1xx
+    interim answer) back until the next write, and writes both at once.
+
+    Anything held is written before anything else and on every other way out (:meth:`flush`, which the protocol
+    calls when a response is complete, ``close``, ``write_eof``), so bytes are never reordered or lost; the
+    worst a body part that happens to look like a head can meet is waiting for the next write. Every other
+    attribute is the wrapped transport's.
+    """
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._held = b""
+
+    def write(self, data: bytes) -> None:
+        if self._held:
+            data, self._held = self._held + data, b""
+        elif data.startswith(b"HTTP/1.1 ") and not data.startswith(b"HTTP/1.1 1") and data.endswith(b"\r\n\r\n"):
+            self._held = data
+            return
+        self._transport.write(data)
+
+    def flush(self) -> None:
+        """Write what is held, if anything."""
+        if self._held:
+            held, self._held = self._held, b""
+            self._transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
