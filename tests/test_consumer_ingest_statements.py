@@ -184,9 +184,17 @@ def test_a_time_is_sqlite_text_as_the_bind_processor_makes_it() -> None:
 
 def test_a_driver_error_is_raised_as_sqlalchemys(store_url: str) -> None:
     store = LineageStore(store_url)
-    sql = statements(store.engine.dialect.name).events
-    row = {
-        "event_key": "k" * 64,
+    events = statements(store.engine.dialect.name).events
+    try:
+        with pytest.raises(sa.exc.IntegrityError), store.write() as conn:
+            driver_sql.write_rows(conn, events, [_event_row("k" * 64, payload=None)])  # payload: NOT NULL
+    finally:
+        store.dispose()
+
+
+def _event_row(key: str, payload: str | None = "{}") -> dict[str, Any]:
+    return {
+        "event_key": key,
         "kind": "run",
         "event_type": "START",
         "event_time": NOW,
@@ -195,10 +203,51 @@ def test_a_driver_error_is_raised_as_sqlalchemys(store_url: str) -> None:
         "job_name": None,
         "producer": None,
         "received_at": NOW,
-        "payload": None,  # NOT NULL
+        "payload": payload,
     }
+
+
+def _count_events(conn: sa.Connection) -> int:
+    """Events the transaction of ``conn`` sees, asked on the driver's cursor (nothing held is sent first)."""
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute("SELECT count(*) FROM lineage_events")
+        return int(cursor.fetchone()[0])
+    finally:
+        cursor.close()
+
+
+def test_writes_whose_answers_nobody_reads_go_in_one_round_trip_on_psycopg2(pg_store_url: str) -> None:
+    store = LineageStore(pg_store_url)
+    events = statements("postgresql").events
+    try:
+        with store.write() as conn:
+            with driver_sql.one_round_trip(conn):
+                assert driver_sql.write_rows(conn, events, [_event_row("a" * 64)], answers=False) == []
+                assert driver_sql.write_rows(conn, events, [_event_row("b" * 64)], answers=False) == []
+                assert _count_events(conn) == 0  # held
+            assert _count_events(conn) == 2  # sent when the block ended
+            with driver_sql.one_round_trip(conn):
+                driver_sql.write_rows(conn, events, [_event_row("c" * 64)], answers=False)
+                answered = driver_sql.write_rows(conn, events, [_event_row("d" * 64)])  # sends what is held first
+                assert answered == [("d" * 64,)] and _count_events(conn) == 4
+    finally:
+        store.dispose()
+
+
+def test_a_held_write_that_fails_is_raised_as_sqlalchemys_when_the_block_ends(pg_store_url: str) -> None:
+    store = LineageStore(pg_store_url)
+    events = statements("postgresql").events
     try:
         with pytest.raises(sa.exc.IntegrityError), store.write() as conn:
-            assert driver_sql.write_rows(conn, sql, [row]) is not None
+            try:
+                with driver_sql.one_round_trip(conn):
+                    driver_sql.write_rows(conn, events, [_event_row("e" * 64, payload=None)], answers=False)
+            finally:
+                assert driver_sql.flush(conn) is None  # nothing is left held on the connection
+        with store.write() as conn, driver_sql.one_round_trip(conn):  # the connection is usable again
+            driver_sql.write_rows(conn, events, [_event_row("f" * 64)], answers=False)
+        with store.read() as conn:
+            assert _count_events(conn) == 1
     finally:
         store.dispose()

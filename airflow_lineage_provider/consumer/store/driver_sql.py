@@ -19,7 +19,8 @@ retries and error answers do not depend on the path.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -150,6 +151,7 @@ def driver_connection(conn: Connection) -> Any | None:
 
 
 def _run(conn: Connection, driver: Any, prepared: Prepared, variables: Sequence[Any]) -> list[Any]:
+    flush(conn)
     parameters = prepared.parameters(variables)
     cursor = driver.cursor()
     try:
@@ -162,9 +164,68 @@ def _run(conn: Connection, driver: Any, prepared: Prepared, variables: Sequence[
         cursor.close()
 
 
-def write_rows(conn: Connection, statement: Statement, rows: list[dict[str, Any]]) -> list[Any] | None:
+#: ``Connection.info`` key of the writes :func:`one_round_trip` holds back: their SQL, parameters bound.
+_HELD = "lineage_driver_sql_held"
+
+
+@contextmanager
+def one_round_trip(conn: Connection) -> Iterator[None]:
+    """Send the writes of the block whose answers nobody reads (:func:`write_rows` with ``answers=False``) to the
+    database together, as one multi-statement string, when the block ends; in the same order, as the same
+    statements, so nothing changes but the round trips (each cost ~0.1 ms of CPU on PostgreSQL, a tenth of a
+    small batch's ingest).
+
+    Only with psycopg2 (its parameters are bound in the client: ``cursor.mogrify``, what its ``execute`` sends);
+    elsewhere, and for statements SQLAlchemy runs, each runs when called. Any statement run on the connection in
+    the block through this module first sends what is held; a statement run through SQLAlchemy in the block must
+    not read what the held writes write. On an error in the block nothing held is sent.
+    """
+    if conn.dialect.driver != "psycopg2" or driver_connection(conn) is None or _HELD in conn.info:
+        yield
+        return
+    conn.info[_HELD] = []
+    try:
+        yield
+        flush(conn)
+    finally:
+        conn.info.pop(_HELD, None)
+
+
+def flush(conn: Connection) -> None:
+    """Send the writes :func:`one_round_trip` holds on ``conn`` (nothing when it holds none)."""
+    held: list[bytes] | None = conn.info.get(_HELD)
+    if not held:
+        return
+    sql = b";\n".join(held)
+    held.clear()
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(sql)
+    except conn.dialect.loaded_dbapi.Error as error:
+        conn._handle_dbapi_exception(error, sql.decode(errors="replace"), None, cursor, None)
+    finally:
+        cursor.close()
+
+
+def _hold(conn: Connection, driver: Any, prepared: Prepared, variables: Sequence[Any]) -> bool:
+    """Hold the write for :func:`one_round_trip`'s single send, if one is open on ``conn``."""
+    held: list[bytes] | None = conn.info.get(_HELD)
+    if held is None:
+        return False
+    cursor = driver.cursor()
+    try:
+        held.append(cursor.mogrify(prepared.sql, prepared.parameters(variables)))
+    finally:
+        cursor.close()
+    return True
+
+
+def write_rows(
+    conn: Connection, statement: Statement, rows: list[dict[str, Any]], answers: bool = True
+) -> list[Any] | None:
     """Run a prebuilt insert (:mod:`.statements`) with ``rows``, as SQLAlchemy would send them; the rows it
-    answers (``RETURNING``) as tuples, or ``None`` when SQLAlchemy has to run it."""
+    answers (``RETURNING``) as tuples, or ``None`` when SQLAlchemy has to run it. Without ``answers`` (the
+    caller reads no answer) the write may be held until :func:`one_round_trip` ends (answering ``[]``)."""
     driver = driver_connection(conn)
     if driver is None or not rows:
         return None
@@ -173,7 +234,10 @@ def write_rows(conn: Connection, statement: Statement, rows: list[dict[str, Any]
     if statement.columns:  # one array per column (PostgreSQL)
         names = [f"c_{name}" for name in statement.columns]
         prepared = _cached(dialect, ("arrays", id(sql)), sql, lambda: _prepare(sql, dialect, names))
-        return _run(conn, driver, prepared, arrays(statement, rows))
+        variables = arrays(statement, rows)
+        if not answers and _hold(conn, driver, prepared, variables):
+            return []
+        return _run(conn, driver, prepared, variables)
     if len(rows) > MAX_ROWS:
         return None
     columns = tuple(rows[0])

@@ -58,15 +58,17 @@ def io_group_key(job: NodeKey, inputs: Iterable[NodeKey], outputs: Iterable[Node
     return hashlib.sha1(text.encode()).hexdigest()
 
 
-def _execute(conn: Connection, statement: Statement, rows: list[dict[str, Any]]) -> list[Any]:
+def _execute(conn: Connection, statement: Statement, rows: list[dict[str, Any]], answers: bool = True) -> list[Any]:
     """Run a prebuilt insert with ``rows``: on the driver's cursor where :mod:`.driver_sql` can, else through
-    SQLAlchemy. The rows it answers (``RETURNING``)."""
+    SQLAlchemy. The rows it answers (``RETURNING``); none without ``answers`` (see
+    :func:`.driver_sql.one_round_trip`)."""
     # Rows go in key order so that concurrent transactions lock shared rows in the same order
     # (PostgreSQL would otherwise detect deadlocks between two batches that share jobs or datasets).
     rows.sort(key=lambda row: tuple(row[k] for k in statement.order))
-    answered = driver_sql.write_rows(conn, statement, rows)
+    answered = driver_sql.write_rows(conn, statement, rows, answers)
     if answered is not None:
         return answered
+    driver_sql.flush(conn)  # what a driver_sql.one_round_trip holds goes first
     if statement.columns:
         arrays = zip(statement.columns, driver_sql.arrays(statement, rows), strict=True)
         result = conn.execute(statement.sql, {f"c_{name}": array for name, array in arrays})
@@ -79,7 +81,7 @@ def _execute(conn: Connection, statement: Statement, rows: list[dict[str, Any]])
 
 
 def _write(conn: Connection, statement: Statement, rows: list[dict[str, Any]]) -> None:
-    _execute(conn, statement, rows)
+    _execute(conn, statement, rows, answers=False)
 
 
 @dataclass
@@ -309,16 +311,19 @@ def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
     sql = statements(conn.dialect.name)
     ids, rewritten = _write_nodes(conn, changes)
     refaceted = _datasets_given_new_facets(conn, changes, ids, rewritten)
-    _write_datasets(conn, sql, changes, ids)
     settings, any_claim = read_settings_and_claims(conn)
-    remember, recorded = _write_producers(conn, sql, changes, ids, settings.get(STORE_ID, ""))
+    # Writes none of which reads what another writes, nor anything read before the block ends: sent together
+    # where the driver allows (one round trip on psycopg2).
+    with driver_sql.one_round_trip(conn):
+        _write_datasets(conn, sql, changes, ids)
+        remember, recorded = _write_producers(conn, sql, changes, ids, settings.get(STORE_ID, ""))
+        _write_jobs(conn, sql, changes, ids)
+        _write_runs(conn, sql, changes, ids)
+        _write_edges(conn, sql, changes, ids)
     claimed = _write_claims(conn, sql, changes, ids)
     changed = refaceted | {ids[key] for key, _producer in recorded} | claimed
     if changed - rewritten:  # what a dataset's card shows changed, not its own row (see .node_versions)
         bump_versions(conn, sorted(changed - rewritten))
-    _write_jobs(conn, sql, changes, ids)
-    _write_runs(conn, sql, changes, ids)
-    _write_edges(conn, sql, changes, ids)
     if changes.node_declared and DECLARED_LINEAGE not in settings:
         _mark_setting(conn, DECLARED_LINEAGE)
     _match_templated_names(conn, changes, ids, settings)
