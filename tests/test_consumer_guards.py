@@ -58,6 +58,10 @@ def test_a_request_for_an_unknown_host_name_is_refused(store_url: str) -> None:
         refused = requests.get(f"{url}/api/v1/namespaces", headers={"Host": "attacker.example"}, timeout=10)
         assert refused.json()["detail"].startswith("this consumer does not answer to the host 'attacker.example'")
         assert "--allowed-host attacker.example" in refused.json()["detail"]
+        # Allowed values are remembered, refused ones never: asked again, each answer is the same.
+        for host, code in ((f"127.0.0.1:{port}", 200), (f"attacker.example:{port}", 400), ("", 400)):
+            answer = requests.get(f"{url}/api/v1/namespaces", headers={"Host": host}, timeout=10)
+            assert answer.status_code == code, (host, answer.text)
 
 
 def test_any_host_is_answered_when_asked_for_and_wildcard_binds_add_this_machines_names() -> None:
