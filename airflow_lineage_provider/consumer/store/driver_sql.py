@@ -14,6 +14,9 @@ SQLAlchemy: a driver other than pysqlite, psycopg2 or psycopg (3), an engine wit
 (tests counting statements, tracing) or echo on, more rows than :data:`MAX_ROWS` on SQLite. A driver error is
 raised as SQLAlchemy raises it (``sqlalchemy.exc.OperationalError``, ... with ``connection_invalidated``), so
 retries and error answers do not depend on the path.
+
+On psycopg2, writes whose answers nobody reads can also be held and sent together (:func:`one_round_trip`):
+on PostgreSQL most of what a small batch still costs is the round trips.
 """
 
 from __future__ import annotations
@@ -106,7 +109,11 @@ def _prepare(
         state = compiled.construct_expanded_state(expanded)
         sql, positions, params = state.statement, state.positiontup, state.parameters
         placeholder = {value: i for values in expanded.values() for i, value in enumerate(values)}
-        index = {name: placeholder[value] for name, value in params.items() if value in placeholder}
+        index = {
+            name: placeholder[value]
+            for name, value in params.items()
+            if isinstance(value, str) and value in placeholder
+        }
         variables = sorted(index, key=index.__getitem__)
     names = tuple(positions) if positions is not None else tuple(params)
     expanding = next(iter(expanded)) if expanded else None
