@@ -313,8 +313,9 @@ def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
     refaceted = _datasets_given_new_facets(conn, changes, ids, rewritten)
     settings, any_claim = read_settings_and_claims(conn)
     # Writes none of which reads what another writes, nor anything read before the block ends: sent together
-    # where the driver allows (one round trip on psycopg2).
+    # where the driver allows (one round trip on psycopg2), but the io groups' upsert, whose answer is read.
     with driver_sql.one_round_trip(conn):
+        _write_io_groups(conn, sql, changes, ids)
         _write_datasets(conn, sql, changes, ids)
         remember, recorded = _write_producers(conn, sql, changes, ids, settings.get(STORE_ID, ""))
         _write_jobs(conn, sql, changes, ids)
@@ -327,7 +328,6 @@ def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
     if changes.node_declared and DECLARED_LINEAGE not in settings:
         _mark_setting(conn, DECLARED_LINEAGE)
     _match_templated_names(conn, changes, ids, settings)
-    _write_io_groups(conn, sql, changes, ids)
     _write_columns(conn, sql, changes, ids)
     _regroup(conn, changes, settings, claimed, any_claim or bool(claimed))
     return remember
