@@ -3,6 +3,7 @@ a request head or stop reading, and the per-process bounds on walks — over rea
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -159,3 +160,26 @@ def test_walks_past_the_concurrency_bound_wait_and_past_the_queue_get_503(pg_sto
         assert answers == [200, 200]
         assert requests.get(url + path, timeout=10).status_code == 200
     locker.dispose()
+
+
+def test_a_body_that_stops_arriving_is_answered_408_and_one_in_parts_is_read_whole(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over real HTTP: a sender that stops mid-body gets 408 once no part came for the idle bound; one whose
+    body arrives in several parts (each within the bound) is stored."""
+    from airflow_lineage_provider.consumer import deps
+
+    monkeypatch.setattr(deps, "BODY_IDLE_SECONDS", 0.5)
+    body = json.dumps(run_event("START", "slow_sender")).encode()
+    with served(create_app(store_url=store_url, anonymous=Access.ADMIN)) as url:
+        head = "POST /api/v1/lineage HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        with socket.create_connection(("127.0.0.1", _port(url)), timeout=10) as stalled:
+            stalled.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body[:10])
+            answer = stalled.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 408"), answer
+        with socket.create_connection(("127.0.0.1", _port(url)), timeout=10) as parted:
+            parted.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body[:10])
+            time.sleep(0.2)
+            parted.sendall(body[10:])
+            answer = parted.recv(4096)
+            assert answer.startswith(b"HTTP/1.1 201"), answer
