@@ -280,3 +280,37 @@ def test_the_writer_thread_ends_when_no_request_comes(store: LineageStore) -> No
     assert not any(t.name == "lineage-ingest" for t in threading.enumerate())
     result, errors = grouped.ingest(_events(["again"]))  # and a later request starts a new one
     assert (result.stored, errors) == (1, {})
+
+
+@pytest.mark.postgres
+def test_on_postgresql_two_groups_are_written_at_once(pg_store_url: str) -> None:
+    """With two writers (the app's default on PostgreSQL: ``writers_for``), a second request does not wait for a
+    group that is stuck on a lock: it is written by the second writer, and the rest form a third group."""
+    from airflow_lineage_provider.consumer.grouped_ingest import writers_for
+
+    store = LineageStore(pg_store_url)
+    store.engine  # noqa: B018 - created and migrated now, not behind a held lock
+    try:
+        assert writers_for(store) == 2 and writers_for(LineageStore("sqlite:///unused.db")) == 1
+        grouped = GroupedIngest(store, writers=2)
+        events = _events([f"job_{i}" for i in range(CLIENTS)])
+        outcomes: list[Any] = [None] * CLIENTS
+
+        def run(index: int) -> None:
+            outcomes[index] = grouped.ingest([events[index]])
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(CLIENTS)]
+        with _write_lock_held(store, pg_store_url):
+            threads[0].start()
+            _until(lambda: grouped.statistics.groups == 1)
+            threads[1].start()
+            _until(lambda: grouped.statistics.groups == 2)  # taken by the second writer, not queued
+            for thread in threads[2:]:
+                thread.start()
+            _until(lambda: grouped.waiting == CLIENTS - 2)
+        for thread in threads:
+            thread.join(timeout=60)
+        assert [(r.stored, errors) for r, errors in outcomes] == [(1, {})] * CLIENTS
+        assert grouped.statistics.groups == 3 and grouped.statistics.largest == CLIENTS - 2
+    finally:
+        store.dispose()

@@ -66,3 +66,25 @@ def test_a_connection_used_a_moment_ago_is_not_pinged(store: LineageStore, monke
     monkeypatch.setattr(idle_ping_module, "PING_AFTER_IDLE_SECONDS", 0.0)
     _backend(store)
     assert len(pings) == 1
+
+
+def test_a_held_connection_the_server_closed_is_replaced_and_the_write_done(store: LineageStore) -> None:
+    """The grouped ingest's writer holds one connection (``LineageStore.holding``), which no checkout pings: a
+    write on it after the server closed it is done again on a new connection, and the request never sees it."""
+    from support.consumer_helpers import run_event
+
+    from airflow_lineage_provider.consumer.service import store_events
+    from airflow_lineage_provider.consumer.validation import parse_event
+
+    with store.holding():
+        assert store_events(store, [parse_event(run_event("START", "first"))])[0].stored == 1
+        with store.write() as conn:
+            held = int(conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one())
+        admin = sa.create_engine(PG_URL)
+        with admin.begin() as conn:
+            conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": held})
+        admin.dispose()
+        result, errors = store_events(store, [parse_event(run_event("START", "second"))])
+        assert (result.stored, errors) == (1, {})
+        with store.write() as conn:
+            assert int(conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()) != held

@@ -16,7 +16,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from airflow_lineage_provider.consumer.api_docs import api_docs_router
 from airflow_lineage_provider.consumer.auth import LoginRequired
-from airflow_lineage_provider.consumer.grouped_ingest import GroupedIngest
+from airflow_lineage_provider.consumer.grouped_ingest import GroupedIngest, writers_for
 from airflow_lineage_provider.consumer.guards import GuardFactory, KeyGuard
 from airflow_lineage_provider.consumer.hosts import AllowedHosts
 from airflow_lineage_provider.consumer.marquez_paths import SegmentPaths
@@ -149,7 +149,7 @@ def create_app(
         namespace_aliases=config.namespace_aliases.mapping,  # the store's groups follow this configuration
     )
     #: Ingest requests that arrive together are committed together (grouped_ingest.py).
-    app.state.ingest = GroupedIngest(app.state.store)
+    app.state.ingest = GroupedIngest(app.state.store, writers=writers_for(app.state.store))
     app.state.spec_validator = spec_validator
     app.state.retention = RetentionSchedule(config)
     #: Other spellings of namespaces, read by the store's queries (docs/consumer.md, "Namespace aliases").

@@ -35,6 +35,7 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_lineage_provider.consumer.service import StoreUnavailable, store_events, write_events
@@ -88,14 +89,23 @@ class GroupStatistics:
 
 
 class GroupedIngest:
-    """Writes ingest requests to ``store``, grouping those that arrive together (see the module)."""
+    """Writes ingest requests to ``store``, grouping those that arrive together (see the module).
 
-    def __init__(self, store: LineageStore, max_group_events: int = MAX_GROUP_EVENTS) -> None:
+    ``writers`` is how many groups may be written at once, each by its own thread and transaction: 1 for
+    SQLite (one writer at a time holds its lock anyway), more for PostgreSQL, where one group's round trips and
+    commit can overlap the next group's (:func:`writers_for`).
+    """
+
+    def __init__(self, store: LineageStore, max_group_events: int = MAX_GROUP_EVENTS, writers: int = 1) -> None:
+        if writers < 1:
+            raise ValueError(f"writers must be at least 1, got {writers}")
         self.store = store
         self.max_group_events = max_group_events
+        self.writers = writers
         self.statistics = GroupStatistics()
         self._pending: deque[_Request] = deque()
-        self._writer: threading.Thread | None = None
+        self._threads: set[threading.Thread] = set()
+        self._idle = 0
         self._changed = threading.Condition()
 
     @property
@@ -115,7 +125,7 @@ class GroupedIngest:
     async def submit(self, prepare: Callable[[], Sequence[LineageEvent]]) -> Outcome:
         """Store the events ``prepare`` returns, as :meth:`ingest` does, answered on the running event loop.
 
-        ``prepare`` runs in the writer thread just before its group is written, so CPU work such as decoding and
+        ``prepare`` runs in a writer thread just before its group is written, so CPU work such as decoding and
         checking a request body stays off the event loop without a thread hand-off of its own. What it raises is
         raised here, and nothing of that request is written; the other requests of its group are not affected.
         """
@@ -125,52 +135,64 @@ class GroupedIngest:
         return await request.future  # type: ignore[misc]
 
     def _queue(self, request: _Request) -> None:
-        """Add ``request`` to the queue; start the writer thread when none is running."""
+        """Add ``request`` to the queue: an idle writer takes it, else a new one when fewer than :attr:`writers`
+        run, else the first writer done with its group."""
         with self._changed:
             self._pending.append(request)
-            if self._writer is not None:
+            if self._idle:
                 self._changed.notify()
                 return
-            writer = self._writer = threading.Thread(target=self._write_groups, name="lineage-ingest", daemon=True)
+            if len(self._threads) >= self.writers:
+                return
+            writer = self._new_writer()
         try:
             writer.start()
         except RuntimeError as error:  # no thread can be started now: nothing was written, the sender retries
             with self._changed:
-                self._writer = None
+                self._threads.discard(writer)
+                if self._threads:
+                    return  # a running writer will take it
                 self._pending.remove(request)
             raise StoreUnavailable(f"the lineage store cannot be written now: {error}") from error
 
+    def _new_writer(self) -> threading.Thread:
+        writer = threading.Thread(target=self._write_groups, name="lineage-ingest", daemon=True)
+        self._threads.add(writer)
+        return writer
+
     def _write_groups(self) -> None:
-        """The writer thread: write groups until no request has come for :data:`LINGER_SECONDS`."""
+        """A writer thread: write groups until no request has come for :data:`LINGER_SECONDS`."""
+        me = threading.current_thread()
         ended = False
         try:
-            while True:
-                with self._changed:
-                    if not self._pending:
-                        self._changed.wait(LINGER_SECONDS)
-                    if not self._pending:
-                        self._writer = None
-                        ended = True
-                        return
-                    group = self._take()
-                try:
-                    self._write(group)
-                finally:
-                    self._answer(group)
+            with self.store.holding():  # one connection for the groups this thread writes
+                self._write_until_idle(me)
+            ended = True
         finally:
             if not ended:  # stopped by something no request caused: let another thread write the rest
                 with self._changed:
-                    self._writer = None
-                    restart = bool(self._pending)
-                if restart:
-                    self._queue_restart()
+                    self._threads.discard(me)
+                    writer = self._new_writer() if self._pending and not self._threads else None
+                if writer is not None:
+                    writer.start()
 
-    def _queue_restart(self) -> None:
-        with self._changed:
-            if self._writer is not None or not self._pending:
-                return
-            writer = self._writer = threading.Thread(target=self._write_groups, name="lineage-ingest", daemon=True)
-        writer.start()
+    def _write_until_idle(self, me: threading.Thread) -> None:
+        while True:
+            with self._changed:
+                if not self._pending:
+                    self._idle += 1
+                    try:
+                        self._changed.wait(LINGER_SECONDS)
+                    finally:
+                        self._idle -= 1
+                if not self._pending:
+                    self._threads.discard(me)
+                    return
+                group = self._take()
+            try:
+                self._write(group)
+            finally:
+                self._answer(group)
 
     def _take(self) -> list[_Request]:
         """The next group: waiting requests in arrival order, up to :attr:`max_group_events` events (a request
@@ -190,7 +212,8 @@ class GroupedIngest:
         :attr:`max_group_events` events (a request larger than that alone)."""
         try:
             ready = [member for member in group if _prepared(member)]
-            self.statistics.events += sum(len(member.events) for member in ready)
+            with self._changed:
+                self.statistics.events += sum(len(member.events) for member in ready)
             for part in _parts(ready, self.max_group_events):
                 self._write_together(part)
         except BaseException as error:  # never leave a request of the group waiting, whatever went wrong
@@ -282,3 +305,14 @@ def _settle(members: list[_Request]) -> None:
             future.set_exception(member.failure)
         else:
             future.set_result((member.result, member.errors))
+
+
+#: Groups written at once on PostgreSQL (:func:`writers_for`).
+POSTGRESQL_WRITERS = 2
+
+
+def writers_for(store: LineageStore) -> int:
+    """How many groups :class:`GroupedIngest` writes at once to ``store``: one on SQLite (its single write lock),
+    :data:`POSTGRESQL_WRITERS` on PostgreSQL (one group's round trips and commit overlap the next one's; the
+    ingest locks rows in one order, and a deadlock is retried)."""
+    return 1 if make_url(store.url).get_backend_name() == "sqlite" else POSTGRESQL_WRITERS

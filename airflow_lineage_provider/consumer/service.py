@@ -51,12 +51,19 @@ def _retryable(error: SQLAlchemyError) -> bool:
 
 
 def _retrying(what: str, work: Callable[[Connection], T], store: LineageStore) -> T:
-    """``work`` in one write transaction, retried after a deadlock or serialization conflict."""
+    """``work`` in one write transaction, retried after a deadlock or serialization conflict, and once on a new
+    connection when the one it ran on turned out dead (a database restarted, a connection the server closed:
+    the transaction did not happen, or happened and its events are then duplicates)."""
+    reconnected = False
     for attempt in range(1, ATTEMPTS + 1):
         try:
             with store.write() as conn:
                 return work(conn)
         except OperationalError as error:
+            if error.connection_invalidated and not reconnected:
+                reconnected = True
+                log.info("retrying %s on a new connection: %s", what, _reason(error))
+                continue
             if not _retryable(error) or attempt == ATTEMPTS:
                 raise
             log.info("retrying %s after a conflict with another writer (%s): %s", what, attempt, _reason(error))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request, status
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from airflow_lineage_provider.consumer import audit
 from airflow_lineage_provider.consumer.access import Access, Principal
@@ -23,6 +24,11 @@ from airflow_lineage_provider.consumer.validation import EventError, LineageEven
 # hottest endpoints of the consumer; see authorized_route.py).
 router = APIRouter(tags=["ingest"], dependencies=[Depends(requires(Access.WRITE))], route_class=AuthorizedRoute)
 
+#: The answer to one event, encoded once: ``{"status": "duplicate"}`` or ``{"status": "stored"}``.
+_ANSWERS = {
+    flag: json.dumps({"status": "stored" if flag else "duplicate"}, separators=(",", ":")).encode()
+    for flag in (False, True)
+}
 #: Most per-event error messages a batch answer lists (the statuses in ``results`` cover every event).
 MAX_LISTED_ERRORS = 100
 
@@ -161,7 +167,7 @@ async def post_lineage(request: Request, principal: Writer) -> Any:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail=errors[0])
     _audit(principal, 1, result.stored, result.duplicates, 0, audit.namespaces_of([event]), status.HTTP_201_CREATED)
     request.app.state.retention.maybe_run(request.app.state.store)
-    return JSONResponse({"status": "stored" if result.stored else "duplicate"}, status_code=status.HTTP_201_CREATED)
+    return Response(_ANSWERS[bool(result.stored)], status_code=status.HTTP_201_CREATED, media_type="application/json")
 
 
 def _audit(

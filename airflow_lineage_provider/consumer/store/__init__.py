@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,8 @@ class LineageStore:
         self.job_objects: JobObjects = VersionedCache(graph_cache_nodes)
         self._ready = False
         self._lock = threading.Lock()
+        #: The connection :meth:`holding` keeps for its thread.
+        self._held = threading.local()
 
     @property
     def engine(self) -> Engine:
@@ -122,8 +124,8 @@ class LineageStore:
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A connection in a write transaction, committed on success (IMMEDIATE on SQLite); then the writes'
-        :func:`.ingest.after_commit` callbacks run."""
-        with self.engine.connect() as conn:
+        :func:`.ingest.after_commit` callbacks run. Inside :meth:`holding`, the thread's held connection."""
+        with self._write_connection() as conn:
             conn = conn.execution_options(**{WRITE: True})
             conn.info.pop(AFTER_COMMIT, None)
             try:
@@ -134,6 +136,35 @@ class LineageStore:
                 raise
             for callback in conn.info.pop(AFTER_COMMIT, ()):  # committed: what the writes asked to do now
                 callback()
+
+    def _write_connection(self) -> AbstractContextManager[Connection]:
+        """A new pooled connection, closed after the transaction; inside :meth:`holding`, the held one (made
+        now if there is none yet or it broke), left open."""
+        if not getattr(self._held, "active", False):
+            return self.engine.connect()
+        held: Connection | None = self._held.conn
+        if held is None or held.closed or held.invalidated:
+            if held is not None:
+                held.close()
+            self._held.conn = held = self.engine.connect()
+        return nullcontext(held)
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """While the block runs, this thread's :meth:`write` transactions share one connection instead of taking
+        one from the pool each (the grouped ingest's writer thread: a pool checkout, its events and the reset on
+        return were ~4% of a small group's write). It is taken at the first write, replaced at the next write if
+        it broke, and goes back to the pool when the block ends."""
+        if getattr(self._held, "active", False):
+            yield  # already held by this thread
+            return
+        self._held.active, self._held.conn = True, None
+        try:
+            yield
+        finally:
+            conn, self._held.conn, self._held.active = self._held.conn, None, False
+            if conn is not None:
+                conn.close()
 
     def dispose(self) -> None:
         """Close every pooled connection."""
