@@ -17,10 +17,27 @@ retries and error answers do not depend on the path.
 
 On psycopg2, writes whose answers nobody reads can also be held and sent together (:func:`one_round_trip`):
 on PostgreSQL most of what a small batch still costs is the round trips.
+
+On psycopg2 the statements are also prepared on the server (:class:`ServerSide`): psycopg2 sends each statement
+as text, which the server parses and plans every time — for the ingest's big ``INSERT ... SELECT FROM unnest(...)
+ON CONFLICT DO UPDATE`` upserts most of what a small batch costs the server. Each DBAPI connection gets
+``PREPARE lineage_ingest_<hash> (types) AS ...`` once, sent with the first ``EXECUTE lineage_ingest_<hash>
+(...)`` (in the same string, so no round trip is added), then only the ``EXECUTE``; which statements a connection
+has prepared is kept in its pool record's ``info``, so a new connection (one replaced after invalidation too)
+prepares again. ``PREPARE`` is not transactional: a statement prepared in a transaction that rolls back stays
+prepared, but one whose ``PREPARE`` failed does not exist; after any error on the driver's cursor the
+connection's list is read again from ``pg_prepared_statements`` before its next statement. psycopg (3) prepares
+on its own (after five executions of a statement). Named prepared statements do not survive a pooler that hands
+each transaction another server connection (PgBouncer in transaction mode): turn them off with
+``LINEAGE_STORE_PREPARED_STATEMENTS=off`` in the environment, or the engine execution option
+``lineage_prepared_statements=False`` (:data:`PREPARED_STATEMENTS_OPTION`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -44,6 +61,59 @@ DRIVERS = frozenset(
 MAX_ROWS = 32
 
 Processor = Callable[[Any], Any] | None
+
+#: Engine (or connection) execution option: ``False`` turns the server-side prepared statements off (psycopg2).
+PREPARED_STATEMENTS_OPTION = "lineage_prepared_statements"
+#: Whether psycopg2 connections prepare the statements on the server when no execution option says otherwise:
+#: on unless the environment's ``LINEAGE_STORE_PREPARED_STATEMENTS`` is ``off`` (``0``, ``false``, ``no``).
+PREPARED_STATEMENTS = os.environ.get("LINEAGE_STORE_PREPARED_STATEMENTS", "on").strip().lower() not in {
+    "off",
+    "0",
+    "false",
+    "no",
+}
+#: What the names of the statements this module prepares start with.
+NAME_PREFIX = "lineage_ingest_"
+
+
+@dataclass(frozen=True)
+class ServerSide:
+    """A psycopg2 statement as a prepared statement of the server: ``prepare`` creates it (``PREPARE name (types)
+    AS ...``, the SQL's ``%(name)s`` parameters as ``$1``, ``$2``, ... in order of first use) and ``execute`` runs
+    it with the same pyformat parameters as the statement (``EXECUTE name (%(c_a)s::TEXT[], ...)``). Both are in
+    pyformat text (a ``%`` of the SQL stays ``%%``): they go through psycopg2's parameter binding."""
+
+    name: str
+    prepare: str
+    execute: str
+
+
+_PYFORMAT = re.compile(r"%%|%\(([^)]*)\)s")
+
+
+def server_side(sql: str, types: dict[str, str]) -> ServerSide:
+    """``sql`` (pyformat) as a statement prepared on the server; ``types`` gives the PostgreSQL type of the named
+    parameters that have to be declared (arrays: ``unnest($1, $2)`` infers none), others are inferred from where
+    they stand (``unknown``), as psycopg2's literals are. The name is a hash of what is prepared, so it is the same
+    in every process and never names another statement."""
+    order: dict[str, int] = {}
+
+    def numbered(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return match.group(0)
+        return f"${order.setdefault(name, len(order) + 1)}"
+
+    body = _PYFORMAT.sub(numbered, sql)
+    declared = ", ".join(types.get(name, "unknown") for name in order)
+    definition = f"({declared}) AS {body}" if order else f"AS {body}"
+    name = NAME_PREFIX + hashlib.sha1(definition.encode()).hexdigest()[:20]
+    arguments = ", ".join(f"%({n})s::{types[n]}" if n in types else f"%({n})s" for n in order)
+    return ServerSide(
+        name=name,
+        prepare=f"PREPARE {name} {definition}",
+        execute=f"EXECUTE {name} ({arguments})" if order else f"EXECUTE {name}",
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -73,6 +143,7 @@ class Prepared:
     constants: tuple[Any, ...]
     processors: tuple[Processor, ...]
     positional: bool
+    server: ServerSide | None = None
 
     def parameters(self, variables: Sequence[Any]) -> Sequence[Any] | dict[str, Any]:
         """The driver's parameters for ``variables`` (unprocessed values, in the statement's variable order)."""
@@ -124,6 +195,15 @@ def _prepare(
         None if name in index else (params[name] if processors[name] is None else processors[name](params[name]))  # type: ignore[misc]
         for name in names
     )
+    server = None
+    if dialect.driver == "psycopg2":
+        binds = {name: compiled.binds.get(expanding if name in index and expanding else name) for name in names}
+        types = {
+            name: dialect.type_compiler_instance.process(bind.type)
+            for name, bind in binds.items()
+            if bind is not None and isinstance(bind.type, ARRAY)
+        }
+        server = server_side(sql, types)
     return Prepared(
         sql=sql,
         names=names,
@@ -131,6 +211,7 @@ def _prepare(
         constants=constants,
         processors=tuple(processors[name] for name in variables),
         positional=positions is not None,
+        server=server,
     )
 
 
@@ -157,22 +238,88 @@ def driver_connection(conn: Connection) -> Any | None:
     return conn.connection.dbapi_connection
 
 
-def _run(conn: Connection, driver: Any, prepared: Prepared, variables: Sequence[Any]) -> list[Any]:
-    flush(conn)
-    parameters = prepared.parameters(variables)
+#: ``Connection.info`` key (the pool record's, kept while its DBAPI connection lives) of the statements prepared
+#: on the connection: ``(DBAPI connection, names)``, names ``None`` when they must be read from the server.
+_PREPARED = "lineage_driver_sql_prepared"
+
+
+def _server_side(conn: Connection, prepared: Prepared) -> ServerSide | None:
+    """How ``prepared`` runs on the server, when it runs as a prepared statement on ``conn``."""
+    if prepared.server is None:
+        return None
+    option = conn.get_execution_options().get(PREPARED_STATEMENTS_OPTION)
+    return prepared.server if (PREPARED_STATEMENTS if option is None else option) else None
+
+
+def _known(conn: Connection, driver: Any) -> set[str]:
+    """The names of the statements prepared on ``driver`` (``conn``'s DBAPI connection): none on a connection not
+    seen before, read from ``pg_prepared_statements`` after an error (whether its ``PREPARE`` ran is unknown)."""
+    entry: tuple[Any, set[str] | None] | None = conn.info.get(_PREPARED)
+    if entry is not None and entry[0] is driver and entry[1] is not None:
+        return entry[1]
+    names = set() if entry is None or entry[0] is not driver else _read_prepared(conn, driver)
+    conn.info[_PREPARED] = (driver, names)
+    return names
+
+
+def _read_prepared(conn: Connection, driver: Any) -> set[str]:
+    sql = "SELECT name FROM pg_prepared_statements WHERE starts_with(name, %(prefix)s)"
     cursor = driver.cursor()
     try:
-        cursor.execute(prepared.sql, parameters)
-        return cursor.fetchall() if cursor.description is not None else []
+        cursor.execute(sql, {"prefix": NAME_PREFIX})
+        return {name for (name,) in cursor.fetchall()}
     except conn.dialect.loaded_dbapi.Error as error:
-        # What SQLAlchemy does with a driver error: the disconnect check, then its exception class.
-        conn._handle_dbapi_exception(error, prepared.sql, parameters, cursor, None)
+        conn._handle_dbapi_exception(error, sql, {"prefix": NAME_PREFIX}, cursor, None)
     finally:
         cursor.close()
 
 
-#: ``Connection.info`` key of the writes :func:`one_round_trip` holds back: their SQL, parameters bound.
+def _forget(conn: Connection, driver: Any) -> None:
+    """After an error on ``driver``: which statements it has prepared is read from the server before the next."""
+    if conn.info.get(_PREPARED) is not None:
+        conn.info[_PREPARED] = (driver, None)
+
+
+def _sql(conn: Connection, driver: Any, prepared: Prepared, preparing: set[str] | None = None) -> tuple[str, str]:
+    """The SQL to send for ``prepared`` on ``conn``, and the name of the statement it prepares on the server (``""``
+    for none): the statement itself, or its ``EXECUTE``, after its ``PREPARE`` when neither the connection nor
+    ``preparing`` (what is held to be sent before it) has it."""
+    server = _server_side(conn, prepared)
+    if server is None:
+        return prepared.sql, ""
+    if server.name in _known(conn, driver) or (preparing is not None and server.name in preparing):
+        return server.execute, ""
+    return f"{server.prepare};\n{server.execute}", server.name
+
+
+def _run(conn: Connection, driver: Any, prepared: Prepared, variables: Sequence[Any]) -> list[Any]:
+    flush(conn)
+    parameters = prepared.parameters(variables)
+    sql, preparing = _sql(conn, driver, prepared)
+    cursor = driver.cursor()
+    try:
+        cursor.execute(sql, parameters)
+        if preparing:
+            _known(conn, driver).add(preparing)
+        return cursor.fetchall() if cursor.description is not None else []
+    except conn.dialect.loaded_dbapi.Error as error:
+        _forget(conn, driver)
+        # What SQLAlchemy does with a driver error: the disconnect check, then its exception class.
+        conn._handle_dbapi_exception(error, sql, parameters, cursor, None)
+    finally:
+        cursor.close()
+
+
+#: ``Connection.info`` key of the writes :func:`one_round_trip` holds back (:class:`_Held`).
 _HELD = "lineage_driver_sql_held"
+
+
+@dataclass
+class _Held:
+    """The writes held: their SQL, parameters bound, and the statements they prepare on the server."""
+
+    sql: list[bytes]
+    preparing: set[str]
 
 
 @contextmanager
@@ -190,7 +337,7 @@ def one_round_trip(conn: Connection) -> Iterator[None]:
     if conn.dialect.driver != "psycopg2" or driver_connection(conn) is None or _HELD in conn.info:
         yield
         return
-    conn.info[_HELD] = []
+    conn.info[_HELD] = _Held([], set())
     try:
         yield
         flush(conn)
@@ -200,15 +347,21 @@ def one_round_trip(conn: Connection) -> Iterator[None]:
 
 def flush(conn: Connection) -> None:
     """Send the writes :func:`one_round_trip` holds on ``conn`` (nothing when it holds none)."""
-    held: list[bytes] | None = conn.info.get(_HELD)
-    if not held:
+    held: _Held | None = conn.info.get(_HELD)
+    if held is None or not held.sql:
         return
-    sql = b";\n".join(held)
-    held.clear()
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    sql = b";\n".join(held.sql)
+    preparing = set(held.preparing)
+    held.sql.clear()
+    held.preparing.clear()
+    driver = conn.connection.dbapi_connection
+    cursor = driver.cursor()  # type: ignore[union-attr]
     try:
         cursor.execute(sql)
+        if preparing:
+            _known(conn, driver).update(preparing)
     except conn.dialect.loaded_dbapi.Error as error:
+        _forget(conn, driver)
         conn._handle_dbapi_exception(error, sql.decode(errors="replace"), None, cursor, None)
     finally:
         cursor.close()
@@ -216,14 +369,17 @@ def flush(conn: Connection) -> None:
 
 def _hold(conn: Connection, driver: Any, prepared: Prepared, variables: Sequence[Any]) -> bool:
     """Hold the write for :func:`one_round_trip`'s single send, if one is open on ``conn``."""
-    held: list[bytes] | None = conn.info.get(_HELD)
+    held: _Held | None = conn.info.get(_HELD)
     if held is None:
         return False
+    sql, preparing = _sql(conn, driver, prepared, held.preparing)
     cursor = driver.cursor()
     try:
-        held.append(cursor.mogrify(prepared.sql, prepared.parameters(variables)))
+        held.sql.append(cursor.mogrify(sql, prepared.parameters(variables)))
     finally:
         cursor.close()
+    if preparing:
+        held.preparing.add(preparing)
     return True
 
 
