@@ -29,12 +29,16 @@ T = TypeVar("T")
 
 
 def as_deadlock_victim(
-    other: Any, hold: Callable[[Any], None], close_cycle: Callable[[Any], None], waiter: str, work: Callable[[], T]
+    other: Any,
+    hold: Callable[[Any], None],
+    close_cycle: Callable[[Any], None],
+    waiter: str | tuple[str, ...],
+    work: Callable[[], T],
 ) -> T:
     """Run ``work`` while another transaction on ``other`` makes it a deadlock victim.
 
     The other transaction runs ``hold`` (locks what ``work`` will want), waits until a statement starting
-    with ``waiter`` waits for a lock, then runs ``close_cycle`` (asks for what ``work`` holds). Its
+    with ``waiter`` (one of them) waits for a lock, then runs ``close_cycle`` (asks for what ``work`` holds). Its
     ``deadlock_timeout`` is long, so PostgreSQL aborts ``work``'s transaction, which must be retried.
     """
     victim_waits = threading.Event()
@@ -55,8 +59,8 @@ def as_deadlock_victim(
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 waiting = conn.exec_driver_sql(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %(q)s",
-                    {"q": waiter + "%"},
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE ANY(%(q)s)",
+                    {"q": [start + "%" for start in ((waiter,) if isinstance(waiter, str) else waiter)]},
                 ).scalar_one()
                 conn.rollback()
                 if waiting:
@@ -73,7 +77,7 @@ def as_deadlock_victim(
     watcher.join(30)
     locker.join(30)
     assert not failures, failures
-    assert victim_waits.is_set(), f"no {waiter}... statement ever waited for the locked rows"
+    assert victim_waits.is_set(), f"no {waiter} statement ever waited for the locked rows"
     return result
 
 
@@ -92,7 +96,8 @@ def test_an_ingest_chosen_as_deadlock_victim_is_retried_and_stored(
             other,
             hold=lambda conn: conn.exec_driver_sql(lock, {"key": second}),
             close_cycle=lambda conn: conn.exec_driver_sql(lock, {"key": first}),
-            waiter="INSERT INTO lineage_nodes",
+            # psycopg2 runs the node upsert as a prepared statement (store.driver_sql): EXECUTE lineage_ingest_...
+            waiter=("INSERT INTO lineage_nodes", "EXECUTE lineage_ingest_"),
             work=lambda: store_events(store, [parse_event(run_event("COMPLETE", "load", outputs=outputs, time=60))]),
         )
         assert (result.stored, errors) == (1, {})
