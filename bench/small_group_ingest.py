@@ -4,17 +4,23 @@ What a single-event ingest server does per request, minus the request: ``Lineage
 :func:`~airflow_lineage_provider.consumer.store.ingest.ingest_events` (as ``consumer/service.py``'s
 ``write_events``) on a fresh store, a SQLite file and a PostgreSQL schema, with the consumer benchmark's
 workload (``consumer_workload.py``) parsed beforehand. Per database and group size it reports CPU time
-(``time.process_time``) and wall time per event of the whole write, and CPU of ``ingest_events`` alone: the
-least of ``--repeat`` runs, each on a fresh store (the machine's noise only ever adds).
+(``time.process_time``) and wall time per event of the whole write, CPU of ``ingest_events`` alone, and on
+PostgreSQL the CPU the server's backend of the writing connection spent per event (``/proc/<pid>/stat``
+utime + stime of ``pg_backend_pid()``, before and after: the bench must run on PostgreSQL's machine; clock
+ticks of 10 ms, a few percent of a run): the least of ``--repeat`` runs, each on a fresh store (the machine's
+noise only ever adds). ``postgres`` is psycopg2, ``psycopg`` psycopg 3; ``--unprepared`` turns psycopg2's
+server-side prepared statements off (``store.driver_sql``).
 
     .venv/bin/python bench/small_group_ingest.py                       # this checkout
     PYTHONPATH=/tmp/before .venv/bin/python bench/small_group_ingest.py  # another checkout (A/B)
     .venv/bin/python bench/small_group_ingest.py --jobs 300 --groups 1 3 --databases sqlite
+    .venv/bin/python bench/small_group_ingest.py --databases postgres psycopg --unprepared
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -37,24 +43,40 @@ from airflow_lineage_provider.consumer.validation import LineageEvent, parse_eve
 
 @contextmanager
 def store_url(database: str) -> Iterator[str]:
-    """A fresh store's URL: a SQLite file in a temporary folder, or a private PostgreSQL schema."""
+    """A fresh store's URL: a SQLite file in a temporary folder, or a private PostgreSQL schema (``postgres``:
+    psycopg2, ``psycopg``: psycopg 3)."""
     if database == "sqlite":
         with tempfile.TemporaryDirectory() as folder:
             yield f"sqlite:///{folder}/lineage.db"
     else:
         with postgres_schema() as url:
-            yield url
+            yield url if database == "postgres" else url.replace("postgresql+psycopg2://", "postgresql+psycopg://")
 
 
-def run(database: str, events: list[LineageEvent], group: int) -> dict[str, float]:
-    """Ingest ``events`` ``group`` at a time into a fresh store; µs per event (CPU, wall, ``ingest_events`` CPU)."""
+def backend_cpu(pid: int) -> float:
+    """CPU seconds (user + system) the process ``pid`` (a PostgreSQL backend on this machine) has spent."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
+
+
+def _backend_pid(conn: Any) -> int | None:
+    return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()) if conn.dialect.name != "sqlite" else None
+
+
+def run(database: str, events: list[LineageEvent], group: int, prepared: bool = True) -> dict[str, float]:
+    """Ingest ``events`` ``group`` at a time into a fresh store; µs per event (CPU, wall, ``ingest_events`` CPU,
+    and the PostgreSQL backend's CPU)."""
     with store_url(database) as url:
         store = LineageStore(url)
+        if not prepared:
+            store.engine.update_execution_options(lineage_prepared_statements=False)
         try:
             with store.write() as conn:  # migrated and warm: the statements built, one connection pooled
                 ingest_events(conn, events[:1])
+                pid = _backend_pid(conn)
             rest = events[1:]
             inside = 0.0
+            server = backend_cpu(pid) if pid is not None else 0.0
             cpu, wall = time.process_time(), time.perf_counter()
             for start in range(0, len(rest), group):
                 with store.write() as conn:
@@ -62,10 +84,13 @@ def run(database: str, events: list[LineageEvent], group: int) -> dict[str, floa
                     ingest_events(conn, rest[start : start + group])
                     inside += time.process_time() - before
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            server = backend_cpu(pid) - server if pid is not None else 0.0
+            with store.read() as conn:  # the one connection wrote every group: its backend's CPU is theirs
+                assert _backend_pid(conn) == pid
         finally:
             store.dispose()
     per = 1e6 / len(rest)
-    return {"cpu": cpu * per, "wall": wall * per, "ingest": inside * per}
+    return {"cpu": cpu * per, "wall": wall * per, "ingest": inside * per, "backend": server * per}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -73,18 +98,26 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=400, help="workload jobs (2 events each)")
     parser.add_argument("--groups", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--databases", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres"])
+    parser.add_argument(
+        "--databases", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres", "psycopg"]
+    )
     parser.add_argument("--repeat", type=int, default=3, help="fresh stores per figure; the least of each is shown")
+    parser.add_argument("--unprepared", action="store_true", help="psycopg2 without server-side prepared statements")
     args = parser.parse_args(argv)
     events = [parse_event(document) for document in workload(args.jobs)]
     print(f"code: {Path(airflow_lineage_provider.__file__).parent.parent}; {len(events)} events")
-    print(f"{'database':<9} {'group':>5} {'CPU µs/ev':>10} {'wall µs/ev':>11} {'ingest_events CPU µs/ev':>24}")
+    print(
+        f"{'database':<9} {'group':>5} {'CPU µs/ev':>10} {'wall µs/ev':>11} {'ingest_events CPU µs/ev':>24}"
+        f" {'backend CPU µs/ev':>18}"
+    )
     for database in args.databases:
         for group in args.groups:
-            runs = [run(database, events, group) for _ in range(args.repeat)]
+            runs = [run(database, events, group, prepared=not args.unprepared) for _ in range(args.repeat)]
             figures: dict[str, Any] = {name: min(one[name] for one in runs) for name in runs[0]}
+            backend = f"{figures['backend']:>18.0f}" if database != "sqlite" else f"{'':>18}"
             print(
                 f"{database:<9} {group:>5} {figures['cpu']:>10.0f} {figures['wall']:>11.0f} {figures['ingest']:>24.0f}"
+                f" {backend}"
             )
 
 
