@@ -13,7 +13,9 @@ Per consumer, in this order:
 2. **N clients** (``--clients``, 8: as 8 Airflow workers would): the remaining events split by job among N
    client *processes* (so the clients are not one Python interpreter's GIL), each posting one event per
    request on its own kept-alive connection, all started together; events/s from the first request sent to
-   the last answer received, and the median and p95 per request.
+   the last answer received, the median and p95 per request, and the CPU time per event the consumer's
+   process and this machine's PostgreSQL processes spent meanwhile (``/proc``: a figure the machine's other
+   load moves less than events/s).
 
 Every answer must be a success (201/200/204): one that is not stops the benchmark. Afterwards the stored
 events are counted: an answered event that is not stored would be a lost event.
@@ -29,6 +31,7 @@ import argparse
 import http.client
 import json
 import multiprocessing
+import os
 import statistics
 import sys
 import tempfile
@@ -124,8 +127,11 @@ def measure(consumer: Consumer, events: list[dict[str, Any]], sequential: int, c
     for worker in workers:
         worker.start()
     time.sleep(0.5)  # every client connected and waiting
+    server_before, database_before = _cpu_seconds([consumer.pid]), _cpu_seconds(_postgres_pids())
     start.set()
     reports = [out.get(timeout=3600) for _ in workers]
+    server_cpu = _cpu_seconds([consumer.pid]) - server_before
+    database_cpu = _cpu_seconds(_postgres_pids()) - database_before
     for worker in workers:
         worker.join()
     errors = [error for *_rest, error in reports if error]
@@ -134,9 +140,39 @@ def measure(consumer: Consumer, events: list[dict[str, Any]], sequential: int, c
     first, last = min(r[0] for r in reports), max(r[1] for r in reports)
     all_times = [t for r in reports for t in r[2]]
     result[f"{clients}_clients"] = _summary(all_times, last - first, len(all_times))
+    # CPU per event while the clients posted: the consumer's process (its threads together), and PostgreSQL's
+    # processes (the database runs on this machine too; also counts any other client of it meanwhile).
+    result["server_cpu_ms_per_event"] = server_cpu * 1000 / len(all_times) if consumer.pid else None
+    result["database_cpu_ms_per_event"] = database_cpu * 1000 / len(all_times)
     result["stored"] = consumer.stored_events()
     result["posted"] = len(events)
     return result
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of the live processes among ``pids`` (Linux ``/proc``; 0 elsewhere)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / ticks
+
+
+def _postgres_pids() -> list[int]:
+    """The PostgreSQL server's processes on this machine (by their command name), if any."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() in ("postgres", "postmaster"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
 
 
 @contextmanager
@@ -160,15 +196,18 @@ def _consumer(kind: str, folder: Path, baseline: Path | None) -> Iterator[Consum
 def _table(results: dict[str, dict[str, Any]], clients: int) -> str:
     many = f"{clients}_clients"
     lines = [
-        f"| consumer | 1 client: events/s | p50 / p95 | {clients} clients: events/s | p50 / p95 | stored / posted |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"| consumer | 1 client: events/s | p50 / p95 | {clients} clients: events/s | p50 / p95 "
+        "| CPU per event: server / PostgreSQL | stored / posted |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for kind, r in results.items():
         one, multi = r["one_client"], r[many]
+        server = r.get("server_cpu_ms_per_event")
+        cpu = f"{server:.2f} / {r.get('database_cpu_ms_per_event', 0):.2f} ms" if server is not None else "-"
         lines.append(
             f"| {kind} | {one['events_per_s']:,.0f} | {one['p50_ms']:.2f} / {one['p95_ms']:.2f} ms "
             f"| {multi['events_per_s']:,.0f} | {multi['p50_ms']:.2f} / {multi['p95_ms']:.2f} ms "
-            f"| {r['stored']:,} / {r['posted']:,} |"
+            f"| {cpu} | {r['stored']:,} / {r['posted']:,} |"
         )
     if "feast" in results:
         feast = results["feast"]
