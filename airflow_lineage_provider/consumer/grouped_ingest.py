@@ -174,7 +174,11 @@ class GroupedIngest:
                     self._threads.discard(me)
                     writer = self._new_writer() if self._pending and not self._threads else None
                 if writer is not None:
-                    writer.start()
+                    try:
+                        writer.start()
+                    except RuntimeError:  # none can start now: the next request starts one
+                        with self._changed:
+                            self._threads.discard(writer)
 
     def _write_until_idle(self, me: threading.Thread) -> None:
         while True:
