@@ -145,20 +145,29 @@ class GroupedIngest:
             if len(self._threads) >= self.writers:
                 return
             writer = self._new_writer()
-        try:
-            writer.start()
-        except RuntimeError as error:  # no thread can be started now: nothing was written, the sender retries
-            with self._changed:
-                self._threads.discard(writer)
-                if self._threads:
-                    return  # a running writer will take it
-                self._pending.remove(request)
-            raise StoreUnavailable(f"the lineage store cannot be written now: {error}") from error
+        failure = self._start(writer)
+        if failure is None:
+            return
+        with self._changed:
+            if self._threads:
+                return  # a running writer will take it
+            self._pending.remove(request)  # nothing was written: the sender retries
+        raise StoreUnavailable(f"the lineage store cannot be written now: {failure}") from failure
 
     def _new_writer(self) -> threading.Thread:
         writer = threading.Thread(target=self._write_groups, name="lineage-ingest", daemon=True)
         self._threads.add(writer)
         return writer
+
+    def _start(self, writer: threading.Thread) -> RuntimeError | None:
+        """Start ``writer`` (from :meth:`_new_writer`); when no thread can be started now, forget it and answer why."""
+        try:
+            writer.start()
+        except RuntimeError as error:
+            with self._changed:
+                self._threads.discard(writer)
+            return error
+        return None
 
     def _write_groups(self) -> None:
         """A writer thread: write groups until no request has come for :data:`LINGER_SECONDS`."""
@@ -174,11 +183,7 @@ class GroupedIngest:
                     self._threads.discard(me)
                     writer = self._new_writer() if self._pending and not self._threads else None
                 if writer is not None:
-                    try:
-                        writer.start()
-                    except RuntimeError:  # none can start now: the next request starts one
-                        with self._changed:
-                            self._threads.discard(writer)
+                    self._start(writer)  # if none can start now, the next request starts one
 
     def _write_until_idle(self, me: threading.Thread) -> None:
         while True:

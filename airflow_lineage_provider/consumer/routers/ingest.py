@@ -125,13 +125,16 @@ class Ingested:
     refused: dict[int, str] = field(default_factory=dict)
 
 
-async def ingest_body(body: bytes, state: Any, principal: Principal) -> Ingested:
+async def ingest_body(body: bytes, state: Any, principal: Principal, batch: bool = False) -> Ingested:
     """Check ``body`` and store its valid events, grouped with concurrent requests (``state.ingest``): both in
-    the grouped ingest's writer thread, so a request costs the event loop one hand-off and one wake-up."""
-    ingested = Ingested(Checked(is_array=False))
+    the grouped ingest's writer thread, so a request costs the event loop one hand-off and one wake-up. A single
+    event with an error stores nothing; a ``batch`` body that is not an array is refused before anything is."""
+    ingested = Ingested(Checked(is_array=batch))
 
     def prepare() -> list[LineageEvent]:
         checked = ingested.checked = check_body(body, state.settings, principal, state.spec_validator)
+        if batch and not checked.is_array:
+            raise EventError("the batch endpoint takes a JSON array of events; post a single event to /api/v1/lineage")
         if checked.valid and (checked.is_array or not checked.errors):
             return [event for _, event in checked.valid]
         return []
@@ -192,17 +195,7 @@ def _audit(
     summary="Ingest an array of events: 200 if all stored, 207 with per-event errors if some were not",
 )
 async def post_batch(request: Request, principal: Writer) -> Any:
-    body = await read_body(request)
-    state = request.app.state
-    ingested = Ingested(Checked(is_array=True))
-
-    def prepare() -> list[LineageEvent]:
-        checked = ingested.checked = check_body(body, state.settings, principal, state.spec_validator)
-        if not checked.is_array:  # refused before anything is stored
-            raise EventError("the batch endpoint takes a JSON array of events; post a single event to /api/v1/lineage")
-        return [event for _, event in checked.valid]
-
-    ingested.result, ingested.refused = await state.ingest.submit(prepare)
+    ingested = await ingest_body(await read_body(request), request.app.state, principal, batch=True)
     return _store_batch(request, ingested, principal)
 
 
