@@ -6,6 +6,10 @@ by renaming it to ``*.draining`` under the same lock, stores its events (idempot
 already in the outbox is not stored twice), and deletes it only after the transaction committed. A
 drainer that dies leaves its ``*.draining`` file, which the next drainer takes over. Files are drained in
 name (so time) order, which keeps a run's START ahead of its COMPLETE.
+
+With the outbox transport's ``durability="process"`` the folder is the journal of every event, not only of
+those the database could not take: appends are not fsynced (see :mod:`~.writer`), and writers drain only the
+files of processes that have ended (:meth:`SpillFolder.drain` with ``finished_only``).
 """
 
 from __future__ import annotations
@@ -65,8 +69,12 @@ class SpillFolder:
         self._own = self.folder / f"spill-{time.time_ns():020d}-{os.getpid()}{SUFFIX}"
         return os.open(self._own, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600), self._own
 
-    def append(self, payload: str) -> None:
-        """Append one event's JSON to this process's spill file (durably flushed). Raises ``OSError``."""
+    def append(self, payload: str, sync: bool = True) -> None:
+        """Append one event's JSON to this process's spill file. Raises ``OSError``.
+
+        ``sync``: fsync the file before returning (the event then survives a crashed machine); without it the
+        event is in the operating system's hands, which survives the process being killed, not a power cut.
+        """
         line = (payload.replace("\n", " ") + "\n").encode("utf-8")
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline:
@@ -79,15 +87,21 @@ class SpillFolder:
                 else:
                     if _same_file(fd, path):
                         os.write(fd, line)
-                        os.fsync(fd)
+                        if sync:
+                            os.fsync(fd)
                         return
                 self._own = None
             finally:
                 os.close(fd)
         raise OSError(f"could not append to a spill file in {self.folder}")
 
-    def _take(self) -> Generator[tuple[Path, int], None, None]:
-        """Yield ``(draining file, locked fd)`` for every spill file this process could take, oldest first."""
+    def _take(self, finished_only: bool = False) -> Generator[tuple[Path, int], None, None]:
+        """Yield ``(draining file, locked fd)`` for every spill file this process could take, oldest first.
+
+        ``finished_only``: stop at the first file whose writing process is still running (this one's
+        included), so what is taken is always a prefix in time order and a run's START is never left behind
+        its COMPLETE.
+        """
         try:
             names = sorted(
                 (n for n in os.listdir(self.folder) if n.startswith("spill-")), key=lambda n: n.removesuffix(DRAINING)
@@ -95,6 +109,8 @@ class SpillFolder:
         except FileNotFoundError:
             return
         for name in names:
+            if finished_only and not name.endswith(DRAINING) and _writer_running(name):
+                return
             path = self.folder / name
             try:
                 fd = os.open(path, os.O_RDONLY)
@@ -110,15 +126,18 @@ class SpillFolder:
                 path = draining
             yield path, fd
 
-    def drain(self, store: Callable[[list[str]], None], budget: float | None = None) -> int:
+    def drain(
+        self, store: Callable[[list[str]], None], budget: float | None = None, finished_only: bool = False
+    ) -> int:
         """Move spilled events into the outbox with ``store(payloads)``; return how many were moved.
 
         ``store`` must be idempotent and raise when the outbox cannot take them (the file then stays).
-        Stops taking new files once ``budget`` seconds have passed.
+        Stops taking new files once ``budget`` seconds have passed. ``finished_only``: only the oldest
+        files up to the first one a running process still writes (see :meth:`_take`).
         """
         started = time.monotonic()
         moved = 0
-        taken = self._take()
+        taken = self._take(finished_only)
         for path, fd in taken:
             try:
                 with open(path, encoding="utf-8") as spilled:
@@ -143,6 +162,25 @@ class SpillFolder:
             return sum(1 for n in os.listdir(self.folder) if n.startswith("spill-"))
         except FileNotFoundError:
             return 0
+
+
+def _writer_running(name: str) -> bool:
+    """Whether the process that named the spill file ``spill-<time_ns>-<pid>.ndjson`` is still running.
+
+    A reused pid reads as running: the file then waits for a shipper, which takes every file."""
+    try:
+        pid = int(name.removesuffix(SUFFIX).rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _try_lock(fd: int) -> bool:
