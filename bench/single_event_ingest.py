@@ -23,6 +23,7 @@ events are counted: an answered event that is not stored would be a lost event.
     .venv/bin/python bench/single_event_ingest.py                               # SQLite, PostgreSQL, Feast
     .venv/bin/python bench/single_event_ingest.py --consumers sqlite postgres --events 6000
     .venv/bin/python bench/single_event_ingest.py --baseline-tree /tmp/before   # A/B against another checkout
+    .venv/bin/python bench/single_event_ingest.py --consumers sqlite --profile /tmp/prof  # py-spy --gil, speedscope
 """
 
 from __future__ import annotations
@@ -111,7 +112,9 @@ def _summary(times: list[float], seconds: float, count: int) -> dict[str, float]
     }
 
 
-def measure(consumer: Consumer, events: list[dict[str, Any]], sequential: int, clients: int) -> dict[str, Any]:
+def measure(
+    consumer: Consumer, events: list[dict[str, Any]], sequential: int, clients: int, profile: Path | None = None
+) -> dict[str, Any]:
     close_each = consumer.__class__.__name__ == "Feast"
     warm, one, rest = events[:20], events[20 : 20 + sequential], events[20 + sequential :]
     _post_all(consumer.url, [json.dumps(e).encode() for e in warm], close_each)
@@ -127,9 +130,13 @@ def measure(consumer: Consumer, events: list[dict[str, Any]], sequential: int, c
     for worker in workers:
         worker.start()
     time.sleep(0.5)  # every client connected and waiting
+    spy = _profiler(consumer.pid, profile) if profile and consumer.pid else None
     server_before, database_before = _cpu_seconds([consumer.pid]), _cpu_seconds(_postgres_pids())
     start.set()
     reports = [out.get(timeout=3600) for _ in workers]
+    if spy is not None:
+        spy.send_signal(2)  # py-spy writes its profile on SIGINT
+        spy.wait(60)
     server_cpu = _cpu_seconds([consumer.pid]) - server_before
     database_cpu = _cpu_seconds(_postgres_pids()) - database_before
     for worker in workers:
@@ -147,6 +154,22 @@ def measure(consumer: Consumer, events: list[dict[str, Any]], sequential: int, c
     result["stored"] = consumer.stored_events()
     result["posted"] = len(events)
     return result
+
+
+def _profiler(pid: int, profile: Path) -> Any:
+    """``py-spy record --gil`` of the consumer ``pid`` into ``profile`` (a speedscope file) while the clients
+    post; py-spy must be installed (``.venv/bin/pip install py-spy``)."""
+    import shutil
+    import subprocess
+
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if spy is None:
+        raise SystemExit("--profile needs py-spy: .venv/bin/pip install py-spy")
+    profile.parent.mkdir(parents=True, exist_ok=True)
+    command = [spy, "record", "--gil", "--rate", "250", "--format", "speedscope", "-o", str(profile), "-p", str(pid)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached before the first request
+    return process
 
 
 def _cpu_seconds(pids: list[int]) -> float:
@@ -227,6 +250,9 @@ def main() -> int:
     parser.add_argument("--consumers", nargs="+", default=["sqlite", "postgres", "feast"])
     parser.add_argument("--baseline-tree", type=Path, help="also measure the server imported from this checkout")
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
+    parser.add_argument(
+        "--profile", type=Path, help="py-spy --gil profiles of each consumer's N-client phase: <dir>/<consumer>.json"
+    )
     args = parser.parse_args()
     kinds = list(args.consumers)
     if args.baseline_tree is not None:
@@ -237,7 +263,8 @@ def main() -> int:
         for kind in kinds:
             print(f"==> {kind}: {len(events):,} events, 1 client then {args.clients}", flush=True)
             with _consumer(kind, Path(tmp) / kind, args.baseline_tree) as consumer:
-                results[kind] = measure(consumer, events, args.sequential, args.clients)
+                profile = args.profile / f"{kind}.json" if args.profile else None
+                results[kind] = measure(consumer, events, args.sequential, args.clients, profile)
             print(json.dumps(results[kind]), flush=True)
     print(_table(results, args.clients))
     if args.json:

@@ -181,6 +181,7 @@ def test_a_writer_moves_only_ended_processes_files_oldest_first(tmp_path: Path) 
     here = journal_transport(url)
     here.emit(run_event(job_name="here"))  # the first event of a process starts a pass in the background
     assert here.writer._drainer is not None
+    assert not (tmp_path / "outbox.db").exists()  # the pass waits JOURNAL_DRAIN_DELAY: a fork ending first starts none
     here.writer._drainer.join(30)
     assert stored_jobs(url) == ["ended"]  # "after-running" waits behind the running process's file
     assert spilled_jobs(folder) == ["running", "after-running", "here"]

@@ -17,8 +17,8 @@ With ``durability="process"`` (opt in) every event goes to this process's spill 
 OOM kill), but a crashed machine (power loss, kernel panic) can lose what the operating system had not yet
 written out — the events of its last seconds — though never an earlier event and never the outbox itself.
 Those files are moved into the outbox database by every shipper and export, by :meth:`OutboxWriter.close`,
-and, every few seconds, by a background thread of any writer, which takes only the files of processes that
-have ended.
+and, every few seconds, by a background thread of any writer (a second after its event, so a process that ends
+sooner starts nothing), which takes only the files of processes that have ended.
 """
 
 from __future__ import annotations
@@ -53,6 +53,9 @@ DURABILITY = ("machine", "process")
 
 #: With ``durability="process"``, seconds between a writer's background moves of ended processes' files.
 JOURNAL_DRAIN_INTERVAL = 5.0
+#: ... and how long after the event that starts one the move begins: a process that ends sooner (the stock
+#: listener's forks live for an event or two) never starts a transaction it would leave unfinished.
+JOURNAL_DRAIN_DELAY = 1.0
 
 
 class OutboxWriter:
@@ -189,8 +192,9 @@ class OutboxWriter:
             self._drainer.start()
 
     def _drain_finished(self) -> None:
-        """One pass over the files of ended processes (``durability="process"``); the next pass is the next
-        interval's, or a shipper's."""
+        """One pass over the files of ended processes (``durability="process"``), :data:`JOURNAL_DRAIN_DELAY`
+        seconds from now; the next pass is the next interval's, or a shipper's."""
+        time.sleep(JOURNAL_DRAIN_DELAY)
         if time.monotonic() < self._down_until:
             return
         try:
