@@ -91,27 +91,35 @@ class OutboxWriter:
 
     def append(self, record: dict[str, Any]) -> bool:
         """Store one event row; ``True`` if it went into the database, ``False`` if it was spilled."""
-        if time.monotonic() >= self._down_until and not self.spill.has_events():
-            try:
-                # A second time when the SQLite file was removed or replaced under the first.
-                if self._append_in_place(record) or self._append_in_place(record):
-                    return True
-            except Exception as error:
-                self._drop_connection()
-                self._database_failed(error)
+        if time.monotonic() >= self._down_until and not self.spill.has_events() and self._insert(record):
+            return True
         self._spill(record["payload"])
         self._start_draining()
+        return False
+
+    def _insert(self, record: dict[str, Any]) -> bool:
+        """Insert ``record`` into the outbox database; ``False`` (the failure noted) when that cannot be done."""
+        try:
+            # A second time when the SQLite file was removed or replaced under the first.
+            if self._append_in_place(record) or self._append_in_place(record):
+                return True
+        except Exception as error:
+            self._drop_connection()
+            self._database_failed(error)
         return False
 
     def journal(self, payload: str) -> None:
         """Write one event's JSON to this process's spill file without an fsync (``durability="process"``).
 
-        Never raises: a folder that cannot be written sends the event to the log, whole. Every
+        Never raises: when the folder cannot be written the event goes into the database as with
+        ``durability="machine"``, and when that cannot be done either, to the log, whole. Every
         :data:`JOURNAL_DRAIN_INTERVAL` seconds it starts moving ended processes' files into the database."""
         try:
             self.spill.append(payload, sync=False)
         except Exception as error:
-            report_spill_failure(self.spill.folder, error, payload)
+            inserted = time.monotonic() >= self._down_until and self._insert(store.record_from_payload(payload))
+            if not inserted:
+                report_spill_failure(self.spill.folder, error, payload)
         now = time.monotonic()
         if now >= self._next_journal_drain:
             self._next_journal_drain = now + JOURNAL_DRAIN_INTERVAL
@@ -222,16 +230,17 @@ class OutboxWriter:
     def wait_drained(self, timeout: float) -> bool:
         """Wait for the background drain (tests, and a clean process exit); ``True`` if nothing is spilled.
 
-        With ``durability="process"`` this process's own file is moved into the database too, now."""
-        started = time.monotonic()
+        With ``durability="process"``, move the spill folder — this process's own file included — into the
+        database now instead (files are taken under a lock, so a background pass meanwhile takes others)."""
+        if self.durability == "process":
+            try:
+                self.drain_spill(budget=timeout)
+            except Exception as error:
+                self._database_failed(error)
+            return not self.spill.has_events()
         drainer = self._drainer
         if drainer is not None:
             drainer.join(timeout)
-        if self.durability == "process" and self.spill.has_events():
-            try:
-                self.drain_spill(budget=max(0.0, timeout - (time.monotonic() - started)))
-            except Exception as error:
-                self._database_failed(error)
         return not self.spill.has_events()
 
 
