@@ -18,7 +18,7 @@ from support.airflow_run import dags_test
 from support.consumer_server import ConsumerServer
 from support.environment import PRISTINE_DB
 from support.olschema import STOCK_PROVIDER_FACETS, assert_valid_event
-from support.outbox_helpers import run_event, run_pairs, sqlite_url
+from support.outbox_helpers import pg_url, run_event, run_pairs, sqlite_url
 
 from airflow_lineage_provider.outbox import OutboxConfig, OutboxTransport
 from airflow_lineage_provider.outbox import spill as spill_module
@@ -146,6 +146,59 @@ def test_shipping_keeps_each_runs_start_ahead_of_its_complete(tmp_path: Path) ->
     assert sorted(e["run"]["runId"] + e["eventType"] for e in received) == sorted(
         str(e.run.runId) + e.eventType.value for e in events
     )
+
+
+def _journal_many(url: str, spill_dir: str, worker: int, count: int) -> None:
+    outbox = journal_transport(url, spill_dir=spill_dir)
+    for event in run_pairs(count // 2, job_name=f"worker_{worker}"):
+        outbox.emit(event)
+    os._exit(0)  # no close: what it wrote waits in its file
+
+
+@pytest.mark.parametrize("database", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_concurrent_writers_and_drainers_lose_and_duplicate_nothing(
+    tmp_path: Path, database: str, request: pytest.FixtureRequest
+) -> None:
+    """Six processes write while another keeps taking their files away (renamed under their writers' feet) into
+    the outbox; then a shipper's drain takes the rest: every event once, each process's in its order."""
+    import threading
+
+    url = sqlite_url(tmp_path) if database == "sqlite" else pg_url(request.getfixturevalue("pg_engine"))
+    spill_dir = str(tmp_path / "spill")
+    drainer = OutboxWriter(url, spill_dir=spill_dir)
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_journal_many, args=(url, spill_dir, i, 200)) for i in range(6)]
+    stop = threading.Event()
+    moved: list[int] = []
+
+    def keep_draining() -> None:
+        while not stop.is_set():
+            moved.append(drainer.drain_spill())
+
+    thread = threading.Thread(target=keep_draining)
+    thread.start()
+    try:
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(120)
+            assert worker.exitcode == 0
+    finally:
+        stop.set()
+        thread.join(60)
+    moved.append(drainer.drain_spill())
+    assert sum(moved) == 1200
+    assert sum(1 for count in moved if count) > 1  # files were taken while their writers wrote
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            columns = (events_table.c.job_name, events_table.c.event_type, events_table.c.event_key)
+            rows = conn.execute(sa.select(*columns).order_by(events_table.c.id)).all()
+    finally:
+        engine.dispose()
+    assert len(rows) == 1200 and len({r.event_key for r in rows}) == 1200
+    for worker in range(6):
+        assert [r.event_type for r in rows if r.job_name == f"worker_{worker}"] == ["START", "COMPLETE"] * 100
 
 
 def _journal_then_wait(url: str, job: str, release: Any, written: Any) -> None:
