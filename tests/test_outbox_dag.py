@@ -6,26 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from support.airflow_run import dags_test, migrate
 from support.consumer_server import ConsumerServer
 from support.olschema import assert_valid_event
-from support.outbox_helpers import run_pairs, sqlite_url
+from support.outbox_helpers import outbox_jobs, run_pairs, sqlite_url
 
 from airflow_lineage_provider.outbox import OutboxConfig, OutboxTransport
 from airflow_lineage_provider.outbox.database import dispose_engines
-from airflow_lineage_provider.outbox.tables import events as events_table
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def outbox_jobs(url: str) -> list[str]:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return list(conn.execute(sa.select(events_table.c.job_name).order_by(events_table.c.id)).scalars())
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.airflow

@@ -18,7 +18,7 @@ from support.airflow_run import dags_test
 from support.consumer_server import ConsumerServer
 from support.environment import PRISTINE_DB
 from support.olschema import STOCK_PROVIDER_FACETS, assert_valid_event
-from support.outbox_helpers import pg_url, run_event, run_pairs, sqlite_url
+from support.outbox_helpers import assert_per_run_order, outbox_jobs, pg_url, run_event, run_pairs, sqlite_url
 
 from airflow_lineage_provider.outbox import OutboxConfig, OutboxTransport
 from airflow_lineage_provider.outbox import spill as spill_module
@@ -39,15 +39,6 @@ def _fresh_engines() -> Any:
 
 def journal_transport(url: str, **options: Any) -> OutboxTransport:
     return OutboxTransport(OutboxConfig.from_dict({"type": TRANSPORT, "url": url, "durability": "process", **options}))
-
-
-def stored_jobs(url: str) -> list[str]:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return list(conn.execute(sa.select(events_table.c.job_name).order_by(events_table.c.id)).scalars())
-    finally:
-        engine.dispose()
 
 
 def spilled_jobs(folder: Path) -> list[str]:
@@ -96,7 +87,7 @@ def test_an_event_is_one_unsynced_write_and_the_database_is_not_touched(
     for event in lines:
         assert_valid_event(event)
     assert outbox.close(10)  # a clean close moves this process's events into the outbox
-    assert len(stored_jobs(url)) == 6
+    assert len(outbox_jobs(url)) == 6
     assert not any(p.name.startswith("spill-") for p in folder.iterdir())
 
 
@@ -119,7 +110,7 @@ def test_events_survive_the_process_being_killed_and_are_shipped(tmp_path: Path)
         assert report.spilled_moved == 20
         assert (report.delivered, report.dead, report.pending) == (20, 0, 0)
         assert [e["job"]["name"] for e in consumer.events] == ["killed"] * 20
-    assert stored_jobs(url) == ["killed"] * 20
+    assert outbox_jobs(url) == ["killed"] * 20
 
 
 def test_shipping_keeps_each_runs_start_ahead_of_its_complete(tmp_path: Path) -> None:
@@ -133,12 +124,7 @@ def test_shipping_keeps_each_runs_start_ahead_of_its_complete(tmp_path: Path) ->
         report = Shipper(OutboxWriter(url), "consumer", ConsumerConfig.from_dict({"url": consumer.url}), policy).ship()
         assert (report.delivered, report.pending) == (50, 0)
         received = consumer.events
-    starts: dict[str, int] = {}
-    for position, event in enumerate(received):
-        if event["eventType"] == "START":
-            starts[event["run"]["runId"]] = position
-        else:
-            assert starts.get(event["run"]["runId"], 10**9) < position, "a COMPLETE arrived before its START"
+    assert_per_run_order(received)
     # Emission order, except that a run's COMPLETE waits until its START was delivered.
     assert [e["run"]["runId"] for e in received if e["eventType"] == "START"] == [
         str(e.run.runId) for e in events if e.eventType.value == "START"
@@ -236,13 +222,13 @@ def test_a_writer_moves_only_ended_processes_files_oldest_first(tmp_path: Path) 
     assert here.writer._drainer is not None
     assert not (tmp_path / "outbox.db").exists()  # the pass waits JOURNAL_DRAIN_DELAY: a fork ending first starts none
     here.writer._drainer.join(30)
-    assert stored_jobs(url) == ["ended"]  # "after-running" waits behind the running process's file
+    assert outbox_jobs(url) == ["ended"]  # "after-running" waits behind the running process's file
     assert spilled_jobs(folder) == ["running", "after-running", "here"]
 
     running_release.set()
     running.join(30)
     assert here.writer.drain_spill(finished_only=True) == 2  # this process's own file stays
-    assert stored_jobs(url) == ["ended", "running", "after-running"]
+    assert outbox_jobs(url) == ["ended", "running", "after-running"]
     assert spilled_jobs(folder) == ["here"]
 
 
@@ -271,7 +257,7 @@ def test_a_tail_lost_to_a_crashed_machine_leaves_every_earlier_event(tmp_path: P
     with open(own, "ab") as file:
         file.write(b'{"eventType": "COMPL' + b"\0" * 4096)
     assert OutboxWriter(url).drain_spill() == 3
-    assert stored_jobs(url) == ["kept-0", "kept-1", "kept-2"]
+    assert outbox_jobs(url) == ["kept-0", "kept-1", "kept-2"]
     assert [p.name.startswith("unreadable-") for p in outbox.writer.spill.folder.iterdir()] == [True]
 
 
@@ -283,7 +269,7 @@ def test_an_unwritable_folder_sends_the_event_to_the_database_else_to_the_log(
     url = sqlite_url(tmp_path)
     outbox = journal_transport(url, spill_dir=str(blocked))
     outbox.emit(run_event(job_name="stored"))
-    assert stored_jobs(url) == ["stored"]  # as durability=machine would have stored it
+    assert outbox_jobs(url) == ["stored"]  # as durability=machine would have stored it
     assert "only in this log" not in caplog.text
 
     nowhere = journal_transport(f"sqlite:///{blocked}/outbox.db", spill_dir=str(blocked))  # no database either
@@ -318,7 +304,7 @@ def test_a_dag_run_with_process_durability_is_shipped_whole_by_the_export_dag(
     # Each later task's first event moved the files of the processes that had ended (the listener's forks,
     # earlier tasks) into the outbox in the background; the last ones wait in the journal.
     journaled = spilled_jobs(folder)
-    moved = stored_jobs(url) if (tmp_path / "outbox.db").exists() else []
+    moved = outbox_jobs(url) if (tmp_path / "outbox.db").exists() else []
     assert journaled
     with ConsumerServer() as consumer:
         connection = {"conn_type": "openlineage", "host": "127.0.0.1", "port": consumer.port, "schema": "http"}

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from support.consumer_server import ConsumerServer
 from support.olschema import assert_valid_event
-from support.outbox_helpers import pg_url, run_event, run_pairs, sqlite_url
+from support.outbox_helpers import assert_per_run_order, pg_url, run_event, run_pairs, sqlite_url
 
 from airflow_lineage_provider.outbox import OutboxConfig, OutboxTransport, store
 from airflow_lineage_provider.outbox.consumer_client import ConsumerConfig
@@ -61,15 +61,6 @@ def shipper(url: str, consumer: ConsumerServer, **options: Any) -> Shipper:
 def status(url: str) -> dict[str, Any]:
     with OutboxWriter(url).engine().begin() as conn:
         return store.status(conn)
-
-
-def assert_per_run_order(received: list[dict[str, Any]]) -> None:
-    starts: dict[str, int] = {}
-    for position, event in enumerate(received):
-        if event["eventType"] == "START":
-            starts[event["run"]["runId"]] = position
-        else:
-            assert starts.get(event["run"]["runId"], 10**9) < position, "a COMPLETE arrived before its START"
 
 
 def test_ships_every_event_once_in_outbox_order(tmp_path: Path, consumer: ConsumerServer) -> None:

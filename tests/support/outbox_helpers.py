@@ -58,6 +58,30 @@ def run_pairs(count: int, job_name: str = "orders.load") -> list[RunEvent]:
     return events
 
 
+def outbox_jobs(url: str) -> list[str]:
+    """The job name of every event in the outbox at ``url``, in the order they were stored."""
+    import sqlalchemy as sa
+
+    from airflow_lineage_provider.outbox.tables import events
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(sa.select(events.c.job_name).order_by(events.c.id)).scalars())
+    finally:
+        engine.dispose()
+
+
+def assert_per_run_order(received: list[dict[str, Any]]) -> None:
+    """Every run's START arrived before its other events (a run with no START at all fails too)."""
+    starts: dict[str, int] = {}
+    for position, event in enumerate(received):
+        if event["eventType"] == "START":
+            starts[event["run"]["runId"]] = position
+        else:
+            assert starts.get(event["run"]["runId"], 10**9) < position, "a COMPLETE arrived before its START"
+
+
 def sqlite_url(folder: Path, name: str = "outbox.db") -> str:
     return f"sqlite:///{folder / name}"
 
