@@ -136,7 +136,6 @@ class OutboxTransport(Transport):
             sqlite_synchronous=config.sqlite_synchronous,
             durability=config.durability,
         )
-        self._journal = config.durability == "process"
 
     @property
     def url(self) -> str:
@@ -146,7 +145,7 @@ class OutboxTransport(Transport):
         """Append ``event`` (a RunEvent, DatasetEvent or JobEvent) to the outbox. Never raises."""
         try:
             payload = event_json(event)  # Serde.to_json's JSON in meaning, at a fraction of its cost
-            if self._journal:
+            if self.writer.durability == "process":
                 self.writer.journal(payload)  # never raises
                 return
             record = store.record_from_event(event, payload)
