@@ -301,3 +301,15 @@ def outbox_payload(event: Any) -> str:
     from openlineage.client.serde import Serde
 
     return Serde.to_json(event)
+
+
+def test_a_spill_path_that_is_not_a_folder_does_not_cost_an_event(tmp_path: Path) -> None:
+    """The database takes events as usual when the spill folder cannot even be listed (a file in its place)."""
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the spill folder should be")
+    url = sqlite_url(tmp_path)
+    outbox = transport(url, spill_dir=str(blocked))
+    sent = run_pairs(2)
+    for event in sent:
+        outbox.emit(event)
+    assert [r["run_id"] for r in stored(url)] == [str(e.run.runId) for e in sent]

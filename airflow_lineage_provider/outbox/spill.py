@@ -51,11 +51,14 @@ class SpillFolder:
         self._own: Path | None = None
 
     def has_events(self) -> bool:
-        """Whether any spill file (being drained or not) is waiting. Cheap: one directory listing."""
+        """Whether any spill file (being drained or not) is waiting. Cheap: one directory listing.
+
+        A folder that cannot be listed (missing, a file in its place, no permission) holds none this process
+        could add to or drain, so events go on into the database."""
         try:
             with os.scandir(self.folder) as entries:
                 return any(e.name.startswith("spill-") for e in entries)
-        except FileNotFoundError:
+        except OSError:
             return False
 
     def _open_own(self) -> tuple[int, Path]:

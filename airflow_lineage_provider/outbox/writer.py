@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_lineage_provider.outbox import store
 from airflow_lineage_provider.outbox.database import (
@@ -208,7 +209,7 @@ class OutboxWriter:
         try:
             self.drain_spill(finished_only=True)
         except Exception as error:
-            self._database_failed(error)
+            self._drain_failed(error)
 
     def _drain_in_background(self, attempts: int = 30) -> None:
         failures = 0
@@ -221,11 +222,22 @@ class OutboxWriter:
                 self.drain_spill()
             except Exception as error:
                 failures += 1
-                self._database_failed(error)
+                if not self._drain_failed(error):
+                    time.sleep(1.0)
                 continue
             if not self.spill.has_events():
                 return
             time.sleep(0.05)  # files held by other drainers or writers: look again shortly
+
+    def _drain_failed(self, error: BaseException) -> bool:
+        """Note why a background drain failed; ``True`` when it was the database (then events skip it for
+        ``retry_after``), ``False`` when the spill folder itself could not be read: the database is not to
+        blame, and events go on into it."""
+        if isinstance(error, SQLAlchemyError):
+            self._database_failed(error)
+            return True
+        warn_once(f"Lineage outbox: could not move the spill folder {self.spill.folder} into the outbox ({error})")
+        return False
 
     def wait_drained(self, timeout: float) -> bool:
         """Wait for the background drain (tests, and a clean process exit); ``True`` if nothing is spilled.
@@ -236,7 +248,7 @@ class OutboxWriter:
             try:
                 self.drain_spill(budget=timeout)
             except Exception as error:
-                self._database_failed(error)
+                self._drain_failed(error)
             return not self.spill.has_events()
         drainer = self._drainer
         if drainer is not None:
