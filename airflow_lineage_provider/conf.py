@@ -228,6 +228,18 @@ def consumer_max_concurrent_walks() -> int:
     return _positive_int("consumer_max_concurrent_walks")
 
 
+def consumer_ingest_group_wait_ms() -> float:
+    """``[lineage_provider] consumer_ingest_group_wait_ms``: how long concurrent single-event ingests may wait for
+    each other to be committed together, in milliseconds (default 2; 0: never)."""
+    value = _get("consumer_ingest_group_wait_ms").strip()
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(
+            f"consumer_ingest_group_wait_ms must be a number of milliseconds (0 to 1000), got {value!r}"
+        ) from None
+
+
 def _positive_int(option: str) -> int:
     value = _get(option).strip()
     if not value.isdigit() or int(value) < 1:

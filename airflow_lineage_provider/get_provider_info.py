@@ -260,6 +260,14 @@ CONSUMER_OPTIONS: dict[str, Any] = {
         "8",
         "integer",
     ),
+    "consumer_ingest_group_wait_ms": _option(
+        "Under concurrent single-event ingest (workers posting with the stock HTTP transport), how long the "
+        "consumer may wait for the other active senders' requests before it commits a group, in milliseconds: "
+        "the group then shares one transaction. A lone sender never waits; 0 turns the wait off.\n",
+        "2",
+        "0",
+        "float",
+    ),
 }
 #: Egeria and materialization facets, the extractor (``airflow_lineage_provider.facets``).
 FACET_OPTIONS: dict[str, Any] = {

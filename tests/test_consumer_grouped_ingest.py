@@ -314,3 +314,112 @@ def test_on_postgresql_two_groups_are_written_at_once(pg_store_url: str) -> None
         assert grouped.statistics.groups == 3 and grouped.statistics.largest == CLIENTS - 2
     finally:
         store.dispose()
+
+
+def _senders_posting(grouped: GroupedIngest, senders: int, each: int) -> list[Any]:
+    """``senders`` threads, each posting ``each`` events one request after another (as Airflow workers with the
+    stock HTTP transport do); every outcome."""
+    events = _events([f"sender_{s}_job_{i}" for s in range(senders) for i in range(each)])
+    outcomes: list[Any] = []
+    lock = threading.Lock()
+
+    def post(sender: int) -> None:
+        for i in range(each):
+            outcome = grouped.ingest([events[sender * each + i]])
+            with lock:
+                outcomes.append(outcome)
+
+    threads = [threading.Thread(target=post, args=(s,)) for s in range(senders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return outcomes
+
+
+def test_concurrent_senders_are_waited_for_and_committed_together(store: LineageStore) -> None:
+    """Four senders posting one event after another: once a group has held more than one request, the writer waits
+    for the other active senders' requests (a long wait here, so that nothing but their arrival ends it), and
+    groups settle at all four, each request answered as stored."""
+    grouped = GroupedIngest(store, group_wait=1.0)
+    outcomes = _senders_posting(grouped, senders=4, each=10)
+    assert sorted((r.stored, r.duplicates, errors) for r, errors in outcomes) == [(1, 0, {})] * 40
+    stats = grouped.statistics
+    assert stats.requests == 40 and stats.largest == 4 and stats.gathered > 0
+    assert stats.requests / stats.groups >= 3, stats
+    with store.read() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(tables.events)).scalar_one() == 40
+
+
+def test_without_the_wait_no_group_waits(store: LineageStore) -> None:
+    grouped = GroupedIngest(store, group_wait=0)
+    outcomes = _senders_posting(grouped, senders=4, each=5)
+    assert sorted(r.stored for r, _errors in outcomes) == [1] * 20
+    assert grouped.statistics.gathered == 0
+
+
+def test_a_lone_sender_never_waits(store: LineageStore) -> None:
+    """Groups of one request never make the writer wait, however long the wait may be: one client posting one
+    event after another is written at once, each time."""
+    grouped = GroupedIngest(store, group_wait=1.0)
+    outcomes = _senders_posting(grouped, senders=1, each=20)
+    assert [r.stored for r, _errors in outcomes] == [1] * 20
+    assert grouped.statistics.gathered == 0 and grouped.statistics.largest == 1
+
+
+def test_senders_that_stop_stop_being_waited_for() -> None:
+    """The senders expected are the most requests in the writer's hands at once in the current window or the one
+    before: a burst of eight is remembered a window later, then forgotten; with none for two windows, nobody is
+    expected."""
+    from airflow_lineage_provider.consumer.grouped_ingest import SENDERS_WINDOW_SECONDS as W
+    from airflow_lineage_provider.consumer.grouped_ingest import _Senders
+
+    senders = _Senders()
+    assert senders.expected(0.0) == 0
+    senders.seen(8, 100.0)
+    senders.seen(3, 100.0 + 0.5 * W)
+    assert senders.expected(100.0 + 0.9 * W) == 8
+    assert senders.expected(100.0 + 1.5 * W) == 8  # the window ended: its most still counts
+    senders.seen(2, 100.0 + 1.2 * W)  # a new window, after one of eight
+    assert senders.expected(100.0 + 1.3 * W) == 8
+    assert senders.expected(100.0 + 2.3 * W) == 2  # the window of eight is two windows back
+    assert senders.expected(100.0 + 3.3 * W) == 0
+    senders.seen(2, 100.0 + 5.0 * W)  # after a silence longer than a window, nothing earlier counts
+    assert senders.expected(100.0 + 5.1 * W) == 2
+    senders.taken(5)
+    assert senders.last == 5
+
+
+def test_the_wait_is_bounded() -> None:
+    with pytest.raises(ValueError, match="group_wait must be between 0 and 1 second, got 2"):
+        GroupedIngest(LineageStore("sqlite:///unused.db"), group_wait=2)
+
+
+def test_the_wait_is_set_by_serve_the_settings_and_the_airflow_option(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from airflow_lineage_provider import conf
+    from airflow_lineage_provider.cli import main
+    from airflow_lineage_provider.consumer import create_app
+    from airflow_lineage_provider.consumer.access import Access
+    from airflow_lineage_provider.plugins.consumer import consumer_apps
+
+    url = f"sqlite:///{tmp_path / 'lineage.db'}"
+    assert create_app(url, anonymous=Access.READ).state.ingest.group_wait == 0.002  # the default: 2 ms
+    assert create_app(url, anonymous=Access.READ, ingest_group_wait_ms=0).state.ingest.group_wait == 0
+    with pytest.raises(ValueError, match=r"ingest_group_wait_ms must be between 0 \(no wait\) and 1000 .*got -1"):
+        create_app(url, anonymous=Access.READ, ingest_group_wait_ms=-1)
+    # serve refuses a bad value in one line, before it listens
+    assert main(["serve", "--store", url, "--ingest-group-wait-ms", "5000"]) == 2
+    assert "ingest_group_wait_ms must be between 0 (no wait) and 1000 milliseconds, got 5000" in capsys.readouterr().err
+
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_STORE_URL", url)
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_API_KEY", "k3y-plugged")
+    assert conf.consumer_ingest_group_wait_ms() == 2.0
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_INGEST_GROUP_WAIT_MS", "0.5")
+    [mounted] = consumer_apps()
+    assert mounted["app"].state.ingest.group_wait == 0.0005
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_INGEST_GROUP_WAIT_MS", "soon")
+    with pytest.raises(ValueError, match="consumer_ingest_group_wait_ms must be a number of milliseconds"):
+        conf.consumer_ingest_group_wait_ms()
+    assert consumer_apps() == []  # a bad option keeps the consumer unmounted, with one error line

@@ -97,6 +97,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="graph walks computed at once; up to 64 more wait, then 503 (default 4)",
     )
     parser.add_argument(
+        "--ingest-group-wait-ms",
+        type=float,
+        default=2.0,
+        metavar="MS",
+        help="under concurrent single-event ingest, wait up to MS milliseconds for the other senders' requests "
+        "and commit them together (default 2; 0: never wait; a lone sender never waits)",
+    )
+    parser.add_argument(
         "--allowed-host",
         action="append",
         default=[],
@@ -180,6 +188,7 @@ def serve(args: argparse.Namespace) -> int:
             max_batch_events=args.max_batch_events,
             max_clock_skew_hours=args.max_clock_skew_hours,
             max_concurrent_walks=args.max_concurrent_walks,
+            ingest_group_wait_ms=args.ingest_group_wait_ms,
             allowed_hosts=serve_hosts(args.host, args.allowed_host),
         )
         app.state.store.engine  # noqa: B018 - connect and migrate before accepting traffic

@@ -149,7 +149,9 @@ def create_app(
         namespace_aliases=config.namespace_aliases.mapping,  # the store's groups follow this configuration
     )
     #: Ingest requests that arrive together are committed together (grouped_ingest.py).
-    app.state.ingest = GroupedIngest(app.state.store, writers=writers_for(app.state.store))
+    app.state.ingest = GroupedIngest(
+        app.state.store, writers=writers_for(app.state.store), group_wait=config.ingest_group_wait_ms / 1000
+    )
     app.state.spec_validator = spec_validator
     app.state.retention = RetentionSchedule(config)
     #: Other spellings of namespaces, read by the store's queries (docs/consumer.md, "Namespace aliases").

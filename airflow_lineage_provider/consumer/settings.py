@@ -46,6 +46,11 @@ class ConsumerSettings:
     max_waiting_walks: int = 64
     """Walks that may wait for a turn; past this a walk is answered 503 with ``Retry-After``."""
 
+    ingest_group_wait_ms: float = 2.0
+    """Under concurrent single-event ingest, how long the writer may wait for the other active senders'
+    requests before it commits a group, in milliseconds (:mod:`.grouped_ingest`): a group then holds all of them
+    and shares one transaction's cost. A lone sender never waits. 0 turns the wait off; at most 1000."""
+
     walk_answer_bytes: int = 256 * 1024 * 1024
     """Bytes of walk answers held in memory until their clients have read them; a walk that would go past
     it is answered 503 with ``Retry-After``. 256 MiB (a ``maxNodes=100000`` answer is about 20 MB)."""
@@ -107,6 +112,11 @@ class ConsumerSettings:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.max_waiting_walks < 0:
             raise ValueError(f"max_waiting_walks must be 0 or more, got {self.max_waiting_walks}")
+        if not 0 <= self.ingest_group_wait_ms <= 1000:
+            raise ValueError(
+                "ingest_group_wait_ms must be between 0 (no wait) and 1000 milliseconds, "
+                f"got {self.ingest_group_wait_ms}"
+            )
         if self.max_clock_skew_hours < 0:
             raise ValueError(f"max_clock_skew_hours must be 0 or more, got {self.max_clock_skew_hours}")
         if self.strict and not self.spec_dir:
