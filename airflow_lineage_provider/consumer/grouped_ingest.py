@@ -14,9 +14,9 @@ request, it waits until as many requests wait as were in its hands at once (wait
 the last second or two — the senders that are active — or until :data:`GROUP_WAIT_SECONDS` (2 ms) have passed.
 Eight senders answered together come back together, so a group holds all eight instead of the two or three
 that arrived during the last write, and a transaction's fixed cost (a dozen statements, the commit's pages) is
-shared by all of them: with 8 clients posting single events it cut the consumer's CPU per event by a fifth on
-SQLite and a quarter on PostgreSQL (``docs/benchmarks.md``, issue 18, section 4). A lone sender (groups of one)
-never waits; ``group_wait=0`` turns the wait off.
+shared by all of them: with 8 clients posting single events it cut the consumer's CPU per event by 15-20% on
+SQLite and 30-45% on PostgreSQL, whose own fell by 40-50% (``docs/benchmarks.md``, issue 18, section 4). A lone
+sender (groups of one) never waits; ``group_wait=0`` turns the wait off.
 
 An HTTP request hands its body over once and is answered on its event loop (:meth:`GroupedIngest.submit`: the
 body is checked in the writer thread, as part of its group, and one wake-up of the loop answers every request of
@@ -64,7 +64,8 @@ MAX_GROUP_EVENTS = 500
 LINGER_SECONDS = 0.5
 #: Longest a writer waits for the requests of concurrent senders before it takes a group (see the module).
 GROUP_WAIT_SECONDS = 0.002
-#: How long a group's size counts towards the senders expected (:class:`_Senders`): one window, then one more.
+#: How long the requests in a writer's hands at once count towards the senders expected (:class:`_Senders`): the
+#: window they were seen in, and the next.
 SENDERS_WINDOW_SECONDS = 1.0
 
 #: What a request gets: its counts and ``index → error`` for its events the database refused.
@@ -132,6 +133,7 @@ class _Senders:
         self.last = size
 
     def expected(self, at: float) -> int:
+        """The senders active at ``at`` (0 after two windows without a request)."""
         if at - self._window >= 2 * SENDERS_WINDOW_SECONDS:
             return 0
         if at - self._window >= SENDERS_WINDOW_SECONDS:
