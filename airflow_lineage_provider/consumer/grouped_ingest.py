@@ -272,40 +272,32 @@ class GroupedIngest:
                     self._writing -= len(group)
                 self._answer(group)
 
-    def _linger(self) -> None:
-        """Wait up to :data:`LINGER_SECONDS` for a request (a wake-up for one another writer took does not end
-        the wait). Holds the lock, which the wait releases."""
-        deadline = time.monotonic() + LINGER_SECONDS
+    def _wait_idle(self, ready: Callable[[], bool], seconds: float) -> bool:
+        """Wait as an idle writer (so that :meth:`_queue` wakes it for each request) until ``ready()`` or
+        ``seconds`` have passed; whether ``ready()``. Holds the lock, which the wait releases."""
         self._idle += 1
         try:
-            while not self._pending and (left := deadline - time.monotonic()) > 0:
-                self._changed.wait(left)
+            return self._changed.wait_for(ready, seconds)
         finally:
             self._idle -= 1
 
+    def _linger(self) -> None:
+        """Wait up to :data:`LINGER_SECONDS` for a request (a wake-up for one another writer took does not end
+        the wait)."""
+        self._wait_idle(lambda: bool(self._pending), LINGER_SECONDS)
+
     def _gather(self) -> None:
         """Under concurrent load, wait (at most :attr:`group_wait`) until as many requests wait as there are
-        senders active (see the module); at once when the last group held one request. Holds the lock, which
-        the wait releases."""
+        senders active (see the module); at once when the last group held one request."""
         if self.group_wait <= 0 or self._senders.last < 2:
             return
-        now = time.monotonic()
         # The senders whose requests another writer is writing now cannot send again before that group is done.
-        expected = min(self._senders.expected(now) - self._writing, self.max_group_events)
+        expected = min(self._senders.expected(time.monotonic()) - self._writing, self.max_group_events)
         if len(self._pending) >= expected:
             return
         self.statistics.gathered += 1
-        deadline = now + self.group_wait
-        while len(self._pending) < expected:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.statistics.wait_expired += 1
-                return
-            self._idle += 1  # so that _queue notifies this writer of each request
-            try:
-                self._changed.wait(left)
-            finally:
-                self._idle -= 1
+        if not self._wait_idle(lambda: len(self._pending) >= expected, self.group_wait):
+            self.statistics.wait_expired += 1
 
     def _take(self) -> list[_Request]:
         """The next group: waiting requests in arrival order, up to :attr:`max_group_events` events (a request
