@@ -9,12 +9,16 @@ PostgreSQL the CPU the server's backend of the writing connection spent per even
 utime + stime of ``pg_backend_pid()``, before and after: the bench must run on PostgreSQL's machine; clock
 ticks of 10 ms, a few percent of a run): the least of ``--repeat`` runs, each on a fresh store (the machine's
 noise only ever adds). ``postgres`` is psycopg2, ``psycopg`` psycopg 3; ``--unprepared`` turns psycopg2's
-server-side prepared statements off (``store.driver_sql``).
+server-side prepared statements off (``store.driver_sql``). ``--senders N`` orders the events as N concurrent
+single-event senders splitting the jobs among them would deliver them (one event of each sender in turn), so a
+group of N holds N different jobs' events, as the server's groups do; without it a group holds consecutive
+events (a job's START and COMPLETE together, which share their rows within the transaction and cost less).
 
     .venv/bin/python bench/small_group_ingest.py                       # this checkout
     PYTHONPATH=/tmp/before .venv/bin/python bench/small_group_ingest.py  # another checkout (A/B)
     .venv/bin/python bench/small_group_ingest.py --jobs 300 --groups 1 3 --databases sqlite
     .venv/bin/python bench/small_group_ingest.py --databases postgres psycopg --unprepared
+    .venv/bin/python bench/small_group_ingest.py --groups 8 --senders 8   # the groups 8 concurrent clients make
 """
 
 from __future__ import annotations
@@ -93,6 +97,18 @@ def run(database: str, events: list[LineageEvent], group: int, prepared: bool = 
     return {"cpu": cpu * per, "wall": wall * per, "ingest": inside * per, "backend": server * per}
 
 
+def as_senders_deliver(events: list[LineageEvent], senders: int) -> list[LineageEvent]:
+    """``events`` in the order ``senders`` concurrent senders deliver them when each job's events go to one sender
+    (jobs dealt out in turn, as ``single_event_ingest.py`` splits them) and every sender sends its next event once
+    all have sent the one before: round-robin over the senders, a job's events in their order."""
+    shares: list[list[LineageEvent]] = [[] for _ in range(senders)]
+    jobs: dict[str, int] = {}
+    for event in events:
+        shares[jobs.setdefault(str(event.job), len(jobs) % senders)].append(event)
+    longest = max(len(share) for share in shares)
+    return [share[i] for i in range(longest) for share in shares if i < len(share)]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Print a table: database, group size, µs per event."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -103,9 +119,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--repeat", type=int, default=3, help="fresh stores per figure; the least of each is shown")
     parser.add_argument("--unprepared", action="store_true", help="psycopg2 without server-side prepared statements")
+    parser.add_argument("--senders", type=int, default=0, help="order the events as this many senders deliver them")
     args = parser.parse_args(argv)
     events = [parse_event(document) for document in workload(args.jobs)]
-    print(f"code: {Path(airflow_lineage_provider.__file__).parent.parent}; {len(events)} events")
+    if args.senders > 0:
+        events = as_senders_deliver(events, args.senders)
+    order = f", as {args.senders} senders deliver them" if args.senders > 0 else ""
+    print(f"code: {Path(airflow_lineage_provider.__file__).parent.parent}; {len(events)} events{order}")
     print(
         f"{'database':<9} {'group':>5} {'CPU µs/ev':>10} {'wall µs/ev':>11} {'ingest_events CPU µs/ev':>24}"
         f" {'backend CPU µs/ev':>18}"
