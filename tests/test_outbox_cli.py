@@ -131,3 +131,17 @@ def test_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     assert "shipping to" in screen and "100/100" in screen, screen
     plain = cli("export", "--outbox", url, "--to", str(tmp_path / "files"))
     assert "exporting to" not in plain.stdout + plain.stderr, "no progress bar without a terminal"
+
+
+def test_status_names_a_spill_folder_it_cannot_read(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path)
+    fill(url, 2)
+    database = Path(url.removeprefix("sqlite:///"))
+    spill = database.with_name(database.name + ".spill")
+    shutil.rmtree(spill, ignore_errors=True)
+    spill.write_text("not a folder")  # as root, permissions would not stop the listing: a file does
+    status = cli("status", "--outbox", url)
+    assert status.returncode == 1, status.stdout + status.stderr
+    assert "Traceback" not in status.stderr, status.stderr
+    assert "4 events" in status.stdout
+    assert f"The spill folder {spill} cannot be read (Not a directory)" in " ".join(status.stdout.split())

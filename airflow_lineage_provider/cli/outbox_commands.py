@@ -97,7 +97,14 @@ def run_status(args: argparse.Namespace) -> int:
     console.print(table)
     if not status["destinations"]:
         console.print("No destination yet: `airflow-lineage ship --url ...` or `export --to ...` creates one.")
-    spilled = writer.spill.count_files()
+    try:
+        spilled = writer.spill.count_files()
+    except OSError as error:  # not a folder, or not readable by this user: the table above still stands
+        console.print(
+            f"The spill folder {writer.spill.folder} cannot be read ({error.strerror or error}): events spilled "
+            "there are not counted. Make it a folder this user can read (the writers need to write it too)."
+        )
+        return 1
     if spilled:
         console.print(f"{spilled} spill file(s) in {writer.spill.folder} wait to be moved into the outbox.")
     return 0
