@@ -216,11 +216,7 @@ def consumer_max_batch_events() -> int:
 
 def consumer_max_clock_skew_hours() -> float:
     """``[lineage_provider] consumer_max_clock_skew_hours``: how far ahead an eventTime may be (default 24)."""
-    value = _get("consumer_max_clock_skew_hours").strip()
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"consumer_max_clock_skew_hours must be a number of hours, got {value!r}") from None
+    return _number("consumer_max_clock_skew_hours", "a number of hours")
 
 
 def consumer_max_concurrent_walks() -> int:
@@ -231,13 +227,16 @@ def consumer_max_concurrent_walks() -> int:
 def consumer_ingest_group_wait_ms() -> float:
     """``[lineage_provider] consumer_ingest_group_wait_ms``: how long concurrent single-event ingests may wait for
     each other to be committed together, in milliseconds (default 2; 0: never)."""
-    value = _get("consumer_ingest_group_wait_ms").strip()
+    return _number("consumer_ingest_group_wait_ms", "a number of milliseconds (0 to 1000)")
+
+
+def _number(option: str, expected: str) -> float:
+    """The option as a float; a ValueError naming the option, what it takes (``expected``) and the value."""
+    value = _get(option).strip()
     try:
         return float(value)
     except ValueError:
-        raise ValueError(
-            f"consumer_ingest_group_wait_ms must be a number of milliseconds (0 to 1000), got {value!r}"
-        ) from None
+        raise ValueError(f"{option} must be {expected}, got {value!r}") from None
 
 
 def _positive_int(option: str) -> int:

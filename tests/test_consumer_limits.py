@@ -302,3 +302,14 @@ def test_a_client_that_disconnects_mid_upload_leaves_one_log_line(
     assert "a client disconnected while sending POST /api/v1/lineage; nothing was stored" in caplog.text
     assert "Traceback" not in caplog.text
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_the_airflow_option_for_the_clock_skew_is_read_as_hours(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_lineage_provider import conf
+
+    assert conf.consumer_max_clock_skew_hours() == 24.0
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_MAX_CLOCK_SKEW_HOURS", " 1.5 ")
+    assert conf.consumer_max_clock_skew_hours() == 1.5
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_MAX_CLOCK_SKEW_HOURS", "a day")
+    with pytest.raises(ValueError, match=r"consumer_max_clock_skew_hours must be a number of hours, got 'a day'"):
+        conf.consumer_max_clock_skew_hours()
