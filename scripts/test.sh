@@ -10,7 +10,9 @@ echo "==> mypy"
 .venv/bin/mypy  # the package, as configured in pyproject.toml
 echo "==> pytest"
 set +e
-.venv/bin/python -m pytest -p no:cacheprovider "$@"
+# On every core (pytest-xdist), each test file on one worker: a file's module fixtures (an Airflow home, a DAG
+# run) are built once, as in a serial run. Pass -n 0 to run serially.
+.venv/bin/python -m pytest -p no:cacheprovider -n auto --dist loadfile "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then
