@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import random
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import schema_dataset
 from openlineage.client.serde import Serde
+
+T = TypeVar("T")
 
 LAYERS = 10
 NAMESPACE = "bench"
@@ -73,3 +76,13 @@ def workload(n_jobs: int, seed: int = 7) -> list[dict[str, Any]]:
 def walk_root(n_jobs: int) -> tuple[str, str]:
     """``(namespace, name)`` of the dataset the walks start from: the first one of the last layer."""
     return NAMESPACE, dataset_name(LAYERS - 1, 0)
+
+
+def split_by_job(events: list[T], clients: int, job: Callable[[T], str]) -> list[list[T]]:
+    """``events`` split among ``clients`` senders, each job's events to one sender in their order: jobs dealt out in
+    turn by first appearance (``job`` names an event's job), as ``single_event_ingest.py``'s clients get them."""
+    shares: list[list[T]] = [[] for _ in range(clients)]
+    jobs: dict[str, int] = {}
+    for event in events:
+        shares[jobs.setdefault(job(event), len(jobs) % clients)].append(event)
+    return shares

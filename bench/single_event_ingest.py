@@ -48,7 +48,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from consumer_bench import Consumer, open_consumer, postgres_schema, serve_ours  # noqa: E402
-from consumer_workload import workload  # noqa: E402
+from consumer_workload import split_by_job, workload  # noqa: E402
 
 PATH = "/api/v1/lineage"
 OK = (200, 201, 204)
@@ -92,13 +92,8 @@ def _client(url: str, bodies: list[bytes], close_each: bool, start: Any, out: An
 
 def _split_by_job(events: list[dict[str, Any]], clients: int) -> list[list[bytes]]:
     """The events as JSON, split among ``clients`` so that each job's events stay in one client, in order."""
-    shares: list[list[bytes]] = [[] for _ in range(clients)]
-    jobs: dict[str, int] = {}
-    for event in events:
-        name = event["job"]["name"]
-        index = jobs.setdefault(name, len(jobs) % clients)
-        shares[index].append(json.dumps(event).encode())
-    return shares
+    shares = split_by_job(events, clients, lambda event: event["job"]["name"])
+    return [[json.dumps(event).encode() for event in share] for share in shares]
 
 
 def _summary(times: list[float], seconds: float, count: int) -> dict[str, float]:

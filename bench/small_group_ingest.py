@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from consumer_bench import postgres_schema  # noqa: E402
-from consumer_workload import workload  # noqa: E402
+from consumer_workload import split_by_job, workload  # noqa: E402
 
 import airflow_lineage_provider  # noqa: E402
 from airflow_lineage_provider.consumer.store import LineageStore  # noqa: E402
@@ -99,12 +99,9 @@ def run(database: str, events: list[LineageEvent], group: int, prepared: bool = 
 
 def as_senders_deliver(events: list[LineageEvent], senders: int) -> list[LineageEvent]:
     """``events`` in the order ``senders`` concurrent senders deliver them when each job's events go to one sender
-    (jobs dealt out in turn, as ``single_event_ingest.py`` splits them) and every sender sends its next event once
-    all have sent the one before: round-robin over the senders, a job's events in their order."""
-    shares: list[list[LineageEvent]] = [[] for _ in range(senders)]
-    jobs: dict[str, int] = {}
-    for event in events:
-        shares[jobs.setdefault(str(event.job), len(jobs) % senders)].append(event)
+    (:func:`consumer_workload.split_by_job`, as ``single_event_ingest.py`` splits them) and every sender sends its
+    next event once all have sent the one before: round-robin over the senders, a job's events in their order."""
+    shares = split_by_job(events, senders, lambda event: str(event.job))
     longest = max(len(share) for share in shares)
     return [share[i] for i in range(longest) for share in shares if i < len(share)]
 
