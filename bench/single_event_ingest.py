@@ -8,6 +8,9 @@ facet), pre-encoded JSON.
 
 Per consumer, in this order:
 
+0. **warm-up**, not timed: ``--warm-up`` events (400) posted as in phase 2, so the server has
+   compiled its statements for every group size the N clients make, as a long-running server has (without
+   it those compilations, ~5% of the writer's time, fall into the timed phases);
 1. **one client**: ``--sequential`` events posted one after another on one kept-alive connection; the median
    and 95th percentile time per request (to the last byte of the answer) and events/s;
 2. **N clients** (``--clients``, 8: as 8 Airflow workers would): the remaining events split by job among N
@@ -107,20 +110,15 @@ def _summary(times: list[float], seconds: float, count: int) -> dict[str, float]
     }
 
 
-def measure(
-    consumer: Consumer, events: list[dict[str, Any]], sequential: int, clients: int, profile: Path | None = None
-) -> dict[str, Any]:
-    close_each = consumer.__class__.__name__ == "Feast"
-    warm, one, rest = events[:20], events[20 : 20 + sequential], events[20 + sequential :]
-    _post_all(consumer.url, [json.dumps(e).encode() for e in warm], close_each)
-    result: dict[str, Any] = {}
-    bodies = [json.dumps(e).encode() for e in one]
-    started = time.perf_counter()
-    times = _post_all(consumer.url, bodies, close_each)
-    result["one_client"] = _summary(times, time.perf_counter() - started, len(bodies))
+def _concurrently(
+    consumer: Consumer, events: list[dict[str, Any]], clients: int, close_each: bool, profile: Path | None = None
+) -> tuple[list[tuple[float, float, list[float], str | None]], float, float]:
+    """Post ``events`` split by job among ``clients`` client processes started together: each client's report
+    (first request sent, last answer received, request times), and the CPU seconds the consumer's process and
+    PostgreSQL's processes spent meanwhile. Raises when a client failed."""
     context = multiprocessing.get_context("fork")
     start, out = context.Event(), context.Queue()
-    shares = _split_by_job(rest, clients)
+    shares = _split_by_job(events, clients)
     workers = [context.Process(target=_client, args=(consumer.url, s, close_each, start, out)) for s in shares]
     for worker in workers:
         worker.start()
@@ -139,6 +137,29 @@ def measure(
     errors = [error for *_rest, error in reports if error]
     if errors:
         raise RuntimeError(f"a client failed: {errors[0]}")
+    return reports, server_cpu, database_cpu
+
+
+def measure(
+    consumer: Consumer,
+    events: list[dict[str, Any]],
+    sequential: int,
+    clients: int,
+    profile: Path | None = None,
+    warm_up: int = 0,
+) -> dict[str, Any]:
+    """The one-client and N-client phases on ``consumer``, after ``warm_up`` events posted by the N clients (not
+    timed: a long-running server has compiled the statements for every group size the clients make)."""
+    close_each = consumer.__class__.__name__ == "Feast"
+    warm, one, rest = events[:warm_up], events[warm_up : warm_up + sequential], events[warm_up + sequential :]
+    if warm:
+        _concurrently(consumer, warm, clients, close_each)
+    result: dict[str, Any] = {}
+    bodies = [json.dumps(e).encode() for e in one]
+    started = time.perf_counter()
+    times = _post_all(consumer.url, bodies, close_each)
+    result["one_client"] = _summary(times, time.perf_counter() - started, len(bodies))
+    reports, server_cpu, database_cpu = _concurrently(consumer, rest, clients, close_each, profile)
     first, last = min(r[0] for r in reports), max(r[1] for r in reports)
     all_times = [t for r in reports for t in r[2]]
     result[f"{clients}_clients"] = _summary(all_times, last - first, len(all_times))
@@ -242,6 +263,12 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=4000, help="events per consumer (a workload of events/2 jobs)")
     parser.add_argument("--sequential", type=int, default=500, help="events posted by the one client")
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument(
+        "--warm-up",
+        type=int,
+        default=400,
+        help="events posted by the N clients before the timed phases, not timed (0: none; counted in --events)",
+    )
     parser.add_argument("--consumers", nargs="+", default=["sqlite", "postgres", "feast"])
     parser.add_argument("--baseline-tree", type=Path, help="also measure the server imported from this checkout")
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
@@ -259,7 +286,7 @@ def main() -> int:
             print(f"==> {kind}: {len(events):,} events, 1 client then {args.clients}", flush=True)
             with _consumer(kind, Path(tmp) / kind, args.baseline_tree) as consumer:
                 profile = args.profile / f"{kind}.json" if args.profile else None
-                results[kind] = measure(consumer, events, args.sequential, args.clients, profile)
+                results[kind] = measure(consumer, events, args.sequential, args.clients, profile, args.warm_up)
             print(json.dumps(results[kind]), flush=True)
     print(_table(results, args.clients))
     if args.json:
