@@ -11,7 +11,7 @@ import os
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, MAX_BODY_BYTES
+from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, INGEST_APPLY_MODES, MAX_BODY_BYTES
 from airflow_lineage_provider.get_provider_info import CONFIG
 from airflow_lineage_provider.version import __version__
 
@@ -228,6 +228,15 @@ def consumer_ingest_group_wait_ms() -> float:
     """``[lineage_provider] consumer_ingest_group_wait_ms``: how long concurrent single-event ingests may wait for
     each other to be committed together, in milliseconds (default 2; 0: never)."""
     return _number("consumer_ingest_group_wait_ms", "a number of milliseconds (0 to 1000)")
+
+
+def consumer_ingest_apply() -> str:
+    """``[lineage_provider] consumer_ingest_apply``: ``inline`` (default) or ``deferred`` (an ingest log applied in
+    batches after the answer: ``consumer/store/deferred_apply.py``)."""
+    value = _get("consumer_ingest_apply").strip().lower()
+    if value not in INGEST_APPLY_MODES:
+        raise ValueError(f"consumer_ingest_apply must be one of {', '.join(INGEST_APPLY_MODES)}, got {value!r}")
+    return value
 
 
 def _number(option: str, expected: str) -> float:

@@ -1,9 +1,12 @@
 """Defaults shared by the producer, the outbox and the consumer, each said once.
 
-A module without imports, so that every side (the Airflow-free outbox and consumer included) can read it.
+A module importing only the standard library, so that every side (the Airflow-free outbox and consumer included)
+can read it.
 """
 
 from __future__ import annotations
+
+import os
 
 #: The OpenLineage HTTP ingest path, relative to a consumer's base URL (the stock HTTP transport's default).
 LINEAGE_ENDPOINT = "api/v1/lineage"
@@ -13,3 +16,10 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 
 #: Nodes whose graph data (and job objects) the consumer keeps in memory, by node version.
 GRAPH_CACHE_NODES = 20_000
+
+#: How the consumer applies ingested events to the graph when its settings do not say: ``inline`` (in the ingest's
+#: transaction) or ``deferred`` (logged, answered, applied in batches after: ``consumer/store/deferred_apply.py``);
+#: ``LINEAGE_INGEST_APPLY`` in the environment changes it (the test suite runs both ways with it).
+INGEST_APPLY = os.environ.get("LINEAGE_INGEST_APPLY", "inline").strip().lower()
+#: The values of ``ingest_apply``.
+INGEST_APPLY_MODES = ("inline", "deferred")

@@ -268,6 +268,15 @@ CONSUMER_OPTIONS: dict[str, Any] = {
         "0",
         "float",
     ),
+    "consumer_ingest_apply": _option(
+        "How ingested events reach the lineage graph: inline (applied in the ingest's own transaction) or "
+        "deferred (committed to an ingest log and answered, then applied in batches of up to 500 by a thread of "
+        "the API server; reads wait until what was logged before them is applied). A 201 means committed either "
+        "way; deferred is much cheaper per event with many concurrent single-event senders on PostgreSQL.\n",
+        "inline",
+        "deferred",
+        "string",
+    ),
 }
 #: Egeria and materialization facets, the extractor (``airflow_lineage_provider.facets``).
 FACET_OPTIONS: dict[str, Any] = {

@@ -164,16 +164,21 @@ def test_a_store_that_fails_fails_every_request_of_the_group() -> None:
     assert grouped.waiting == 0
 
 
+@pytest.mark.parametrize("apply", ["inline", "deferred"])
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def test_a_server_killed_while_writing_groups_stored_every_event_it_answered(kind: str, tmp_path: Path) -> None:
+def test_a_server_killed_while_writing_groups_stored_every_event_it_answered(
+    kind: str, apply: str, tmp_path: Path
+) -> None:
     """8 clients post one event per request to a real server, which is killed (SIGKILL) while they do: every
-    event answered 201 is stored and applied after a restart on the same store."""
+    event answered 201 is stored and applied after a restart on the same store (with deferred apply, by the
+    restarted server's applier, before its first read is answered)."""
     from support.environment import postgres_schema_url
 
+    options = ("--ingest-apply", apply)
     with postgres_schema_url() if kind == "postgres" else _nullcontext(f"sqlite:///{tmp_path / 'lineage.db'}") as url:
         answered: list[str] = []
         lock = threading.Lock()
-        with serve_consumer(url, tmp_path) as served:
+        with serve_consumer(url, tmp_path, *options) as served:
             stop = threading.Event()
 
             def client(index: int) -> None:
@@ -201,7 +206,7 @@ def test_a_server_killed_while_writing_groups_stored_every_event_it_answered(kin
             for thread in threads:
                 thread.join(timeout=30)
         assert len(answered) >= 200
-        with serve_consumer(url, tmp_path) as restarted:  # opens (and recovers) the same store
+        with serve_consumer(url, tmp_path, *options) as restarted:  # opens (and recovers) the same store
             assert requests.get(f"{restarted.url}/api/v1/namespaces", timeout=10).status_code == 200
         store = LineageStore(url)
         try:
@@ -212,6 +217,13 @@ def test_a_server_killed_while_writing_groups_stored_every_event_it_answered(kin
             store.dispose()
         assert set(answered) <= events
         assert set(answered) <= runs
+        if apply == "deferred":
+            store = LineageStore(url)
+            try:
+                with store.read() as conn:
+                    assert conn.execute(sa.select(sa.func.count()).select_from(tables.pending_events)).scalar() == 0
+            finally:
+                store.dispose()
 
 
 @contextmanager

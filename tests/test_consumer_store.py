@@ -108,11 +108,18 @@ _V3_DATASET_EDGES = sa.Table(
 )
 
 
-def _to_version_9(conn: sa.Connection) -> None:
-    """Take off what version 10 added: templated declared names and their renderings. Like every ``_to_version_N``,
-    leave the store as the release before Alembic did: its version only in ``lineage_schema_version``, set by the
-    caller (the store is then adopted at that version)."""
+def _to_version_10(conn: sa.Connection) -> None:
+    """Take off what version 11 added: the ingest log of deferred apply. Like every ``_to_version_N``, leave the
+    store as the release before Alembic did: its version only in ``lineage_schema_version``, set by the caller (the
+    store is then adopted at that version)."""
     sa.Table(VERSION_TABLE, sa.MetaData()).drop(conn, checkfirst=True)
+    tables.unapplied_events.drop(conn)
+    tables.pending_events.drop(conn)
+
+
+def _to_version_9(conn: sa.Connection) -> None:
+    """Take off what version 10 added: templated declared names and their renderings."""
+    _to_version_10(conn)
     tables.pattern_renderings.drop(conn)
     tables.name_patterns.drop(conn)
     conn.execute(tables.store_settings.delete().where(tables.store_settings.c.name == tables.TEMPLATED_NAMES))

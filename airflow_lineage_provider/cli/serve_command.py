@@ -22,7 +22,7 @@ from airflow_lineage_provider.cli import CommandError
 from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing, load_keys_file
 from airflow_lineage_provider.consumer.hosts import serve_hosts
 from airflow_lineage_provider.consumer.namespace_aliases import NamespaceAliases
-from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, MAX_BODY_BYTES
+from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, INGEST_APPLY, INGEST_APPLY_MODES, MAX_BODY_BYTES
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6580
@@ -103,6 +103,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="MS",
         help="under concurrent single-event ingest, wait up to MS milliseconds for the other senders' requests "
         "and commit them together (default 2; 0: never wait; a lone sender never waits)",
+    )
+    parser.add_argument(
+        "--ingest-apply",
+        choices=INGEST_APPLY_MODES,
+        default=INGEST_APPLY,
+        help="inline: apply each ingest's events to the graph in its own transaction (default); deferred: commit "
+        "them to an ingest log, answer, and apply the log in large batches (cheaper per event under concurrent "
+        "single-event senders, above all on PostgreSQL; reads wait until what was logged before them is applied)",
     )
     parser.add_argument(
         "--allowed-host",
@@ -189,6 +197,7 @@ def serve(args: argparse.Namespace) -> int:
             max_clock_skew_hours=args.max_clock_skew_hours,
             max_concurrent_walks=args.max_concurrent_walks,
             ingest_group_wait_ms=args.ingest_group_wait_ms,
+            ingest_apply=args.ingest_apply,
             allowed_hosts=serve_hosts(args.host, args.allowed_host),
         )
         app.state.store.engine  # noqa: B018 - connect and migrate before accepting traffic

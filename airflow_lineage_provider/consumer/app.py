@@ -46,6 +46,7 @@ from airflow_lineage_provider.consumer.routers import (
 from airflow_lineage_provider.consumer.service import RetentionSchedule, StoreUnavailable
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store.deferred_apply import ApplyBacklog
 from airflow_lineage_provider.consumer.ui import lineage_ui_router
 from airflow_lineage_provider.consumer.validation import EventError, TooManyEvents
 from airflow_lineage_provider.consumer.walk_limits import RETRY_AFTER_SECONDS, WalkLimiter, WalksBusy
@@ -147,6 +148,7 @@ def create_app(
         engine=engine,
         graph_cache_nodes=config.graph_cache_nodes,
         namespace_aliases=config.namespace_aliases.mapping,  # the store's groups follow this configuration
+        ingest_apply=config.ingest_apply,
     )
     #: Ingest requests that arrive together are committed together (grouped_ingest.py).
     app.state.ingest = GroupedIngest(
@@ -198,6 +200,10 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StoreUnavailable)
     async def store_down(_request: Request, error: StoreUnavailable) -> JSONResponse:
+        return _problem(status.HTTP_503_SERVICE_UNAVAILABLE, str(error), {"Retry-After": "30"})
+
+    @app.exception_handler(ApplyBacklog)
+    async def apply_behind(_request: Request, error: ApplyBacklog) -> JSONResponse:
         return _problem(status.HTTP_503_SERVICE_UNAVAILABLE, str(error), {"Retry-After": "30"})
 
     @app.exception_handler(WalksBusy)

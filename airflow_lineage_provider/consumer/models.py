@@ -158,6 +158,14 @@ class StoreStatistics(BaseModel):
     newestEventTime: str | None
     oldestReceivedAt: str | None = Field(description="When the earliest stored event arrived.")
     newestReceivedAt: str | None
+    pendingEvents: int = Field(
+        0, description="Events stored and not applied to the graph yet (ingest_apply=deferred; 0 when inline)."
+    )
+    unappliedEvents: int = Field(
+        0,
+        description="Stored events the graph refused when applied alone (ingest_apply=deferred): kept, never "
+        "applied; the server's log names each with the reason, as lineage_unapplied_events holds it.",
+    )
 
 
 class PruneReport(BaseModel):

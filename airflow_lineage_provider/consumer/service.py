@@ -21,7 +21,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
-from airflow_lineage_provider.consumer.store.ingest import IngestResult, ingest_events
+from airflow_lineage_provider.consumer.store.ingest import IngestResult, ingest_events, log_events
 from airflow_lineage_provider.consumer.store.reset import ResetCounts, reset_all, reset_namespace
 from airflow_lineage_provider.consumer.store.retention import PruneRecord, last_scheduled_prune, prune, record_prune
 from airflow_lineage_provider.consumer.validation import LineageEvent
@@ -72,7 +72,12 @@ def _retrying(what: str, work: Callable[[Connection], T], store: LineageStore) -
 
 
 def _write(store: LineageStore, events: Sequence[LineageEvent]) -> IngestResult:
-    return _retrying("a lineage ingest", lambda conn: ingest_events(conn, events), store)
+    if store.deferred is None:
+        return _retrying("a lineage ingest", lambda conn: ingest_events(conn, events), store)
+    result = _retrying("a lineage ingest", lambda conn: log_events(conn, events), store)
+    if result.inserted:
+        store.deferred.logged(event for event in events if event.key in result.inserted)
+    return result
 
 
 def write_events(store: LineageStore, events: Sequence[LineageEvent]) -> IngestResult:
@@ -274,6 +279,9 @@ def reset_now(store: LineageStore, namespace: str | None, dry_run: bool = False)
         if dry_run:
             with store.read() as conn:
                 return work(conn)
+        if store.deferred is not None:  # what was logged before the reset is applied first, so it goes too
+            with store.engine.connect() as conn:
+                store.deferred.wait_applied(conn)
         counts = _retrying("a lineage reset", work, store)
     except OperationalError as error:
         raise StoreUnavailable(f"the lineage store is unavailable: {_reason(error)}") from error

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing
 from airflow_lineage_provider.consumer.namespace_aliases import NamespaceAliases, aliases_from
-from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, MAX_BODY_BYTES
+from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, INGEST_APPLY, INGEST_APPLY_MODES, MAX_BODY_BYTES
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,13 @@ class ConsumerSettings:
     """Under concurrent single-event ingest, how long the writer may wait for the other active senders'
     requests before it commits a group, in milliseconds (:mod:`.grouped_ingest`): a group then holds all of them
     and shares one transaction's cost. A lone sender never waits. 0 turns the wait off; at most 1000."""
+
+    ingest_apply: str = INGEST_APPLY
+    """How ingested events reach the graph: ``inline`` (the default) applies them in the ingest's own transaction;
+    ``deferred`` commits them to an ingest log, answers, and applies the log in batches of up to 500 in a thread
+    of the serving process, reads waiting until what was logged before them is applied
+    (:mod:`.store.deferred_apply`). A 201 means committed either way. ``deferred`` makes concurrent single-event
+    ingest on PostgreSQL much cheaper per event (``docs/benchmarks.md``, issue 18)."""
 
     walk_answer_bytes: int = 256 * 1024 * 1024
     """Bytes of walk answers held in memory until their clients have read them; a walk that would go past
@@ -117,6 +124,8 @@ class ConsumerSettings:
                 "ingest_group_wait_ms must be between 0 (no wait) and 1000 milliseconds, "
                 f"got {self.ingest_group_wait_ms}"
             )
+        if self.ingest_apply not in INGEST_APPLY_MODES:
+            raise ValueError(f"ingest_apply must be one of {', '.join(INGEST_APPLY_MODES)}, got {self.ingest_apply!r}")
         if self.max_clock_skew_hours < 0:
             raise ValueError(f"max_clock_skew_hours must be 0 or more, got {self.max_clock_skew_hours}")
         if self.strict and not self.spec_dir:

@@ -64,6 +64,7 @@ def consumer_apps() -> list[dict[str, Any]]:
             max_clock_skew_hours=conf.consumer_max_clock_skew_hours(),
             max_concurrent_walks=conf.consumer_max_concurrent_walks(),
             ingest_group_wait_ms=conf.consumer_ingest_group_wait_ms(),
+            ingest_apply=conf.consumer_ingest_apply(),
         )
     except (ValueError, ImportError) as error:
         log.error("the lineage consumer is not mounted: %s (check [lineage_provider] consumer_* options)", error)

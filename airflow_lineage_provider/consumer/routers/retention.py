@@ -71,6 +71,8 @@ def retention_status(store: LineageStore, schedule: RetentionSchedule, principal
             "newestEventTime": iso(held.newest_event_time),
             "oldestReceivedAt": iso(held.oldest_received_at),
             "newestReceivedAt": iso(held.newest_received_at),
+            "pendingEvents": held.pending,
+            "unappliedEvents": held.unapplied,
         },
         "lastPrune": prune_report(last[0]) if last else None,
     }

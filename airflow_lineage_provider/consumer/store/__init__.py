@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import make_url
 
+from airflow_lineage_provider.consumer.store.deferred_apply import DeferredApply, check_ingest_apply
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCards
 from airflow_lineage_provider.consumer.store.identity import apply_namespace_aliases
 from airflow_lineage_provider.consumer.store.idle_ping import ping_idle_connections
@@ -23,7 +24,7 @@ from airflow_lineage_provider.consumer.store.ingest import AFTER_COMMIT
 from airflow_lineage_provider.consumer.store.marquez_jobs import JobObjects
 from airflow_lineage_provider.consumer.store.migrations import migrate
 from airflow_lineage_provider.consumer.store.versioned_cache import VersionedCache
-from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES
+from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, INGEST_APPLY
 from airflow_lineage_provider.sqlite_engine import WRITE, SqliteSettings, configure_sqlite_engine
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ class LineageStore:
         engine: Engine | None = None,
         graph_cache_nodes: int = GRAPH_CACHE_NODES,
         namespace_aliases: Mapping[str, str] | None = None,
+        ingest_apply: str = INGEST_APPLY,
     ) -> None:
         self.url = url
         self._engine = engine
@@ -86,6 +88,9 @@ class LineageStore:
         self.graph_cards = GraphCards(graph_cache_nodes)
         #: Marquez's Job objects of job listings, encoded, by node version (see :mod:`.marquez_jobs`).
         self.job_objects: JobObjects = VersionedCache(graph_cache_nodes)
+        #: The applier of the ingest log when events are applied after the answer (``ingest_apply="deferred"``,
+        #: see :mod:`.deferred_apply`); None when each ingest applies its events in its own transaction.
+        self.deferred = DeferredApply(self) if check_ingest_apply(ingest_apply) == "deferred" else None
         self._ready = False
         self._lock = threading.Lock()
         #: The connection :meth:`holding` keeps for its thread.
@@ -95,6 +100,7 @@ class LineageStore:
     def engine(self) -> Engine:
         """The engine, created and migrated on first access."""
         if not self._ready:
+            opened = False
             with self._lock:
                 if self._engine is None:
                     self._engine = create_store_engine(self.url)
@@ -103,6 +109,9 @@ class LineageStore:
                     if self.namespace_aliases is not None:
                         self._apply_namespace_aliases(self._engine, self.namespace_aliases)
                     self._ready = True
+                    opened = True
+            if opened and self.deferred is not None:
+                self.deferred.wake()  # what a process that stopped logged and did not apply
         assert self._engine is not None
         return self._engine
 
@@ -117,9 +126,13 @@ class LineageStore:
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """A connection in a read transaction."""
-        with self.engine.connect() as conn, conn.begin():
-            yield conn
+        """A connection in a read transaction; with deferred apply, once the events logged before the call are
+        applied (:meth:`.DeferredApply.wait_applied`)."""
+        with self.engine.connect() as conn:
+            if self.deferred is not None:
+                self.deferred.wait_applied(conn)
+            with conn.begin():
+                yield conn
 
     @contextmanager
     def write(self) -> Iterator[Connection]:

@@ -246,16 +246,34 @@ class _Changes:
 
 
 def ingest_events(conn: Connection, events: Sequence[LineageEvent]) -> IngestResult:
-    """Store ``events`` in the open transaction of ``conn``; duplicates (stored before) change nothing."""
+    """Store ``events`` in the open transaction of ``conn`` and apply the new ones to the graph; duplicates
+    (stored before) change nothing."""
     unique = {event.key: event for event in events}
-    received_at = datetime.now(timezone.utc)
-    inserted = _insert_events(conn, unique.values(), received_at)
-    changes = _Changes()
-    for key in inserted:
-        changes.add(unique[key])
-    if inserted:
-        after_commit(conn, _apply(conn, changes))
+    inserted = _insert_events(conn, unique.values(), datetime.now(timezone.utc))
+    apply_events(conn, [unique[key] for key in inserted])
     return IngestResult(stored=len(inserted), duplicates=len(events) - len(inserted), inserted=frozenset(inserted))
+
+
+def log_events(conn: Connection, events: Sequence[LineageEvent]) -> IngestResult:
+    """Store ``events`` in the open transaction of ``conn`` and log the new ones as pending
+    (:data:`.tables.pending_events`), for :func:`apply_events` to apply in a later transaction (see
+    :mod:`..deferred_apply`); duplicates (stored before) change nothing. Counts as :func:`ingest_events` does."""
+    unique = {event.key: event for event in events}
+    inserted = _insert_events(conn, unique.values(), datetime.now(timezone.utc))
+    if inserted:
+        _write(conn, statements(conn.dialect.name).pending_events, [{"event_key": key} for key in inserted])
+    return IngestResult(stored=len(inserted), duplicates=len(events) - len(inserted), inserted=frozenset(inserted))
+
+
+def apply_events(conn: Connection, events: Sequence[LineageEvent]) -> None:
+    """Apply ``events``, stored already and new (each applied once), to the graph in the open transaction of
+    ``conn``: jobs, datasets, runs, edges and the rest, as one batch."""
+    if not events:
+        return
+    changes = _Changes()
+    for event in events:
+        changes.add(event)
+    after_commit(conn, _apply(conn, changes))
 
 
 def _insert_events(conn: Connection, events: Iterable[LineageEvent], received_at: datetime) -> list[str]:

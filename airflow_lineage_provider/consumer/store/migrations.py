@@ -22,7 +22,7 @@ from airflow_lineage_provider.consumer.store.store_settings import new_store_id
 from airflow_lineage_provider.schema_migrations import StoreSchema, migration_transaction
 
 #: The schema version this code reads and writes: the newest revision in ``alembic/versions``.
-LATEST = 10
+LATEST = 11
 #: Where the store's Alembic revision is recorded.
 VERSION_TABLE = "lineage_alembic_version"
 _ADVISORY_LOCK_ID = 6580006  # any constant shared by every process migrating a lineage store

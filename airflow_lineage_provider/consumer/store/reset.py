@@ -1,6 +1,7 @@
 """Reset: remove everything the store holds, or one namespace's jobs and datasets and all that refers to them.
 
-Whole store (:func:`reset_all`): every lineage row goes — events, nodes, runs and their inputs and outputs,
+Whole store (:func:`reset_all`): every lineage row goes — events (and the ingest log: events not applied yet or
+set aside, see :mod:`.deferred_apply`), nodes, runs and their inputs and outputs,
 edges, io groups, fields and column edges, symlinks and other claimed names, the producers of each node,
 dataset groups, tags on nodes, templated declared names and their renderings. The tag names themselves
 (``lineage_tags``, what ``PUT /api/v1/tags`` made), the store's settings (the namespace aliases its groups were
@@ -94,6 +95,8 @@ def _chunks(values: list[Any]) -> Iterator[list[Any]]:
 
 #: The tables a whole-store reset empties, in an order that deletes what refers before what is referred to.
 _LINEAGE_TABLES = (
+    tables.pending_events,
+    tables.unapplied_events,
     tables.events,
     tables.run_io,
     tables.runs,

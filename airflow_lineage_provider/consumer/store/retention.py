@@ -28,10 +28,13 @@ def prune(conn: Connection, older_than: datetime) -> PruneResult:
     """Delete events that happened or arrived before ``older_than``, and runs whose last event is before it.
 
     An event is kept at most the retention period after it arrived, whatever its ``eventTime`` says: one
-    stored with a far-future time (before the consumer refused them) is pruned like any other.
+    stored with a far-future time (before the consumer refused them) is pruned like any other. An event still
+    waiting to be applied (:mod:`.deferred_apply`) is kept for the next prune.
     """
     e = tables.events.c
-    deleted = conn.execute(delete(tables.events).where(or_(e.event_time < older_than, e.received_at < older_than)))
+    logged = select(tables.pending_events.c.event_key)  # not applied yet (deferred apply): kept until it is
+    old = or_(e.event_time < older_than, e.received_at < older_than)
+    deleted = conn.execute(delete(tables.events).where(and_(old, e.event_key.not_in(logged))))
     events = deleted.rowcount
     latest = select(tables.jobs.c.latest_run_uuid).where(tables.jobs.c.latest_run_uuid.is_not(None))
     stale = select(tables.runs.c.run_uuid).where(
@@ -114,13 +117,17 @@ class StoreStatistics:
     newest_event_time: datetime | None
     oldest_received_at: datetime | None
     newest_received_at: datetime | None
+    #: Events logged and not applied to the graph yet, and those set aside as unapplicable (deferred apply,
+    #: :mod:`.deferred_apply`; both 0 with inline apply).
+    pending: int = 0
+    unapplied: int = 0
 
 
 def statistics(conn: Connection) -> StoreStatistics:
     """Counts of events, runs, jobs and datasets, and the oldest and newest event by ``eventTime`` and by arrival.
 
-    Three statements: the events' count and span in one pass (``eventTime`` bounds from its index), the runs'
-    count, and the nodes counted per kind from the index on kind, namespace, name.
+    Five statements: the events' count and span in one pass (``eventTime`` bounds from its index), the runs'
+    count, the nodes counted per kind from the index on kind, namespace, name, and the ingest log's two counts.
     """
     e, n = tables.events.c, tables.nodes.c
     span = conn.execute(
@@ -145,4 +152,6 @@ def statistics(conn: Connection) -> StoreStatistics:
         newest_event_time=span[2],
         oldest_received_at=span[3],
         newest_received_at=span[4],
+        pending=conn.execute(select(func.count()).select_from(tables.pending_events)).scalar() or 0,
+        unapplied=conn.execute(select(func.count()).select_from(tables.unapplied_events)).scalar() or 0,
     )

@@ -126,6 +126,8 @@ class Statements:
     """Every write of :func:`..ingest.ingest_events`, for one dialect, but the nodes' (:mod:`.node_versions`)."""
 
     events: Statement
+    #: The ingest log's rows (:func:`..ingest.log_events`).
+    pending_events: Statement
     node_ids: Any
     datasets: Statement
     symlinks: Statement
@@ -208,6 +210,7 @@ def statements(dialect: str) -> Statements:
     keys: BindParameter[Any] = bindparam("keys", expanding=True)
     return Statements(
         events=done(events, "event_key", returning=("event_key",)),
+        pending_events=done(insert_for(dialect, t.pending_events), "event_key"),
         node_ids=select(t.nodes.c.node_key, t.nodes.c.id).where(t.nodes.c.node_key.in_(keys)),
         datasets=done(datasets, "node_id"),
         # Answers the claims it inserted: their datasets' groups may change (see ..identity).

@@ -90,6 +90,28 @@ events = Table(
     Index("ix_lineage_events_run_uuid", "run_uuid"),
 )
 
+#: Raw events stored but not applied to the graph yet, in the order they were logged (``seq``): the ingest log of
+#: a store that applies events after answering (``ingest_apply = deferred``, see ..deferred_apply). A row goes in
+#: the transaction that stores its event and out in the one that applies it, so what is committed here is what
+#: the graph still owes; reads wait until what was logged before they began has gone.
+pending_events = Table(
+    "lineage_pending_events",
+    metadata,
+    Column("seq", Id, primary_key=True, autoincrement=True),
+    Column("event_key", String(64), nullable=False, unique=True),
+)
+
+#: Logged events the graph could not take (the database refused a value of theirs when applied alone): kept with
+#: the reason, never applied, shown by ``airflow-lineage status`` and ``GET /api/v1/stats``. Their raw event stays
+#: in ``lineage_events``.
+unapplied_events = Table(
+    "lineage_unapplied_events",
+    metadata,
+    Column("event_key", String(64), primary_key=True),
+    Column("failed_at", UtcDateTime, nullable=False),
+    Column("reason", Text, nullable=False),
+)
+
 #: Jobs and datasets: the vertices of the lineage graph.
 nodes = Table(
     "lineage_nodes",
