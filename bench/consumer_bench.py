@@ -122,6 +122,10 @@ class Consumer:
     def stored_events(self) -> int:
         raise NotImplementedError
 
+    def settle(self) -> None:
+        """Return once every event answered so far is readable (a read; nothing for a consumer that applies
+        events before it answers)."""
+
     def listings(self) -> dict[str, Listing | None]:
         """``name -> (path, params, key of the listed items)``; None where the consumer has no such endpoint."""
         raise NotImplementedError
@@ -153,6 +157,9 @@ class Ours(Consumer):
 
     def stored_events(self) -> int:
         return self.session.get(f"{self.url}/api/v1/events", params={"limit": 1}, timeout=60).json()["totalCount"]
+
+    def settle(self) -> None:
+        self.session.get(f"{self.url}/api/v1/events", params={"limit": 1}, timeout=60).raise_for_status()
 
     def listings(self) -> dict[str, Listing | None]:
         jobs = f"/api/v1/namespaces/{NAMESPACE}/jobs"
