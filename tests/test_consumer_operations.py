@@ -93,6 +93,8 @@ def test_an_empty_store_reports_its_configuration_and_nothing_held(keyed: TestCl
             "newestEventTime": None,
             "oldestReceivedAt": None,
             "newestReceivedAt": None,
+            "pendingEvents": 0,
+            "unappliedEvents": 0,
         },
         "lastPrune": None,
     }
