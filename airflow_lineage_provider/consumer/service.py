@@ -16,11 +16,11 @@ from datetime import datetime, timedelta, timezone
 from typing import TypeVar
 
 from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store.failures import failure_reason, is_store_failure
 from airflow_lineage_provider.consumer.store.ingest import IngestResult, ingest_events, log_events
 from airflow_lineage_provider.consumer.store.reset import ResetCounts, reset_all, reset_namespace
 from airflow_lineage_provider.consumer.store.retention import PruneRecord, last_scheduled_prune, prune, record_prune
@@ -32,13 +32,6 @@ T = TypeVar("T")
 
 class StoreUnavailable(RuntimeError):
     """The lineage store cannot be written or read right now (answered with 503 and Retry-After)."""
-
-
-def _is_store_failure(error: SQLAlchemyError) -> bool:
-    """The store itself failed (unreachable, locked, every pooled connection busy), not the event."""
-    if isinstance(error, (OperationalError, PoolTimeout)):
-        return True
-    return isinstance(error, DBAPIError) and error.connection_invalidated
 
 
 #: PostgreSQL SQLSTATEs of transient conflicts between concurrent writers: retried, never reported.
@@ -62,11 +55,11 @@ def _retrying(what: str, work: Callable[[Connection], T], store: LineageStore) -
         except OperationalError as error:
             if error.connection_invalidated and not reconnected:
                 reconnected = True
-                log.info("retrying %s on a new connection: %s", what, _reason(error))
+                log.info("retrying %s on a new connection: %s", what, failure_reason(error))
                 continue
             if not _retryable(error) or attempt == ATTEMPTS:
                 raise
-            log.info("retrying %s after a conflict with another writer (%s): %s", what, attempt, _reason(error))
+            log.info("retrying %s after a conflict with another writer (%s): %s", what, attempt, failure_reason(error))
             time.sleep(0.01 * attempt * attempt)
     raise AssertionError("unreachable")
 
@@ -86,8 +79,8 @@ def write_events(store: LineageStore, events: Sequence[LineageEvent]) -> IngestR
     try:
         return _write(store, events)
     except SQLAlchemyError as error:
-        if _is_store_failure(error):
-            raise StoreUnavailable(f"the lineage store is unavailable: {_reason(error)}") from error
+        if is_store_failure(error):
+            raise StoreUnavailable(f"the lineage store is unavailable: {failure_reason(error)}") from error
         raise
 
 
@@ -99,7 +92,7 @@ def store_events(store: LineageStore, events: Sequence[LineageEvent]) -> tuple[I
         raise
     except SQLAlchemyError as error:
         if len(events) == 1:
-            return IngestResult(), {0: f"the lineage store refused this event: {_reason(error)}"}
+            return IngestResult(), {0: f"the lineage store refused this event: {failure_reason(error)}"}
     total, errors = IngestResult(), {}
     for index, event in enumerate(events):
         result, failed = store_events(store, [event])
@@ -108,11 +101,6 @@ def store_events(store: LineageStore, events: Sequence[LineageEvent]) -> tuple[I
         if failed:
             errors[index] = failed[0]
     return total, errors
-
-
-def _reason(error: SQLAlchemyError) -> str:
-    original = getattr(error, "orig", None)
-    return str(original or error).strip().splitlines()[0][:300]
 
 
 #: Seconds before a failed timer prune is tried again (at most the interval itself).
@@ -239,7 +227,7 @@ def _run_prune(store: LineageStore, work: Callable[[Connection], T]) -> T:
     try:
         return _retrying("lineage retention", work, store)
     except OperationalError as error:
-        raise StoreUnavailable(f"the lineage store is unavailable: {_reason(error)}") from error
+        raise StoreUnavailable(f"the lineage store is unavailable: {failure_reason(error)}") from error
 
 
 def _logged(record: PruneRecord) -> PruneRecord:
@@ -284,7 +272,7 @@ def reset_now(store: LineageStore, namespace: str | None, dry_run: bool = False)
                 store.deferred.wait_applied(conn)
         counts = _retrying("a lineage reset", work, store)
     except OperationalError as error:
-        raise StoreUnavailable(f"the lineage store is unavailable: {_reason(error)}") from error
+        raise StoreUnavailable(f"the lineage store is unavailable: {failure_reason(error)}") from error
     _forget_cached_nodes(store)
     return counts
 

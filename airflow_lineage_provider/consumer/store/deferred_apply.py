@@ -21,7 +21,7 @@ nothing is pending), so a client that posts an event and then reads sees it, as 
 Several processes may share a store: each one's applier takes pending rows with ``FOR UPDATE SKIP LOCKED``
 (PostgreSQL), so none is applied twice and a dead process's rows are taken by the others. A batch the database
 refuses is applied again event by event; an event it still refuses alone is moved to ``lineage_unapplied_events``
-with the reason (its raw event stays stored), counted by ``GET /api/v1/stats`` and ``airflow-lineage status``,
+with the reason (its raw event stays stored), counted in the statistics of ``GET /api/v1/retention``,
 never silently dropped. A failure of the store itself (unreachable, restarted, a deadlock) leaves the rows pending
 and is retried with a growing pause.
 """
@@ -37,12 +37,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, delete, func, insert, select
-from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store.failures import failure_reason, is_store_failure
 from airflow_lineage_provider.consumer.store.ingest import AFTER_COMMIT, apply_events
 from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_event
 from airflow_lineage_provider.defaults import INGEST_APPLY_MODES
@@ -238,7 +239,7 @@ class DeferredApply:
                 self._apply(conn, batch)
                 _done(conn, [one.seq for one in batch])
         except SQLAlchemyError as error:
-            if _store_failure(error) or not batch:
+            if is_store_failure(error) or not batch:
                 raise
             self.statistics.split += 1
             log.info("lineage store: a batch of %d pending events was refused; applying them one by one", len(batch))
@@ -272,10 +273,10 @@ class DeferredApply:
                 with conn.begin_nested():
                     self._apply(conn, [one])
             except SQLAlchemyError as error:
-                if _store_failure(error):
+                if is_store_failure(error):
                     raise
                 del conn.info.get(AFTER_COMMIT, [])[callbacks:]  # what the refused apply asked for after commit
-                self._set_aside(conn, one, f"the lineage store refused this event: {_reason(error)}")
+                self._set_aside(conn, one, f"the lineage store refused this event: {failure_reason(error)}")
             _done(conn, [one.seq])
 
     def _event(self, one: _Pending) -> LineageEvent | str | None:
@@ -328,13 +329,3 @@ def _done(conn: Connection, seqs: list[int]) -> None:
     p = tables.pending_events.c
     for start in range(0, len(seqs), 900):
         conn.execute(delete(tables.pending_events).where(p.seq.in_(seqs[start : start + 900])))
-
-
-def _store_failure(error: SQLAlchemyError) -> bool:
-    """The store failed (unreachable, a deadlock, a conflict), not a value: retry rather than set anything aside."""
-    return isinstance(error, OperationalError) or (isinstance(error, DBAPIError) and error.connection_invalidated)
-
-
-def _reason(error: SQLAlchemyError) -> str:
-    original: Any = getattr(error, "orig", None)
-    return str(original or error).strip().splitlines()[0][:300]
