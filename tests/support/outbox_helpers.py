@@ -59,7 +59,11 @@ def run_pairs(count: int, job_name: str = "orders.load") -> list[RunEvent]:
 
 
 def outbox_jobs(url: str) -> list[str]:
-    """The job name of every event in the outbox at ``url``, in the order they were stored."""
+    """The job name of every event in the outbox at ``url``, in the order they were stored.
+
+    An outbox whose tables are not there yet holds none: SQLite creates the database file on connect, before the
+    first writer's schema transaction commits (or when that writer, a listener fork past its time limit, is killed
+    inside it and the transaction rolls back)."""
     import sqlalchemy as sa
 
     from airflow_lineage_provider.outbox.tables import events
@@ -67,6 +71,8 @@ def outbox_jobs(url: str) -> list[str]:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
+            if not sa.inspect(conn).has_table(events.name):
+                return []
             return list(conn.execute(sa.select(events.c.job_name).order_by(events.c.id)).scalars())
     finally:
         engine.dispose()
