@@ -245,7 +245,8 @@ def test_an_unreachable_store_answers_503_not_a_traceback() -> None:
 
 
 def test_a_value_the_database_refuses_fails_only_that_event(sqlite_url: str) -> None:
-    app = create_app(store_url=sqlite_url, anonymous=Access.ADMIN)
+    # Inline apply answers a refusal per event; deferred apply answers 201 and sets it aside (its own tests).
+    app = create_app(store_url=sqlite_url, anonymous=Access.ADMIN, ingest_apply="inline")
     with app.state.store.write() as conn:  # a real refusal: a trigger the database enforces
         conn.exec_driver_sql(
             "CREATE TRIGGER refuse BEFORE INSERT ON lineage_nodes WHEN NEW.name = 'refused' "
@@ -268,3 +269,27 @@ def test_over_long_names_are_refused_before_the_store(client: TestClient) -> Non
     response = client.post("/api/v1/lineage/batch", json=[run_event("START", "ok"), run_event("START", "x" * 5000)])
     assert response.status_code == 207
     assert "at most 4096" in response.json()["errors"][0]["error"]
+
+
+@pytest.mark.postgres
+def test_a_name_too_long_for_postgresqls_index_fails_only_its_event_with_what_to_do(pg_store_url: str) -> None:
+    """A 4,000-character name passes validation but not PostgreSQL's B-tree limit (2,704 bytes): the database
+    raises ProgramLimitExceeded, an OperationalError, which is the event's fault — answered 4xx for that event
+    with what to do, never 503 "unavailable" (a producer would retry it for ever)."""
+    import random
+    import string
+
+    chars = random.Random(18).choices(string.ascii_letters, k=4000)  # random: PostgreSQL cannot compress it
+    too_long = run_event("COMPLETE", "load", outputs=[dataset("".join(chars))])
+    app = create_app(store_url=pg_store_url, anonymous=Access.ADMIN, ingest_apply="inline")  # deferred: set aside
+    try:
+        with TestClient(app) as client:
+            response = client.post("/api/v1/lineage/batch", json=[run_event("START", "ok"), too_long])
+            assert response.status_code == 207
+            [error] = response.json()["errors"]
+            assert error["index"] == 1 and "index row size" in error["error"] and "shorten it" in error["error"]
+            single = client.post("/api/v1/lineage", json=too_long)
+            assert single.status_code == 400 and "shorten it" in single.json()["detail"]
+            assert client.get("/api/v1/events").json()["totalCount"] == 1
+    finally:
+        app.state.store.dispose()
