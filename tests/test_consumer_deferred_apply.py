@@ -9,6 +9,8 @@ what is still pending, and a whole-store reset empties the log. The server kille
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from support.consumer_helpers import dataset, run_event
+from support.environment import PG_URL
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access
@@ -71,7 +74,7 @@ def test_an_ingest_is_counted_as_inline_and_a_read_right_after_sees_it(deferred:
 def test_what_a_stopped_process_logged_is_applied_when_the_store_is_opened_again(store_url: str) -> None:
     """A process logged events and died before its applier ran (only the log transaction committed): the next
     process to open the store applies them, and its first read waits for that."""
-    first = LineageStore(store_url)  # inline: no applier of its own
+    first = LineageStore(store_url, ingest_apply="inline")  # inline: no applier of its own
     with first.write() as conn:
         log_events(conn, _events(["left", "behind"]))
     assert _count(first, tables.pending_events) == 2
@@ -88,7 +91,7 @@ def test_what_a_stopped_process_logged_is_applied_when_the_store_is_opened_again
 def test_an_event_the_graph_refuses_is_set_aside_and_the_rest_of_its_batch_applied(store_url: str) -> None:
     """A trigger (a real refusal by the database) rejects one job's node: that event alone is set aside with the
     reason, counted by the store's statistics, and the others of the batch are applied."""
-    store = LineageStore(store_url)
+    store = LineageStore(store_url, ingest_apply="inline")
     with store.engine.begin() as conn:
         if conn.dialect.name == "sqlite":
             conn.exec_driver_sql(
@@ -122,7 +125,7 @@ def test_an_event_the_graph_refuses_is_set_aside_and_the_rest_of_its_batch_appli
 def test_retention_keeps_an_event_until_it_is_applied(store_url: str) -> None:
     from datetime import datetime, timedelta, timezone
 
-    store = LineageStore(store_url)
+    store = LineageStore(store_url, ingest_apply="inline")
     try:
         with store.write() as conn:
             log_events(conn, _events(["old"]))  # eventTime 2024: older than any cut-off below
@@ -194,3 +197,101 @@ def test_a_read_that_waits_too_long_for_the_applier_is_answered_503(
             assert {job["name"] for job in jobs} == {"held"}
     finally:
         store.dispose()
+
+
+def test_disposing_the_store_applies_what_is_pending_at_once_and_ends_the_applier(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The applier would wait a minute for more events; disposing the store (what the app's shutdown does) makes
+    it apply what is pending now, end, and give its connection back."""
+    from airflow_lineage_provider.consumer.store import deferred_apply
+
+    monkeypatch.setattr(deferred_apply, "APPLY_DELAY_SECONDS", 60.0)
+    store = LineageStore(store_url, ingest_apply="deferred")
+    assert store.deferred is not None
+    write_events(store, _events(["last"]))
+    assert store.deferred.running
+    store.dispose()
+    assert not store.deferred.running
+    inline = LineageStore(store_url, ingest_apply="inline")
+    try:
+        assert _graph(inline) == ({"last"}, 2)
+        assert _count(inline, tables.pending_events) == 0
+    finally:
+        inline.dispose()
+
+
+def test_disposing_a_store_that_fails_ends_its_retrying_applier_and_keeps_the_log(store_url: str) -> None:
+    """The graph's tables are gone from under the applier (it retries, as for any failure of the store itself):
+    disposing the store ends the retries; the logged event stays pending for the next start."""
+    store = LineageStore(store_url, ingest_apply="deferred")
+    assert store.deferred is not None
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE lineage_edges RENAME TO lineage_edges_away")
+    write_events(store, _events(["stuck"]))
+    deadline = time.monotonic() + 10
+    while store.deferred.statistics.store_failures == 0:
+        assert time.monotonic() < deadline, "the applier never tried"
+        time.sleep(0.02)
+    started = time.monotonic()
+    store.dispose()
+    assert not store.deferred.running
+    assert time.monotonic() - started < deferred_apply_stop_bound()
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE lineage_edges_away RENAME TO lineage_edges")
+        assert conn.execute(sa.select(sa.func.count()).select_from(tables.pending_events)).scalar() == 1
+    store.dispose()
+
+
+def deferred_apply_stop_bound() -> float:
+    """Well under the applier's longest retry pause plus its stop timeout: a stop that waited them out fails."""
+    from airflow_lineage_provider.consumer.store import deferred_apply
+
+    return deferred_apply.MAX_RETRY_PAUSE_SECONDS
+
+
+@pytest.mark.postgres
+def test_deferred_stores_opened_and_disposed_leave_no_connection_open(pg_store_url: str) -> None:
+    """Twenty deferred stores in turn, each ingesting, reading and disposed: none leaves a PostgreSQL session
+    behind (an applier that outlived its store kept one each, until the server refused new clients)."""
+    name = f"alp_leak_{uuid.uuid4().hex[:8]}"
+    url = f"{pg_store_url}&application_name={name}"
+    watcher = sa.create_engine(PG_URL)
+    sessions = sa.text("SELECT count(*) FROM pg_stat_activity WHERE application_name = :name")
+    try:
+        for n in range(20):
+            store = LineageStore(url, ingest_apply="deferred")
+            write_events(store, _events([f"job{n}"]))
+            assert _graph(store)[0] >= {f"job{n}"}
+            store.dispose()
+            deadline = time.monotonic() + 5  # a closed session's backend leaves pg_stat_activity shortly after
+            while True:
+                with watcher.connect() as conn:
+                    left = conn.execute(sessions, {"name": name}).scalar()
+                if left == 0:
+                    break
+                assert time.monotonic() < deadline, f"{left} sessions of store {n} still open after dispose()"
+                time.sleep(0.05)
+    finally:
+        watcher.dispose()
+
+
+def test_collect_lineages_walker_reads_what_a_deferred_server_logged(store_url: str) -> None:
+    """CollectLineageOperator's reader opens the store on its own: it too waits for (and applies) what was logged
+    before it, so it never walks a graph behind what the server answered 201."""
+    from airflow_lineage_provider.consumer.reads import LineageWalker
+
+    server = LineageStore(
+        store_url, ingest_apply="inline"
+    )  # logs without applying, as a deferred server whose applier is behind
+    with server.write() as conn:
+        log_events(conn, _events(["upstream_job"]))
+    server.dispose()
+    walker = LineageWalker(store_url)
+    try:
+        out = walker.dataset_id("warehouse", "upstream_job_out")
+        assert out is not None
+        [row] = walker.table_edges(out, "upstream", depth=1, max_nodes=10, since=None)
+        assert row["target_table"] == "warehouse/upstream_job_in"
+    finally:
+        walker.close()

@@ -79,7 +79,8 @@ ROUTERS: tuple[APIRouter, ...] = (
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """While the app serves: the retention timer (when ``retention_days`` is set), stopped on shutdown.
+    """While the app serves: the retention timer (when ``retention_days`` is set), stopped on shutdown; then the
+    store is disposed (with deferred apply, its applier applies what is pending first and ends).
 
     Runs under ``airflow-lineage serve`` and inside Airflow's API server, which enters the lifespan of the
     apps plugins mount; schedulers and workers that only import the plugin start nothing.
@@ -89,6 +90,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
     finally:
         await run_in_threadpool(app.state.retention.stop)
+        await run_in_threadpool(app.state.store.dispose)
 
 
 def create_app(

@@ -135,10 +135,16 @@ class LineageStore:
                 yield conn
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
+    def write(self, applied: bool = True) -> Iterator[Connection]:
         """A connection in a write transaction, committed on success (IMMEDIATE on SQLite); then the writes'
-        :func:`.ingest.after_commit` callbacks run. Inside :meth:`holding`, the thread's held connection."""
+        :func:`.ingest.after_commit` callbacks run. Inside :meth:`holding`, the thread's held connection.
+
+        With deferred apply the transaction begins, as a read does, once the events logged before the call are
+        applied — what it changes or looks up (a tag, a reset, a prune) is then in the graph. ``applied=False``
+        skips that wait: for the ingest's own log and the applier, which must never wait for themselves."""
         with self._write_connection() as conn:
+            if applied and self.deferred is not None:
+                self.deferred.wait_applied(conn)
             conn = conn.execution_options(**{WRITE: True})
             conn.info.pop(AFTER_COMMIT, None)
             try:
@@ -180,6 +186,10 @@ class LineageStore:
                 conn.close()
 
     def dispose(self) -> None:
-        """Close every pooled connection."""
+        """Stop the applier of the ingest log (deferred apply: it applies what is pending first, see
+        :meth:`.DeferredApply.stop`) and close every pooled connection. The store can be used again: it then
+        connects anew."""
+        if self.deferred is not None:
+            self.deferred.stop()
         if self._engine is not None:
             self._engine.dispose()

@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: The name of the applier thread (a thread of the serving process, see :class:`DeferredApply`).
+APPLIER_THREAD = "lineage-apply"
 #: Most pending events applied in one transaction.
 APPLY_BATCH_EVENTS = 500
 #: How long the applier waits after something was logged, for more to come, before it applies a batch (at once
@@ -69,6 +71,8 @@ READ_POLL_SECONDS = 0.02
 HANDED_EVENTS = 20_000
 #: Longest pause between attempts while the store itself fails.
 MAX_RETRY_PAUSE_SECONDS = 5.0
+#: Longest :meth:`DeferredApply.stop` waits for the applier to apply what is pending and end.
+STOP_SECONDS = 30.0
 
 
 class ApplyBacklog(RuntimeError):
@@ -127,6 +131,8 @@ class DeferredApply:
         self._handed: dict[str, LineageEvent] = {}
         #: Reads waiting for the applier (it then applies at once).
         self._readers = 0
+        #: Set while :meth:`stop` runs: the thread applies what is pending without waiting, then ends.
+        self._stopping = False
 
     def logged(self, events: Iterable[LineageEvent]) -> None:
         """``events`` were logged by a transaction of this process that has committed: apply them soon."""
@@ -142,7 +148,7 @@ class DeferredApply:
             self._changed.notify_all()
             if self._thread is not None:
                 return
-            self._thread = threading.Thread(target=self._run, name="lineage-apply", daemon=True)
+            self._thread = threading.Thread(target=self._run, name=APPLIER_THREAD, daemon=True)
             thread = self._thread
         try:
             thread.start()
@@ -150,6 +156,31 @@ class DeferredApply:
             with self._changed:
                 self._thread = None
             log.warning("lineage store: could not start the applier thread; pending events wait for the next try")
+
+    @property
+    def running(self) -> bool:
+        """Whether an applier thread of this process is running now."""
+        with self._changed:
+            return self._thread is not None
+
+    def stop(self, timeout: float = STOP_SECONDS) -> None:
+        """End the applier thread, after it has applied what is pending (at once, without waiting for more); a
+        failing store ends it at once. Returns when the thread has ended and given its connection back, or after
+        ``timeout`` seconds (it is then left to end by itself, logged). What is still pending stays logged: the
+        next log, read or opening of the store applies it. The applier can start again afterwards."""
+        with self._changed:
+            thread = self._thread
+            if thread is None:
+                return
+            self._stopping = True
+            self._changed.notify_all()
+        try:
+            thread.join(timeout)
+        finally:
+            with self._changed:
+                self._stopping = False
+        if thread.is_alive():
+            log.warning("lineage store: the applier thread did not end within %.0f s of being stopped", timeout)
 
     def wait_applied(self, conn: Connection) -> None:
         """Return once every event logged before this call is applied, reading the log on ``conn`` (outside a
@@ -191,38 +222,49 @@ class DeferredApply:
                 self._changed.wait_for(partial(self._moved_on, generation), wait)
 
     def _due(self) -> bool:
-        """Whether to apply now rather than wait for more (a read waits, or a full batch is logged)."""
-        return self._readers > 0 or len(self._handed) >= self.batch_events
+        """Whether to apply now rather than wait for more (a read waits, a full batch is logged, or the applier
+        is being stopped)."""
+        return self._stopping or self._readers > 0 or len(self._handed) >= self.batch_events
 
     def _moved_on(self, generation: int) -> bool:
         return self._generation != generation
 
     def _run(self) -> None:
-        """The applier thread: apply batches until nothing has been pending for :data:`LINGER_SECONDS`."""
+        """The applier thread: apply batches until nothing has been pending for :data:`LINGER_SECONDS`, or until
+        nothing is pending once :meth:`stop` was called. Each batch takes a pooled connection and gives it back:
+        none is kept while the thread waits for more."""
         pause = 0.0
         try:
-            with self.store.holding():
-                while True:
+            while True:
+                with self._changed:
+                    self._changed.wait_for(self._due, APPLY_DELAY_SECONDS)
+                    self._wanted = False
+                try:
+                    applied = self._apply_batch()
+                    pause = 0.0
+                except SQLAlchemyError as error:  # the store itself failed: the rows stay pending
+                    self.statistics.store_failures += 1
                     with self._changed:
-                        self._changed.wait_for(self._due, APPLY_DELAY_SECONDS)
-                        self._wanted = False
-                    try:
-                        applied = self._apply_batch()
-                        pause = 0.0
-                    except SQLAlchemyError as error:  # the store itself failed: the rows stay pending
-                        self.statistics.store_failures += 1
-                        pause = min(max(pause * 2, 0.05), MAX_RETRY_PAUSE_SECONDS)
-                        log.warning("lineage store: applying pending events failed, retry in %.2f s: %s", pause, error)
-                        time.sleep(pause)
-                        continue
-                    if applied:
-                        continue
-                    with self._changed:
-                        if not self._wanted:
-                            self._changed.wait_for(lambda: self._wanted, LINGER_SECONDS)
-                        if not self._wanted:
+                        if self._stopping:
+                            log.warning(
+                                "lineage store: stopped with events still pending (applied on the next start): %s",
+                                error,
+                            )
                             self._thread = None
                             return
+                    pause = min(max(pause * 2, 0.05), MAX_RETRY_PAUSE_SECONDS)
+                    log.warning("lineage store: applying pending events failed, retry in %.2f s: %s", pause, error)
+                    with self._changed:
+                        self._changed.wait_for(lambda: self._stopping, pause)
+                    continue
+                if applied:
+                    continue
+                with self._changed:
+                    if not (self._wanted or self._stopping):
+                        self._changed.wait_for(lambda: self._wanted or self._stopping, LINGER_SECONDS)
+                    if self._stopping or not self._wanted:
+                        self._thread = None
+                        return
         finally:
             with self._changed:
                 if self._thread is threading.current_thread():  # ended by something unexpected
@@ -232,7 +274,7 @@ class DeferredApply:
         """Apply the oldest pending events not taken by another applier; how many log rows were done."""
         batch: list[_Pending] = []
         try:
-            with self.store.write() as conn:
+            with self.store.write(applied=False) as conn:
                 batch = _take(conn, self.batch_events)
                 if not batch:
                     return 0
@@ -263,7 +305,7 @@ class DeferredApply:
     def _apply_alone(self, one: _Pending) -> None:
         """Apply one log row in a transaction of its own (unless another applier has done it meanwhile); set its
         event aside when the database refuses it alone."""
-        with self.store.write() as conn:
+        with self.store.write(applied=False) as conn:
             p = tables.pending_events.c
             taken = select(p.seq).where(p.seq == one.seq).with_for_update(skip_locked=True)
             if conn.execute(taken).first() is None:
