@@ -84,7 +84,7 @@ def as_deadlock_victim(
 def test_an_ingest_chosen_as_deadlock_victim_is_retried_and_stored(
     pg_store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = LineageStore(pg_store_url)
+    store = LineageStore(pg_store_url, ingest_apply="inline")  # the graph's upserts in the ingest's transaction
     other = create_store_engine(pg_store_url)
     try:
         outputs = [dataset("orders")]
@@ -112,7 +112,7 @@ def test_an_ingest_chosen_as_deadlock_victim_is_retried_and_stored(
 def test_retention_chosen_as_deadlock_victim_is_retried_and_logged(
     pg_store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = LineageStore(pg_store_url)
+    store = LineageStore(pg_store_url, ingest_apply="inline")  # the graph's upserts in the ingest's transaction
     other = create_store_engine(pg_store_url)
     try:
         outputs = [dataset("orders")]

@@ -108,7 +108,7 @@ def _events(names: list[str]) -> list[LineageEvent]:
 
 @pytest.fixture
 def store(store_url: str) -> Iterator[LineageStore]:
-    opened = LineageStore(store_url)
+    opened = LineageStore(store_url, ingest_apply="inline")  # a refusal answered per request (deferred: set aside)
     opened.engine  # noqa: B018 - created and migrated now, not behind a held lock
     yield opened
     opened.dispose()

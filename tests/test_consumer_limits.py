@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import event
-from support.consumer_helpers import dataset, run_event
+from support.consumer_helpers import dataset, on_a_request_thread, run_event
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
@@ -29,7 +29,8 @@ def statements(app: Any) -> Iterator[list[str]]:
     seen: list[str] = []
 
     def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        seen.append(statement)
+        if on_a_request_thread():
+            seen.append(statement)
 
     engine = app.state.store.engine
     event.listen(engine, "before_cursor_execute", record)

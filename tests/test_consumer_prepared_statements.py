@@ -36,7 +36,7 @@ class _RecordingCursor(_Cursor):
 @pytest.fixture
 def store(pg_store_url: str) -> Iterator[LineageStore]:
     """A fresh PostgreSQL store (psycopg2) whose connections record what is sent on them (``SENT``)."""
-    store = LineageStore(pg_store_url)
+    store = LineageStore(pg_store_url, ingest_apply="inline")  # no applier thread sending on its connections too
     sa.event.listen(store.engine, "connect", lambda dbapi_connection, _record: _record_on(dbapi_connection))
     store.engine.dispose()  # the migration's connection did not record
     SENT.clear()
@@ -160,7 +160,7 @@ def test_turned_off_no_statement_is_prepared(store: LineageStore, switch: str, m
 
 
 def test_psycopg3_is_left_to_prepare_on_its_own(pg_store_url: str) -> None:
-    store = LineageStore(pg_store_url.replace("postgresql+psycopg2://", "postgresql+psycopg://"))
+    store = LineageStore(pg_store_url.replace("postgresql+psycopg2://", "postgresql+psycopg://"), ingest_apply="inline")
     try:
         _backend_pid, prepared = _ingest(store, _events("a"))
         assert not prepared

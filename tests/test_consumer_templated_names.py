@@ -187,7 +187,7 @@ def test_a_namespace_reset_takes_its_patterns_and_renderings(consumer: TestClien
     store = consumer.app.state.store  # type: ignore[attr-defined]
 
     def counts() -> list[int]:
-        with store.engine.connect() as conn:
+        with store.read() as conn:  # through the read barrier (deferred apply)
             return [
                 conn.execute(sa.select(sa.func.count()).select_from(table)).scalar()
                 for table in (tables.name_patterns, tables.pattern_renderings)

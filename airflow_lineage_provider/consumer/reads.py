@@ -65,7 +65,10 @@ class LineageWalker:
     """
 
     def __init__(self, url: str) -> None:
-        self.store = LineageStore(url)
+        # Deferred, whatever the servers writing the store use: every walk then waits until what was logged
+        # before it is applied (one indexed max(seq) when nothing is pending; see ..store.deferred_apply), and
+        # helps apply it, so the operator never reads a graph behind what a deferred-apply consumer answered 201.
+        self.store = LineageStore(url, ingest_apply="deferred")
 
     def close(self) -> None:
         """Close the store's connections."""

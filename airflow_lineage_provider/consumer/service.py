@@ -43,14 +43,15 @@ def _retryable(error: SQLAlchemyError) -> bool:
     return getattr(getattr(error, "orig", None), "pgcode", None) in _RETRYABLE
 
 
-def _retrying(what: str, work: Callable[[Connection], T], store: LineageStore) -> T:
+def _retrying(what: str, work: Callable[[Connection], T], store: LineageStore, applied: bool = True) -> T:
     """``work`` in one write transaction, retried after a deadlock or serialization conflict, and once on a new
     connection when the one it ran on turned out dead (a database restarted, a connection the server closed:
-    the transaction did not happen, or happened and its events are then duplicates)."""
+    the transaction did not happen, or happened and its events are then duplicates). ``applied``: as
+    :meth:`.LineageStore.write`'s (False only for the ingest itself)."""
     reconnected = False
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            with store.write() as conn:
+            with store.write(applied) as conn:
                 return work(conn)
         except OperationalError as error:
             if error.connection_invalidated and not reconnected:
@@ -67,7 +68,7 @@ def _retrying(what: str, work: Callable[[Connection], T], store: LineageStore) -
 def _write(store: LineageStore, events: Sequence[LineageEvent]) -> IngestResult:
     if store.deferred is None:
         return _retrying("a lineage ingest", lambda conn: ingest_events(conn, events), store)
-    result = _retrying("a lineage ingest", lambda conn: log_events(conn, events), store)
+    result = _retrying("a lineage ingest", lambda conn: log_events(conn, events), store, applied=False)
     if result.inserted:
         store.deferred.logged(event for event in events if event.key in result.inserted)
     return result
@@ -267,10 +268,7 @@ def reset_now(store: LineageStore, namespace: str | None, dry_run: bool = False)
         if dry_run:
             with store.read() as conn:
                 return work(conn)
-        if store.deferred is not None:  # what was logged before the reset is applied first, so it goes too
-            with store.engine.connect() as conn:
-                store.deferred.wait_applied(conn)
-        counts = _retrying("a lineage reset", work, store)
+        counts = _retrying("a lineage reset", work, store)  # after what was logged before it is applied: it goes too
     except OperationalError as error:
         raise StoreUnavailable(f"the lineage store is unavailable: {failure_reason(error)}") from error
     _forget_cached_nodes(store)

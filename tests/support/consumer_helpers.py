@@ -154,3 +154,13 @@ class LiveServer:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=20)
+
+
+def on_a_request_thread() -> bool:
+    """Whether the statement being recorded is a request's, not the deferred applier's (which applies earlier
+    posts in its own thread, whenever it does: statement counts of a read leave it out)."""
+    import threading
+
+    from airflow_lineage_provider.consumer.store.deferred_apply import APPLIER_THREAD
+
+    return threading.current_thread().name != APPLIER_THREAD
