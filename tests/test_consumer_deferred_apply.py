@@ -295,3 +295,34 @@ def test_collect_lineages_walker_reads_what_a_deferred_server_logged(store_url: 
         assert row["target_table"] == "warehouse/upstream_job_in"
     finally:
         walker.close()
+
+
+def test_an_event_whose_apply_raises_is_set_aside_and_the_store_stays_readable(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault no real input produces today — the apply code raising on one event (a bug) — is simulated: that
+    event alone is set aside with the error, the rest of its batch is applied, and reads are answered (an
+    applier that died on it would have left every later read waiting 30 s and answered 503)."""
+    from airflow_lineage_provider.consumer.store import ingest
+
+    add = ingest._Changes.add
+
+    def failing_add(self: Any, event: LineageEvent) -> None:
+        if event.job is not None and event.job.name == "buggy":
+            raise KeyError("a bug in applying this event")
+        add(self, event)
+
+    monkeypatch.setattr(ingest._Changes, "add", failing_add)
+    store = LineageStore(store_url, ingest_apply="deferred")
+    try:
+        write_events(store, _events(["fine1", "buggy", "fine2"]))
+        assert _graph(store)[0] == {"fine1", "fine2"}
+        with store.read() as conn:
+            held = statistics(conn)
+            [reason] = conn.execute(sa.select(tables.unapplied_events.c.reason)).scalars().all()
+        assert (held.pending, held.unapplied, held.events) == (0, 1, 3)
+        assert reason == "applying this event failed: KeyError: 'a bug in applying this event'"
+        write_events(store, _events(["later"]))  # the applier goes on
+        assert "later" in _graph(store)[0]
+    finally:
+        store.dispose()

@@ -242,7 +242,7 @@ class DeferredApply:
                 try:
                     applied = self._apply_batch()
                     pause = 0.0
-                except SQLAlchemyError as error:  # the store itself failed: the rows stay pending
+                except Exception as error:  # the store itself failed (or reading the log did): the rows stay pending
                     self.statistics.store_failures += 1
                     with self._changed:
                         if self._stopping:
@@ -280,11 +280,11 @@ class DeferredApply:
                     return 0
                 self._apply(conn, batch)
                 _done(conn, [one.seq for one in batch])
-        except SQLAlchemyError as error:
-            if is_store_failure(error) or not batch:
+        except Exception as error:  # a refusal by the database, or a failure of the apply itself (a bug)
+            if _store_failed(error) or not batch:
                 raise
             self.statistics.split += 1
-            log.info("lineage store: a batch of %d pending events was refused; applying them one by one", len(batch))
+            log.info("lineage store: a batch of %d pending events failed (%s); applying each alone", len(batch), error)
             for one in batch:
                 self._apply_alone(one)
         self._finished(batch)
@@ -314,11 +314,16 @@ class DeferredApply:
             try:
                 with conn.begin_nested():
                     self._apply(conn, [one])
-            except SQLAlchemyError as error:
-                if is_store_failure(error):
+            except Exception as error:
+                if _store_failed(error):
                     raise
-                del conn.info.get(AFTER_COMMIT, [])[callbacks:]  # what the refused apply asked for after commit
-                self._set_aside(conn, one, f"the lineage store refused this event: {failure_reason(error)}")
+                del conn.info.get(AFTER_COMMIT, [])[callbacks:]  # what the failed apply asked for after commit
+                if isinstance(error, SQLAlchemyError):
+                    reason = f"the lineage store refused this event: {failure_reason(error)}"
+                else:  # never expected: a bug; its traceback goes to the log, the event is kept
+                    log.exception("lineage store: applying event %s failed", one.event_key)
+                    reason = f"applying this event failed: {type(error).__name__}: {str(error)[:300]}"
+                self._set_aside(conn, one, reason)
             _done(conn, [one.seq])
 
     def _event(self, one: _Pending) -> LineageEvent | str | None:
@@ -351,6 +356,11 @@ class DeferredApply:
         stats.batches += 1
         stats.events += len(batch)
         stats.largest = max(stats.largest, len(batch))
+
+
+def _store_failed(error: Exception) -> bool:
+    """Whether ``error`` is the store's own failure (retry later), not something the batch's events caused."""
+    return isinstance(error, SQLAlchemyError) and is_store_failure(error)
 
 
 def _take(conn: Connection, most: int) -> list[_Pending]:
