@@ -19,7 +19,8 @@ Per consumer, in this order:
    the answer of a read sent after the last answer (an event counts once it is readable: with ``--ingest-apply
    deferred`` the applier's backlog is part of the time), the median and p95 per request, and the CPU time per
    event the consumer's process and this machine's PostgreSQL processes spent meanwhile (``/proc``: a figure the
-   machine's other load moves less than events/s).
+   machine's other load moves less than events/s), and how busy the whole machine was (all CPUs, clients
+   included) and how much of its CPU time the hypervisor gave to other VMs (steal, ``/proc/stat``).
 
 Every answer must be a success (201/200/204): one that is not stops the benchmark. Afterwards the stored
 events are counted: an answered event that is not stored would be a lost event.
@@ -113,11 +114,11 @@ def _summary(times: list[float], seconds: float, count: int) -> dict[str, float]
 
 def _concurrently(
     consumer: Consumer, events: list[dict[str, Any]], clients: int, close_each: bool, profile: Path | None = None
-) -> tuple[list[tuple[float, float, list[float], str | None]], float, float, float]:
+) -> tuple[list[tuple[float, float, list[float], str | None]], float, float, float, dict[str, int]]:
     """Post ``events`` split by job among ``clients`` client processes started together: each client's report
     (first request sent, last answer received, request times), when a read after the last answer had an answer
-    (:meth:`Consumer.settle`), and the CPU seconds the consumer's process and PostgreSQL's processes spent until
-    then. Raises when a client failed."""
+    (:meth:`Consumer.settle`), the CPU seconds the consumer's process and PostgreSQL's processes spent until
+    then, and the machine's CPU time by kind meanwhile (:func:`_machine_ticks`). Raises when a client failed."""
     context = multiprocessing.get_context("fork")
     start, out = context.Event(), context.Queue()
     shares = _split_by_job(events, clients)
@@ -126,7 +127,9 @@ def _concurrently(
         worker.start()
     time.sleep(0.5)  # every client connected and waiting
     spy = _profiler(consumer.pid, profile) if profile and consumer.pid else None
-    server_before, database_before = _cpu_seconds([consumer.pid]), _cpu_seconds(_postgres_pids())
+    server_pids = [consumer.pid] if consumer.pid else []
+    server_before, database_before = _cpu_seconds(server_pids), _cpu_seconds(_postgres_pids())
+    machine_before = _machine_ticks()
     start.set()
     reports = [out.get(timeout=3600) for _ in workers]
     consumer.settle()  # until what was answered is readable (a deferred apply's backlog applied), in the CPU too
@@ -134,14 +137,16 @@ def _concurrently(
     if spy is not None:
         spy.send_signal(2)  # py-spy writes its profile on SIGINT
         spy.wait(60)
-    server_cpu = _cpu_seconds([consumer.pid]) - server_before
+    server_cpu = _cpu_seconds(server_pids) - server_before
     database_cpu = _cpu_seconds(_postgres_pids()) - database_before
+    machine_after = _machine_ticks()
+    machine = {name: machine_after[name] - machine_before[name] for name in machine_after}
     for worker in workers:
         worker.join()
     errors = [error for *_rest, error in reports if error]
     if errors:
         raise RuntimeError(f"a client failed: {errors[0]}")
-    return reports, readable, server_cpu, database_cpu
+    return reports, readable, server_cpu, database_cpu, machine
 
 
 def measure(
@@ -164,7 +169,7 @@ def measure(
     times = _post_all(consumer.url, bodies, close_each)
     consumer.settle()
     result["one_client"] = _summary(times, time.perf_counter() - started, len(bodies))
-    reports, readable, server_cpu, database_cpu = _concurrently(consumer, rest, clients, close_each, profile)
+    reports, readable, server_cpu, database_cpu, machine = _concurrently(consumer, rest, clients, close_each, profile)
     first, last = min(r[0] for r in reports), max(r[1] for r in reports)
     all_times = [t for r in reports for t in r[2]]
     # events/s until everything answered was readable (a deferred apply's backlog included), and until the answers
@@ -174,6 +179,12 @@ def measure(
     # processes (the database runs on this machine too; also counts any other client of it meanwhile).
     result["server_cpu_ms_per_event"] = server_cpu * 1000 / len(all_times) if consumer.pid else None
     result["database_cpu_ms_per_event"] = database_cpu * 1000 / len(all_times)
+    # How busy the whole machine was meanwhile (all its CPUs: the clients, the kernel's network work, everything
+    # else), and the time the hypervisor gave this VM's CPUs to others (steal): a phase with the machine near 100%
+    # busy is bound by this machine's CPUs; well below, by the consumer process itself (its interpreter lock).
+    ticks = sum(machine.values()) or 1
+    result["machine_busy_percent"] = 100 * machine["busy"] / ticks
+    result["steal_percent"] = 100 * machine["steal"] / ticks
     result["stored"] = consumer.stored_events()
     result["posted"] = len(events)
     return result
@@ -206,6 +217,17 @@ def _cpu_seconds(pids: list[int]) -> float:
             continue
         total += int(fields[11]) + int(fields[12])  # utime, stime
     return total / ticks
+
+
+def _machine_ticks() -> dict[str, int]:
+    """This machine's CPU time so far, all CPUs together, by kind (``/proc/stat``, in clock ticks; zeros elsewhere):
+    ``busy`` (user, nice, system, irq, softirq), ``idle``, ``iowait`` and ``steal``."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+    except (OSError, ValueError, IndexError):
+        values = [0] * 8
+    user, nice, system, idle, iowait, irq, softirq, steal = values
+    return {"busy": user + nice + system + irq + softirq, "idle": idle, "iowait": iowait, "steal": steal}
 
 
 def _postgres_pids() -> list[int]:
@@ -245,8 +267,8 @@ def _table(results: dict[str, dict[str, Any]], clients: int) -> str:
     many = f"{clients}_clients"
     lines = [
         f"| consumer | 1 client: events/s | p50 / p95 | {clients} clients: events/s | p50 / p95 "
-        "| CPU per event: server / PostgreSQL | stored / posted |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| CPU per event: server / PostgreSQL | machine busy / steal | stored / posted |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for kind, r in results.items():
         one, multi = r["one_client"], r[many]
@@ -255,7 +277,8 @@ def _table(results: dict[str, dict[str, Any]], clients: int) -> str:
         lines.append(
             f"| {kind} | {one['events_per_s']:,.0f} | {one['p50_ms']:.2f} / {one['p95_ms']:.2f} ms "
             f"| {multi['events_per_s']:,.0f} | {multi['p50_ms']:.2f} / {multi['p95_ms']:.2f} ms "
-            f"| {cpu} | {r['stored']:,} / {r['posted']:,} |"
+            f"| {cpu} | {r['machine_busy_percent']:.0f}% / {r['steal_percent']:.0f}% "
+            f"| {r['stored']:,} / {r['posted']:,} |"
         )
     if "feast" in results:
         feast = results["feast"]
