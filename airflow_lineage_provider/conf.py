@@ -231,8 +231,9 @@ def consumer_ingest_group_wait_ms() -> float:
 
 
 def consumer_ingest_apply() -> str:
-    """``[lineage_provider] consumer_ingest_apply``: ``inline`` (default) or ``deferred`` (an ingest log applied in
-    batches after the answer: ``consumer/store/deferred_apply.py``)."""
+    """``[lineage_provider] consumer_ingest_apply``: ``auto`` (default: deferred on PostgreSQL, inline on SQLite),
+    ``inline`` or ``deferred`` (an ingest log applied in batches after the answer:
+    ``consumer/store/deferred_apply.py``)."""
     value = _get("consumer_ingest_apply").strip().lower()
     if value not in INGEST_APPLY_MODES:
         raise ValueError(f"consumer_ingest_apply must be one of {', '.join(INGEST_APPLY_MODES)}, got {value!r}")

@@ -18,8 +18,9 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 GRAPH_CACHE_NODES = 20_000
 
 #: How the consumer applies ingested events to the graph when its settings do not say: ``inline`` (in the ingest's
-#: transaction) or ``deferred`` (logged, answered, applied in batches after: ``consumer/store/deferred_apply.py``);
-#: ``LINEAGE_INGEST_APPLY`` in the environment changes it (the test suite runs both ways with it).
-INGEST_APPLY = os.environ.get("LINEAGE_INGEST_APPLY", "inline").strip().lower()
+#: transaction), ``deferred`` (logged, answered, applied in batches after: ``consumer/store/deferred_apply.py``)
+#: or ``auto``: deferred on PostgreSQL, inline on SQLite (what measured faster on each, ``docs/benchmarks.md``);
+#: ``LINEAGE_INGEST_APPLY`` in the environment changes it (the test suite runs each way with it).
+INGEST_APPLY = os.environ.get("LINEAGE_INGEST_APPLY", "auto").strip().lower()
 #: The values of ``ingest_apply``.
-INGEST_APPLY_MODES = ("inline", "deferred")
+INGEST_APPLY_MODES = ("auto", "inline", "deferred")

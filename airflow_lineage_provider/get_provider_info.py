@@ -269,11 +269,12 @@ CONSUMER_OPTIONS: dict[str, Any] = {
         "float",
     ),
     "consumer_ingest_apply": _option(
-        "How ingested events reach the lineage graph: inline (applied in the ingest's own transaction) or "
+        "How ingested events reach the lineage graph: inline (applied in the ingest's own transaction), "
         "deferred (committed to an ingest log and answered, then applied in batches of up to 500 by a thread of "
-        "the API server; reads wait until what was logged before them is applied). A 201 means committed either "
-        "way; deferred is much cheaper per event with many concurrent single-event senders on PostgreSQL.\n",
-        "inline",
+        "the API server; reads wait until what was logged before them is applied), or auto: deferred on "
+        "PostgreSQL, inline on SQLite. A 201 means committed either way; deferred is much cheaper per event with "
+        "many concurrent single-event senders on PostgreSQL, and no faster on SQLite.\n",
+        "auto",
         "deferred",
         "string",
     ),

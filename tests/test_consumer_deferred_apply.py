@@ -166,7 +166,7 @@ def test_the_http_api_answers_from_the_graph_right_after_each_post(store_url: st
 
 
 def test_an_unknown_ingest_apply_is_refused_naming_the_choices(store_url: str) -> None:
-    with pytest.raises(ValueError, match="ingest_apply must be one of inline, deferred, got 'later'"):
+    with pytest.raises(ValueError, match="ingest_apply must be one of auto, inline, deferred, got 'later'"):
         create_app(store_url=store_url, anonymous=Access.ADMIN, ingest_apply="later")
 
 
@@ -326,3 +326,27 @@ def test_an_event_whose_apply_raises_is_set_aside_and_the_store_stays_readable(
         assert "later" in _graph(store)[0]
     finally:
         store.dispose()
+
+
+def test_auto_defers_on_postgresql_and_applies_inline_on_sqlite(store_url: str) -> None:
+    """``auto`` (the default unless LINEAGE_INGEST_APPLY says otherwise) picks what measured faster per store."""
+    store = LineageStore(store_url, ingest_apply="auto")
+    try:
+        assert (store.deferred is not None) == store_url.startswith("postgresql")
+        write_events(store, _events(["either"]))
+        assert _graph(store)[0] == {"either"}
+    finally:
+        store.dispose()
+
+
+def test_the_airflow_option_defaults_to_auto_and_refuses_a_bad_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_lineage_provider import conf
+
+    assert conf.consumer_ingest_apply() == "auto"
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_INGEST_APPLY", "Deferred")
+    assert conf.consumer_ingest_apply() == "deferred"
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_INGEST_APPLY", "sometimes")
+    with pytest.raises(
+        ValueError, match="consumer_ingest_apply must be one of auto, inline, deferred, got 'sometimes'"
+    ):
+        conf.consumer_ingest_apply()

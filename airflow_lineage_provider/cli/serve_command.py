@@ -108,9 +108,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--ingest-apply",
         choices=INGEST_APPLY_MODES,
         default=INGEST_APPLY,
-        help="inline: apply each ingest's events to the graph in its own transaction (default); deferred: commit "
-        "them to an ingest log, answer, and apply the log in large batches (cheaper per event under concurrent "
-        "single-event senders, above all on PostgreSQL; reads wait until what was logged before them is applied)",
+        help="inline: apply each ingest's events to the graph in its own transaction; deferred: commit them to an "
+        "ingest log, answer, and apply the log in large batches (cheaper per event under concurrent single-event "
+        "senders on PostgreSQL; reads wait until what was logged before them is applied); auto (default): "
+        "deferred on PostgreSQL, inline on SQLite",
     )
     parser.add_argument(
         "--allowed-host",

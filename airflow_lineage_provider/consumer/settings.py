@@ -52,11 +52,12 @@ class ConsumerSettings:
     and shares one transaction's cost. A lone sender never waits. 0 turns the wait off; at most 1000."""
 
     ingest_apply: str = INGEST_APPLY
-    """How ingested events reach the graph: ``inline`` (the default) applies them in the ingest's own transaction;
-    ``deferred`` commits them to an ingest log, answers, and applies the log in batches of up to 500 in a thread
-    of the serving process, reads waiting until what was logged before them is applied
-    (:mod:`.store.deferred_apply`). A 201 means committed either way. ``deferred`` makes concurrent single-event
-    ingest on PostgreSQL much cheaper per event (``docs/benchmarks.md``, issue 18)."""
+    """How ingested events reach the graph: ``inline`` applies them in the ingest's own transaction; ``deferred``
+    commits them to an ingest log, answers, and applies the log in batches of up to 500 in a thread of the
+    serving process, reads waiting until what was logged before them is applied (:mod:`.store.deferred_apply`);
+    ``auto`` (the default) is deferred on PostgreSQL and inline on SQLite. A 201 means committed either way.
+    ``deferred`` makes concurrent single-event ingest on PostgreSQL much cheaper per event (``docs/benchmarks.md``,
+    issue 18)."""
 
     walk_answer_bytes: int = 256 * 1024 * 1024
     """Bytes of walk answers held in memory until their clients have read them; a walk that would go past

@@ -90,7 +90,8 @@ class LineageStore:
         self.job_objects: JobObjects = VersionedCache(graph_cache_nodes)
         #: The applier of the ingest log when events are applied after the answer (``ingest_apply="deferred"``,
         #: see :mod:`.deferred_apply`); None when each ingest applies its events in its own transaction.
-        self.deferred = DeferredApply(self) if check_ingest_apply(ingest_apply) == "deferred" else None
+        backend = engine.dialect.name if engine is not None else make_url(url).get_backend_name()
+        self.deferred = DeferredApply(self) if check_ingest_apply(ingest_apply, backend) == "deferred" else None
         self._ready = False
         self._lock = threading.Lock()
         #: The connection :meth:`holding` keeps for its thread.

@@ -80,12 +80,20 @@ class ApplyBacklog(RuntimeError):
     503 with Retry-After: the store is behind or failing)."""
 
 
-def check_ingest_apply(mode: str) -> str:
-    """``mode`` if it is one of :data:`~airflow_lineage_provider.defaults.INGEST_APPLY_MODES` (``inline``: applied
-    in the ingest's transaction; ``deferred``: as this module describes); else a ``ValueError`` naming it and the
-    choices."""
+def check_ingest_apply(mode: str, backend: str) -> str:
+    """``inline`` or ``deferred`` for a store on ``backend`` (``sqlite``, ``postgresql``) set to ``mode``, one of
+    :data:`~airflow_lineage_provider.defaults.INGEST_APPLY_MODES` (``inline``: applied in the ingest's transaction;
+    ``deferred``: as this module describes; ``auto``: deferred on PostgreSQL, inline elsewhere); else a
+    ``ValueError`` naming it and the choices.
+
+    Why ``auto`` chooses so: on PostgreSQL deferred apply took 8 concurrent single-event senders 1.3-2.1x
+    faster, with a third to a half less database work per event and a lower one-client latency; on SQLite it
+    gained little with one server process and lost a third with two (their appliers and writers take turns on
+    the one write lock), and Airflow's API server runs several (``docs/benchmarks.md``, issue 18)."""
     if mode not in INGEST_APPLY_MODES:
         raise ValueError(f"ingest_apply must be one of {', '.join(INGEST_APPLY_MODES)}, got {mode!r}")
+    if mode == "auto":
+        return "deferred" if backend == "postgresql" else "inline"
     return mode
 
 
