@@ -246,16 +246,19 @@ def _postgres_pids() -> list[int]:
 @contextmanager
 def _consumer(kind: str, folder: Path, baseline: Path | None) -> Iterator[Consumer]:
     """``sqlite``/``postgres`` (this checkout), ``baseline-sqlite``/``baseline-postgres`` (``--baseline-tree``)
-    or ``feast``; ``-deferred`` after a store (``postgres-deferred``) serves it with ``--ingest-apply deferred``."""
+    or ``feast``; ``-deferred`` or ``-inline`` after a store (``postgres-inline``) serves it with that
+    ``--ingest-apply``, nothing with the server's default (``auto``: deferred on PostgreSQL, inline on SQLite)."""
     if kind == "feast":
         with open_consumer(kind, folder) as consumer:
             yield consumer
         return
     tree = baseline if kind.startswith("baseline-") else None
-    store = kind.removeprefix("baseline-")
-    options = ("--ingest-apply", "deferred") if store.endswith("-deferred") else ()
+    store, _, apply = kind.removeprefix("baseline-").partition("-")
+    if apply not in ("", "inline", "deferred"):
+        raise SystemExit(f"unknown consumer {kind!r}: a store (sqlite, postgres), then -inline or -deferred or nothing")
+    options = ("--ingest-apply", apply) if apply else ()  # nothing: the server's default (auto)
     folder.mkdir(parents=True, exist_ok=True)
-    if store.removesuffix("-deferred") == "sqlite":
+    if store == "sqlite":
         with serve_ours(f"sqlite:///{folder / 'lineage.db'}", folder, *options, tree=tree) as consumer:
             yield consumer
     else:
@@ -317,9 +320,10 @@ def main() -> int:
         for kind in kinds:
             print(f"==> {kind}: {len(events):,} events, 1 client then {args.clients}", flush=True)
             with _consumer(kind, Path(tmp) / kind, args.baseline_tree) as consumer:
-                profile = args.profile / f"{kind}.json" if args.profile else None
-                results[kind] = measure(consumer, events, args.sequential, args.clients, profile, args.warm_up)
-            print(json.dumps(results[kind]), flush=True)
+                label = kind if kind not in results else f"{kind} ({sum(k.split(' ')[0] == kind for k in results) + 1})"
+                profile = args.profile / f"{label}.json" if args.profile else None
+                results[label] = measure(consumer, events, args.sequential, args.clients, profile, args.warm_up)
+            print(json.dumps(results[label]), flush=True)
     print(_table(results, args.clients))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

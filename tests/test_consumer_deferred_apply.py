@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -350,3 +352,94 @@ def test_the_airflow_option_defaults_to_auto_and_refuses_a_bad_value(monkeypatch
         ValueError, match="consumer_ingest_apply must be one of auto, inline, deferred, got 'sometimes'"
     ):
         conf.consumer_ingest_apply()
+
+
+def _poison_trigger(store: LineageStore) -> None:
+    """A real refusal by the database: a trigger rejecting the job node named ``poison``."""
+    with store.engine.begin() as conn:
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql(
+                "CREATE TRIGGER poisoned BEFORE INSERT ON lineage_nodes WHEN NEW.name = 'poison'"
+                " BEGIN SELECT RAISE(ABORT, 'poisoned name'); END"
+            )
+        else:
+            conn.exec_driver_sql(
+                "CREATE FUNCTION poisoned() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                " IF NEW.name = 'poison' THEN RAISE EXCEPTION 'poisoned name'; END IF; RETURN NEW; END $$"
+            )
+            conn.exec_driver_sql(
+                "CREATE TRIGGER poisoned BEFORE INSERT ON lineage_nodes FOR EACH ROW EXECUTE FUNCTION poisoned()"
+            )
+
+
+def test_set_aside_events_are_listed_and_requeued_once_the_cause_is_gone(store_url: str) -> None:
+    """An operator sees the set-aside event and why; a requeue while the trigger still refuses sets it aside
+    again; once the trigger is dropped, a requeue applies it."""
+    app = create_app(store_url=store_url, anonymous=Access.ADMIN, ingest_apply="deferred")
+    store: LineageStore = app.state.store
+    _poison_trigger(store)
+    try:
+        with TestClient(app) as client:
+            batch = [run_event("COMPLETE", name, outputs=[dataset(f"{name}_out")]) for name in ("poison", "fine")]
+            assert client.post("/api/v1/lineage/batch", json=batch).json()["successful"] == 2  # before the apply
+            listed = client.get("/api/v1/ingest-log/unapplied").json()
+            assert listed["totalCount"] == 1
+            [row] = listed["unapplied"]
+            assert (row["jobNamespace"], row["jobName"], row["eventType"]) == ("pipelines", "poison", "COMPLETE")
+            assert "poisoned name" in row["reason"] and row["failedAt"].endswith("Z")
+            again = client.post("/api/v1/ingest-log/unapplied/requeue").json()
+            assert again == {"requeued": 1, "gone": 0, "unapplied": 1}  # still refused: set aside again
+            with store.engine.begin() as conn:
+                conn.exec_driver_sql(
+                    "DROP TRIGGER poisoned" + ("" if conn.dialect.name == "sqlite" else " ON lineage_nodes")
+                )
+            assert client.post("/api/v1/ingest-log/unapplied/requeue").json() == {
+                "requeued": 1,
+                "gone": 0,
+                "unapplied": 0,
+            }
+            jobs = client.get("/api/v1/namespaces/pipelines/jobs").json()["jobs"]
+            assert {job["name"] for job in jobs} == {"poison", "fine"}
+            assert client.get("/api/v1/ingest-log/unapplied").json() == {"unapplied": [], "totalCount": 0}
+    finally:
+        store.dispose()
+
+
+def test_an_inline_store_requeues_what_a_deferred_server_set_aside(tmp_path: Path) -> None:
+    """A store applying inline (SQLite's default) may hold set-aside events of a deferred server that shared it:
+    a requeue applies them with an applier of its own; a set-aside row whose raw event has gone is removed."""
+    sqlite_url = f"sqlite:///{tmp_path / 'lineage.db'}"
+    deferred = LineageStore(sqlite_url, ingest_apply="deferred")
+    _poison_trigger(deferred)
+    write_events(deferred, _events(["poison"]))
+    assert _graph(deferred)[0] == set()
+    with deferred.write() as conn:  # a set-aside row whose raw event a reset or prune removed since
+        conn.execute(
+            sa.insert(tables.unapplied_events).values(
+                event_key="0" * 64, failed_at=datetime.now(timezone.utc), reason="x"
+            )
+        )
+    with deferred.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TRIGGER poisoned")
+    deferred.dispose()
+    app = create_app(store_url=sqlite_url, anonymous=Access.ADMIN)  # auto: inline on SQLite
+    assert app.state.store.deferred is None
+    try:
+        with TestClient(app) as client:
+            answer = client.post("/api/v1/ingest-log/unapplied/requeue")
+            assert answer.json() == {"requeued": 1, "gone": 1, "unapplied": 0}
+            assert {job["name"] for job in client.get("/api/v1/namespaces/pipelines/jobs").json()["jobs"]} == {"poison"}
+    finally:
+        app.state.store.dispose()
+
+
+def test_the_ingest_log_routes_need_a_key_without_namespace_limits(tmp_path: Path) -> None:
+    from airflow_lineage_provider.consumer.access import ApiKey, NamespaceScope
+
+    limited = ApiKey("ops", Access.ADMIN, "ops-s3cret-key", NamespaceScope(("pipelines*",)))
+    app = create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", keys=(limited,))
+    with TestClient(app) as client:
+        for method, path in (("GET", "/api/v1/ingest-log/unapplied"), ("POST", "/api/v1/ingest-log/unapplied/requeue")):
+            answer = client.request(method, path, headers={"X-API-Key": "ops-s3cret-key"})
+            assert answer.status_code == 403, answer.text
+            assert "limited to some namespaces" in answer.json()["detail"]

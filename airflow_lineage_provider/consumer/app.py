@@ -29,6 +29,7 @@ from airflow_lineage_provider.consumer.routers import (
     events,
     graph_listing,
     ingest,
+    ingest_log,
     jobs,
     lineage,
     marquez_datasets,
@@ -74,6 +75,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     drift.router,
     retention.router,
     reset.router,
+    ingest_log.router,
 )
 
 

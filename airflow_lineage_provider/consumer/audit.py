@@ -93,6 +93,12 @@ def reset(
     )
 
 
+def requeue(principal: Principal, *, requeued: int | None, unapplied: int | None, status: int) -> None:
+    """Log one requeue of set-aside events (``requeued`` None when it failed)."""
+    outcome = "nothing requeued" if requeued is None else f"{requeued} requeued, {unapplied} set aside after"
+    log.info("lineage audit: set-aside events requeued by %s: %s -> %d", principal.who, outcome, status)
+
+
 def refused(request: Request, access: Access, status: int) -> None:
     """Log a write or destructive call refused for want of a credential (401) or of permission (403)."""
     credential = header_credential(request)

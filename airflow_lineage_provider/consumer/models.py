@@ -285,3 +285,31 @@ class Drift(BaseModel):
 
     jobs: list[JobDrift]
     totalCount: int
+
+
+class UnappliedEvent(BaseModel):
+    """An event deferred apply set aside: the graph could not take it alone (its raw event is kept)."""
+
+    eventKey: str = Field(description="The event's key in the store (a hash of its content).")
+    failedAt: str = Field(description="When it was set aside (UTC).")
+    reason: str = Field(description="Why: what the database or the apply said.")
+    eventType: str | None = Field(description="From its raw event; null for job and dataset events, or when gone.")
+    eventTime: str | None
+    jobNamespace: str | None
+    jobName: str | None
+    producer: str | None
+
+
+class UnappliedEvents(BaseModel):
+    """``GET /api/v1/ingest-log/unapplied``: the most recently set-aside events, and how many there are."""
+
+    unapplied: list[UnappliedEvent]
+    totalCount: int
+
+
+class Requeued(BaseModel):
+    """``POST /api/v1/ingest-log/unapplied/requeue``: what was put back in the ingest log and what came of it."""
+
+    requeued: int = Field(description="Set-aside events put back in the ingest log and applied again.")
+    gone: int = Field(description="Set-aside rows removed because their raw event had gone (a reset, a prune).")
+    unapplied: int = Field(description="Events set aside after the requeue (refused again, or set aside meanwhile).")

@@ -15,15 +15,17 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TypeVar
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
-from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store import LineageStore, tables
+from airflow_lineage_provider.consumer.store.deferred_apply import DeferredApply
 from airflow_lineage_provider.consumer.store.failures import failure_reason, is_store_failure
 from airflow_lineage_provider.consumer.store.ingest import IngestResult, ingest_events, log_events
 from airflow_lineage_provider.consumer.store.reset import ResetCounts, reset_all, reset_namespace
 from airflow_lineage_provider.consumer.store.retention import PruneRecord, last_scheduled_prune, prune, record_prune
+from airflow_lineage_provider.consumer.store.unapplied import Requeued, requeue
 from airflow_lineage_provider.consumer.validation import LineageEvent
 
 log = logging.getLogger(__name__)
@@ -285,3 +287,28 @@ def _forget_cached_nodes(store: LineageStore) -> None:
         cache = getattr(store, name, None)
         if cache is not None:
             setattr(store, name, type(cache)(cache.capacity))
+
+
+def requeue_unapplied(store: LineageStore) -> tuple[Requeued, int]:
+    """Put the events deferred apply set aside back in the ingest log (:func:`.store.unapplied.requeue`) and
+    return once they are applied or set aside again; what was done, and how many events are set aside after.
+
+    A store that applies inline (it may hold set-aside events of a deferred server that shared it) applies
+    them with an applier of its own for the call. Raises :class:`.ApplyBacklog` when they are not done within
+    the read wait (the applier is behind or failing), :class:`StoreUnavailable` when the store fails."""
+    applier = store.deferred or DeferredApply(store)
+    try:
+        done = _retrying("a requeue of set-aside events", requeue, store)
+        if done.requeued:
+            applier.wake()
+            with store.engine.connect() as conn:
+                applier.wait_applied(conn)
+        with store.read() as conn:
+            left = conn.execute(select(func.count()).select_from(tables.unapplied_events)).scalar() or 0
+    except OperationalError as error:
+        raise StoreUnavailable(f"the lineage store is unavailable: {failure_reason(error)}") from error
+    finally:
+        if applier is not store.deferred:
+            applier.stop()
+    log.info("lineage store: %d set-aside events put back in the ingest log; %d set aside now", done.requeued, left)
+    return done, left

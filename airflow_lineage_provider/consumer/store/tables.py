@@ -101,9 +101,9 @@ pending_events = Table(
     Column("event_key", String(64), nullable=False, unique=True),
 )
 
-#: Logged events the graph could not take (the database refused a value of theirs when applied alone): kept with
-#: the reason, never applied, shown by ``airflow-lineage status`` and ``GET /api/v1/stats``. Their raw event stays
-#: in ``lineage_events``.
+#: Logged events the graph could not take (the database refused a value of theirs when applied alone, or the apply
+#: failed on them): kept with the reason, counted by ``GET /api/v1/retention``, listed and requeued by
+#: ``/api/v1/ingest-log/unapplied`` (:mod:`..unapplied`). Their raw event stays in ``lineage_events``.
 unapplied_events = Table(
     "lineage_unapplied_events",
     metadata,
