@@ -29,6 +29,7 @@ events are counted: an answered event that is not stored would be a lost event.
     .venv/bin/python bench/single_event_ingest.py --consumers sqlite postgres --events 6000
     .venv/bin/python bench/single_event_ingest.py --baseline-tree /tmp/before   # A/B against another checkout
     .venv/bin/python bench/single_event_ingest.py --consumers sqlite --profile /tmp/prof  # py-spy --gil, speedscope
+    .venv/bin/python bench/single_event_ingest.py --consumers sqlite-inline sqlite-deferred --server-workers 2
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from consumer_bench import Consumer, open_consumer, postgres_schema, serve_ours  # noqa: E402
+from consumer_bench import Consumer, Ours, open_consumer, postgres_schema, serve_ours  # noqa: E402
 from consumer_workload import split_by_job, workload  # noqa: E402
 
 PATH = "/api/v1/lineage"
@@ -127,7 +128,7 @@ def _concurrently(
         worker.start()
     time.sleep(0.5)  # every client connected and waiting
     spy = _profiler(consumer.pid, profile) if profile and consumer.pid else None
-    server_pids = [consumer.pid] if consumer.pid else []
+    server_pids = _with_descendants(consumer.pid) if consumer.pid else []  # uvicorn's workers too
     server_before, database_before = _cpu_seconds(server_pids), _cpu_seconds(_postgres_pids())
     machine_before = _machine_ticks()
     start.set()
@@ -219,6 +220,25 @@ def _cpu_seconds(pids: list[int]) -> float:
     return total / ticks
 
 
+def _with_descendants(pid: int) -> list[int]:
+    """``pid`` and the live processes descending from it (``/proc``)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found = [pid]
+    for candidate in parents:
+        ancestor = parents.get(candidate)
+        while ancestor is not None and ancestor not in (pid, 0, 1):
+            ancestor = parents.get(ancestor)
+        if ancestor == pid:
+            found.append(candidate)
+    return found
+
+
 def _machine_ticks() -> dict[str, int]:
     """This machine's CPU time so far, all CPUs together, by kind (``/proc/stat``, in clock ticks; zeros elsewhere):
     ``busy`` (user, nice, system, irq, softirq), ``idle``, ``iowait`` and ``steal``."""
@@ -244,7 +264,45 @@ def _postgres_pids() -> list[int]:
 
 
 @contextmanager
-def _consumer(kind: str, folder: Path, baseline: Path | None) -> Iterator[Consumer]:
+def _workers(store: str, apply: str, workers: int) -> Iterator[Consumer]:
+    """The consumer app on ``store`` served by ``uvicorn --workers N`` (``served_app.py``) on a free port; the
+    store is created and migrated first, once."""
+    import subprocess
+
+    import requests
+    from support.feast_consumer import free_port
+
+    from airflow_lineage_provider.consumer.store import LineageStore
+
+    opened = LineageStore(store)
+    opened.engine  # noqa: B018 - created and migrated before the workers start
+    opened.dispose()
+    port = free_port()
+    env = {**os.environ, "BENCH_STORE": store, "BENCH_INGEST_APPLY": apply or "auto", "PYTHONPATH": str(HERE)}
+    command = [str(Path(sys.executable).parent / "uvicorn"), "--factory", "served_app:make", "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--workers", str(workers), "--log-level", "warning"]
+    process = subprocess.Popen(command, env=env)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                requests.get(f"{url}/api/v1/namespaces", timeout=2).raise_for_status()
+                break
+            except requests.RequestException:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"uvicorn --workers {workers} did not start") from None
+                time.sleep(0.2)
+        consumer = Ours(url)
+        consumer.pid = process.pid
+        yield consumer
+    finally:
+        process.terminate()
+        process.wait(60)
+
+
+@contextmanager
+def _consumer(kind: str, folder: Path, baseline: Path | None, workers: int = 1) -> Iterator[Consumer]:
     """``sqlite``/``postgres`` (this checkout), ``baseline-sqlite``/``baseline-postgres`` (``--baseline-tree``)
     or ``feast``; ``-deferred`` or ``-inline`` after a store (``postgres-inline``) serves it with that
     ``--ingest-apply``, nothing with the server's default (``auto``: deferred on PostgreSQL, inline on SQLite)."""
@@ -258,6 +316,16 @@ def _consumer(kind: str, folder: Path, baseline: Path | None) -> Iterator[Consum
         raise SystemExit(f"unknown consumer {kind!r}: a store (sqlite, postgres), then -inline or -deferred or nothing")
     options = ("--ingest-apply", apply) if apply else ()  # nothing: the server's default (auto)
     folder.mkdir(parents=True, exist_ok=True)
+    if workers > 1:
+        if tree is not None:
+            raise SystemExit("--server-workers measures this checkout only, not --baseline-tree")
+        if store == "sqlite":
+            with _workers(f"sqlite:///{folder / 'lineage.db'}", apply, workers) as consumer:
+                yield consumer
+        else:
+            with postgres_schema() as url, _workers(url, apply, workers) as consumer:
+                yield consumer
+        return
     if store == "sqlite":
         with serve_ours(f"sqlite:///{folder / 'lineage.db'}", folder, *options, tree=tree) as consumer:
             yield consumer
@@ -306,6 +374,14 @@ def main() -> int:
     )
     parser.add_argument("--consumers", nargs="+", default=["sqlite", "postgres", "feast"])
     parser.add_argument("--baseline-tree", type=Path, help="also measure the server imported from this checkout")
+    parser.add_argument(
+        "--server-workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="serve this package's consumers from N processes (uvicorn --workers N, as Airflow's API server runs "
+        "the consumer in each of its workers) instead of one airflow-lineage serve (default 1)",
+    )
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
     parser.add_argument(
         "--profile", type=Path, help="py-spy --gil profiles of each consumer's N-client phase: <dir>/<consumer>.json"
@@ -319,8 +395,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="alp-single-") as tmp:
         for kind in kinds:
             print(f"==> {kind}: {len(events):,} events, 1 client then {args.clients}", flush=True)
-            with _consumer(kind, Path(tmp) / kind, args.baseline_tree) as consumer:
-                label = kind if kind not in results else f"{kind} ({sum(k.split(' ')[0] == kind for k in results) + 1})"
+            label = kind if kind not in results else f"{kind} ({sum(k.split(' ')[0] == kind for k in results) + 1})"
+            # A folder of its own per run: a repeated SQLite consumer must not find the first run's events stored.
+            with _consumer(
+                kind, Path(tmp) / label.replace(" ", ""), args.baseline_tree, args.server_workers
+            ) as consumer:
                 profile = args.profile / f"{label}.json" if args.profile else None
                 results[label] = measure(consumer, events, args.sequential, args.clients, profile, args.warm_up)
             print(json.dumps(results[label]), flush=True)
