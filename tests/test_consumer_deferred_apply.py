@@ -90,10 +90,8 @@ def test_what_a_stopped_process_logged_is_applied_when_the_store_is_opened_again
         reopened.dispose()
 
 
-def test_an_event_the_graph_refuses_is_set_aside_and_the_rest_of_its_batch_applied(store_url: str) -> None:
-    """A trigger (a real refusal by the database) rejects one job's node: that event alone is set aside with the
-    reason, counted by the store's statistics, and the others of the batch are applied."""
-    store = LineageStore(store_url, ingest_apply="inline")
+def _poison_trigger(store: LineageStore) -> None:
+    """A real refusal by the database: a trigger rejecting the job node named ``poison``."""
     with store.engine.begin() as conn:
         if conn.dialect.name == "sqlite":
             conn.exec_driver_sql(
@@ -108,6 +106,13 @@ def test_an_event_the_graph_refuses_is_set_aside_and_the_rest_of_its_batch_appli
             conn.exec_driver_sql(
                 "CREATE TRIGGER poisoned BEFORE INSERT ON lineage_nodes FOR EACH ROW EXECUTE FUNCTION poisoned()"
             )
+
+
+def test_an_event_the_graph_refuses_is_set_aside_and_the_rest_of_its_batch_applied(store_url: str) -> None:
+    """A trigger (a real refusal by the database) rejects one job's node: that event alone is set aside with the
+    reason, counted by the store's statistics, and the others of the batch are applied."""
+    store = LineageStore(store_url, ingest_apply="inline")
+    _poison_trigger(store)
     with store.write() as conn:  # one batch for the applier: two good events and the poisoned one
         log_events(conn, _events(["good1", "poison", "good2"]))
     store.dispose()
@@ -352,24 +357,6 @@ def test_the_airflow_option_defaults_to_auto_and_refuses_a_bad_value(monkeypatch
         ValueError, match="consumer_ingest_apply must be one of auto, inline, deferred, got 'sometimes'"
     ):
         conf.consumer_ingest_apply()
-
-
-def _poison_trigger(store: LineageStore) -> None:
-    """A real refusal by the database: a trigger rejecting the job node named ``poison``."""
-    with store.engine.begin() as conn:
-        if conn.dialect.name == "sqlite":
-            conn.exec_driver_sql(
-                "CREATE TRIGGER poisoned BEFORE INSERT ON lineage_nodes WHEN NEW.name = 'poison'"
-                " BEGIN SELECT RAISE(ABORT, 'poisoned name'); END"
-            )
-        else:
-            conn.exec_driver_sql(
-                "CREATE FUNCTION poisoned() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-                " IF NEW.name = 'poison' THEN RAISE EXCEPTION 'poisoned name'; END IF; RETURN NEW; END $$"
-            )
-            conn.exec_driver_sql(
-                "CREATE TRIGGER poisoned BEFORE INSERT ON lineage_nodes FOR EACH ROW EXECUTE FUNCTION poisoned()"
-            )
 
 
 def test_set_aside_events_are_listed_and_requeued_once_the_cause_is_gone(store_url: str) -> None:
