@@ -430,3 +430,22 @@ def test_the_ingest_log_routes_need_a_key_without_namespace_limits(tmp_path: Pat
             answer = client.request(method, path, headers={"X-API-Key": "ops-s3cret-key"})
             assert answer.status_code == 403, answer.text
             assert "limited to some namespaces" in answer.json()["detail"]
+
+
+def test_a_namespace_reset_or_a_prune_takes_the_set_aside_rows_of_the_events_it_deletes(store_url: str) -> None:
+    from datetime import timedelta
+
+    store = LineageStore(store_url, ingest_apply="deferred")
+    _poison_trigger(store)
+    try:
+        write_events(store, _events(["poison"]))
+        assert _count(store, tables.unapplied_events) == 1
+        reset_now(store, "pipelines")  # the namespace of the poisoned job: its event goes, and its set-aside row
+        assert (_count(store, tables.events), _count(store, tables.unapplied_events)) == (0, 0)
+        write_events(store, _events(["poison"]))
+        assert _count(store, tables.unapplied_events) == 1
+        with store.write() as conn:
+            assert prune(conn, datetime.now(timezone.utc) + timedelta(days=1)).events == 1
+        assert (_count(store, tables.events), _count(store, tables.unapplied_events)) == (0, 0)
+    finally:
+        store.dispose()

@@ -47,6 +47,7 @@ from airflow_lineage_provider.consumer.store import facets as facet_readers
 from airflow_lineage_provider.consumer.store import identity, tables
 from airflow_lineage_provider.consumer.store.ingest import io_group_key
 from airflow_lineage_provider.consumer.store.store_settings import new_store_id
+from airflow_lineage_provider.consumer.store.unapplied import forget_gone
 from airflow_lineage_provider.consumer.store.versioned_cache import bump_versions
 from airflow_lineage_provider.consumer.store.visibility import NODE_KINDS
 from airflow_lineage_provider.consumer.validation import parse_event
@@ -406,6 +407,7 @@ def _apply(conn: Connection, plan: _Plan) -> ResetCounts:
     counts = ResetCounts()
     counts.events = _deleted(conn, tables.events, e.job_namespace == scope.namespace)
     counts.events += sum(_deleted(conn, tables.events, e.id.in_(ids)) for ids in _chunks(plan.events))
+    forget_gone(conn)  # set-aside rows (deferred apply) of the events that went
     counts.io_groups, counts.io_groups_narrowed = _apply_groups(conn, plan.groups)
     _deleted(conn, tables.run_io, scope.run_io)
     counts.runs = _deleted(conn, tables.runs, scope.runs)

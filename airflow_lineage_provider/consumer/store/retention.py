@@ -13,6 +13,7 @@ from datetime import datetime
 from sqlalchemy import Connection, and_, delete, func, insert, or_, select
 
 from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store.unapplied import forget_gone
 from airflow_lineage_provider.consumer.store.versioned_cache import bump_versions
 
 
@@ -29,13 +30,16 @@ def prune(conn: Connection, older_than: datetime) -> PruneResult:
 
     An event is kept at most the retention period after it arrived, whatever its ``eventTime`` says: one
     stored with a far-future time (before the consumer refused them) is pruned like any other. An event still
-    waiting to be applied (:mod:`.deferred_apply`) is kept for the next prune.
+    waiting to be applied (:mod:`.deferred_apply`) is kept for the next prune; one set aside as unapplicable is
+    pruned like any other, and its set-aside row goes with it.
     """
     e = tables.events.c
     logged = select(tables.pending_events.c.event_key)  # not applied yet (deferred apply): kept until it is
     old = or_(e.event_time < older_than, e.received_at < older_than)
     deleted = conn.execute(delete(tables.events).where(and_(old, e.event_key.not_in(logged))))
     events = deleted.rowcount
+    if events:
+        forget_gone(conn)  # set-aside rows (deferred apply) of the events that went
     latest = select(tables.jobs.c.latest_run_uuid).where(tables.jobs.c.latest_run_uuid.is_not(None))
     stale = select(tables.runs.c.run_uuid).where(
         and_(tables.runs.c.updated_at < older_than, tables.runs.c.run_uuid.not_in(latest))

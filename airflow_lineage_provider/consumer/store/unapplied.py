@@ -4,8 +4,8 @@ An event is set aside when the graph could not take it alone (the database refus
 apply failed on it: :mod:`.deferred_apply`); its raw event stays in ``lineage_events``. Once the cause is gone
 — a trigger dropped, a bug fixed by an upgrade — :func:`requeue` puts every set-aside event whose raw event is
 still stored back in the ingest log, in the order they were set aside, for the applier to apply (one it refuses
-again is set aside again, with the new reason). Rows whose raw event has gone since (a namespace reset, a
-prune) have nothing left to apply: requeue removes them and counts them.
+again is set aside again, with the new reason). A namespace reset or a prune that deletes a set-aside event's raw
+event removes its row too (:func:`forget_gone`); requeue removes and counts any left.
 """
 
 from __future__ import annotations
@@ -52,6 +52,14 @@ class Requeued:
 
     requeued: int
     gone: int
+
+
+def forget_gone(conn: Connection) -> int:
+    """Remove the set-aside rows whose raw event has gone (a reset or a prune deleted it): nothing is left to apply
+    or show of them. How many went."""
+    u, e = tables.unapplied_events.c, tables.events.c
+    gone = ~exists().where(e.event_key == u.event_key)
+    return conn.execute(delete(tables.unapplied_events).where(gone)).rowcount or 0
 
 
 def requeue(conn: Connection) -> Requeued:
