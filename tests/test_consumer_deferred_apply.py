@@ -409,7 +409,7 @@ def test_an_inline_store_requeues_what_a_deferred_server_set_aside(tmp_path: Pat
     with deferred.engine.begin() as conn:
         conn.exec_driver_sql("DROP TRIGGER poisoned")
     deferred.dispose()
-    app = create_app(store_url=sqlite_url, anonymous=Access.ADMIN)  # auto: inline on SQLite
+    app = create_app(store_url=sqlite_url, anonymous=Access.ADMIN, ingest_apply="auto")  # inline on SQLite
     assert app.state.store.deferred is None
     try:
         with TestClient(app) as client:
