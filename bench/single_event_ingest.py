@@ -20,7 +20,9 @@ Per consumer, in this order:
    deferred`` the applier's backlog is part of the time), the median and p95 per request, and the CPU time per
    event the consumer's process and this machine's PostgreSQL processes spent meanwhile (``/proc``: a figure the
    machine's other load moves less than events/s), and how busy the whole machine was (all CPUs, clients
-   included) and how much of its CPU time the hypervisor gave to other VMs (steal, ``/proc/stat``).
+   included) and how much of its CPU time the hypervisor gave to other VMs (steal, ``/proc/stat``); meanwhile a
+   reader asks every 0.1 s for what was answered so far (``GET /api/v1/events?limit=1``, through a deferred
+   apply's read barrier): its p50 and p95, what a user reading while producers post waits.
 
 Every answer must be a success (201/200/204): one that is not stops the benchmark. Afterwards the stored
 events are counted: an answered event that is not stored would be a lost event.
@@ -131,8 +133,11 @@ def _concurrently(
     server_pids = _with_descendants(consumer.pid) if consumer.pid else []  # uvicorn's workers too
     server_before, database_before = _cpu_seconds(server_pids), _cpu_seconds(_postgres_pids())
     machine_before = _machine_ticks()
+    reads = _Reader(consumer)
     start.set()
+    reads.start()
     reports = [out.get(timeout=3600) for _ in workers]
+    reads.stop()
     consumer.settle()  # until what was answered is readable (a deferred apply's backlog applied), in the CPU too
     readable = time.perf_counter()
     if spy is not None:
@@ -147,7 +152,41 @@ def _concurrently(
     errors = [error for *_rest, error in reports if error]
     if errors:
         raise RuntimeError(f"a client failed: {errors[0]}")
-    return reports, readable, server_cpu, database_cpu, machine
+    return reports, readable, server_cpu, database_cpu, machine, reads.times
+
+
+class _Reader:
+    """A reader beside the posting clients: every :data:`READ_EVERY` seconds it asks for what was answered so far
+    (:meth:`Consumer.settle`, through a deferred apply's read barrier), timing each answer — what a user reading
+    the graph while producers post waits. Nothing for a consumer without a settle read (Feast)."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        import threading
+
+        self.times: list[float] = []
+        self._consumer = type(consumer)(consumer.url)  # its own session
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._active = type(consumer).settle is not Consumer.settle
+
+    def start(self) -> None:
+        if self._active:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._active:
+            self._thread.join(120)
+
+    def _run(self) -> None:
+        while not self._done.wait(READ_EVERY):
+            started = time.perf_counter()
+            self._consumer.settle()
+            self.times.append(time.perf_counter() - started)
+
+
+#: Seconds between the reads of :class:`_Reader` during the N-client phase.
+READ_EVERY = 0.1
 
 
 def measure(
@@ -170,7 +209,9 @@ def measure(
     times = _post_all(consumer.url, bodies, close_each)
     consumer.settle()
     result["one_client"] = _summary(times, time.perf_counter() - started, len(bodies))
-    reports, readable, server_cpu, database_cpu, machine = _concurrently(consumer, rest, clients, close_each, profile)
+    reports, readable, server_cpu, database_cpu, machine, reads = _concurrently(
+        consumer, rest, clients, close_each, profile
+    )
     first, last = min(r[0] for r in reports), max(r[1] for r in reports)
     all_times = [t for r in reports for t in r[2]]
     # events/s until everything answered was readable (a deferred apply's backlog included), and until the answers
@@ -186,6 +227,10 @@ def measure(
     ticks = sum(machine.values()) or 1
     result["machine_busy_percent"] = 100 * machine["busy"] / ticks
     result["steal_percent"] = 100 * machine["steal"] / ticks
+    # A read every 0.1 s while the clients post (through the read barrier): its p50 and p95.
+    ordered = sorted(reads)
+    result["read_p50_ms"] = statistics.median(ordered) * 1000 if ordered else None
+    result["read_p95_ms"] = ordered[max(int(len(ordered) * 0.95) - 1, 0)] * 1000 if ordered else None
     result["stored"] = consumer.stored_events()
     result["posted"] = len(events)
     return result
@@ -338,17 +383,18 @@ def _table(results: dict[str, dict[str, Any]], clients: int) -> str:
     many = f"{clients}_clients"
     lines = [
         f"| consumer | 1 client: events/s | p50 / p95 | {clients} clients: events/s | p50 / p95 "
-        "| CPU per event: server / PostgreSQL | machine busy / steal | stored / posted |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| read p50 / p95 meanwhile | CPU per event: server / PostgreSQL | machine busy / steal | stored / posted |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for kind, r in results.items():
         one, multi = r["one_client"], r[many]
         server = r.get("server_cpu_ms_per_event")
         cpu = f"{server:.2f} / {r.get('database_cpu_ms_per_event', 0):.2f} ms" if server is not None else "-"
+        read = f"{r['read_p50_ms']:.2f} / {r['read_p95_ms']:.2f} ms" if r.get("read_p50_ms") is not None else "-"
         lines.append(
             f"| {kind} | {one['events_per_s']:,.0f} | {one['p50_ms']:.2f} / {one['p95_ms']:.2f} ms "
             f"| {multi['events_per_s']:,.0f} | {multi['p50_ms']:.2f} / {multi['p95_ms']:.2f} ms "
-            f"| {cpu} | {r['machine_busy_percent']:.0f}% / {r['steal_percent']:.0f}% "
+            f"| {read} | {cpu} | {r['machine_busy_percent']:.0f}% / {r['steal_percent']:.0f}% "
             f"| {r['stored']:,} / {r['posted']:,} |"
         )
     if "feast" in results:
