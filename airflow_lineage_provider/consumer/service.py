@@ -15,17 +15,17 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TypeVar
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
-from airflow_lineage_provider.consumer.store import LineageStore, tables
+from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.deferred_apply import DeferredApply
 from airflow_lineage_provider.consumer.store.failures import failure_reason, is_store_failure
 from airflow_lineage_provider.consumer.store.ingest import IngestResult, ingest_events, log_events
 from airflow_lineage_provider.consumer.store.reset import ResetCounts, reset_all, reset_namespace
 from airflow_lineage_provider.consumer.store.retention import PruneRecord, last_scheduled_prune, prune, record_prune
-from airflow_lineage_provider.consumer.store.unapplied import Requeued, requeue
+from airflow_lineage_provider.consumer.store.unapplied import Requeued, count_unapplied, requeue
 from airflow_lineage_provider.consumer.validation import LineageEvent
 
 log = logging.getLogger(__name__)
@@ -304,7 +304,7 @@ def requeue_unapplied(store: LineageStore) -> tuple[Requeued, int]:
             with store.engine.connect() as conn:
                 applier.wait_applied(conn)
         with store.read() as conn:
-            left = conn.execute(select(func.count()).select_from(tables.unapplied_events)).scalar() or 0
+            left = count_unapplied(conn)
     except OperationalError as error:
         raise StoreUnavailable(f"the lineage store is unavailable: {failure_reason(error)}") from error
     finally:

@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy import Connection, and_, delete, func, insert, or_, select
 
 from airflow_lineage_provider.consumer.store import tables
-from airflow_lineage_provider.consumer.store.unapplied import forget_gone
+from airflow_lineage_provider.consumer.store.unapplied import count_unapplied, forget_gone
 from airflow_lineage_provider.consumer.store.versioned_cache import bump_versions
 
 
@@ -157,5 +157,5 @@ def statistics(conn: Connection) -> StoreStatistics:
         oldest_received_at=span[3],
         newest_received_at=span[4],
         pending=conn.execute(select(func.count()).select_from(tables.pending_events)).scalar() or 0,
-        unapplied=conn.execute(select(func.count()).select_from(tables.unapplied_events)).scalar() or 0,
+        unapplied=count_unapplied(conn),
     )

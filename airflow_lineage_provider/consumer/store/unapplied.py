@@ -32,6 +32,11 @@ class Unapplied:
     producer: str | None
 
 
+def count_unapplied(conn: Connection) -> int:
+    """How many events are set aside."""
+    return conn.execute(select(func.count()).select_from(tables.unapplied_events)).scalar() or 0
+
+
 def unapplied(conn: Connection, limit: int) -> tuple[list[Unapplied], int]:
     """The ``limit`` most recently set-aside events (newest first), and how many there are in all."""
     u, e = tables.unapplied_events.c, tables.events.c
@@ -41,9 +46,7 @@ def unapplied(conn: Connection, limit: int) -> tuple[list[Unapplied], int]:
         .order_by(u.failed_at.desc(), u.event_key)
         .limit(limit)
     )
-    rows = [Unapplied(*row) for row in conn.execute(query)]
-    total = conn.execute(select(func.count()).select_from(tables.unapplied_events)).scalar() or 0
-    return rows, total
+    return [Unapplied(*row) for row in conn.execute(query)], count_unapplied(conn)
 
 
 @dataclass(frozen=True)
