@@ -26,6 +26,7 @@ from airflow_lineage_provider.consumer.store.migrations import migrate
 from airflow_lineage_provider.consumer.store.versioned_cache import VersionedCache
 from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, INGEST_APPLY
 from airflow_lineage_provider.sqlite_engine import WRITE, SqliteSettings, configure_sqlite_engine
+from airflow_lineage_provider.sqlite_writers import writers_of
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,9 @@ class LineageStore:
         self._lock = threading.Lock()
         #: The connection :meth:`holding` keeps for its thread.
         self._held = threading.local()
+        #: Where this store's write transactions queue (a SQLite file: :mod:`airflow_lineage_provider.sqlite_writers`).
+        database = engine.url.database if engine is not None else make_url(url).database
+        self._writers = writers_of(database) if backend == "sqlite" else None
 
     @property
     def engine(self) -> Engine:
@@ -149,13 +153,19 @@ class LineageStore:
             conn = conn.execution_options(**{WRITE: True})
             conn.info.pop(AFTER_COMMIT, None)
             try:
-                with conn.begin():
+                with self._turn(), conn.begin():
                     yield conn
             except BaseException:
                 conn.info.pop(AFTER_COMMIT, None)
                 raise
             for callback in conn.info.pop(AFTER_COMMIT, ()):  # committed: what the writes asked to do now
                 callback()
+
+    def _turn(self) -> AbstractContextManager[None]:
+        """This write transaction's turn among the SQLite file's writers (nothing to wait for elsewhere)."""
+        if self._writers is None:
+            return nullcontext()
+        return self._writers.turn(SQLITE_SETTINGS.busy_timeout)
 
     def _write_connection(self) -> AbstractContextManager[Connection]:
         """A new pooled connection, closed after the transaction; inside :meth:`holding`, the held one (made
