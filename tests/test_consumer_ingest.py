@@ -271,25 +271,69 @@ def test_over_long_names_are_refused_before_the_store(client: TestClient) -> Non
     assert "at most 4096" in response.json()["errors"][0]["error"]
 
 
-@pytest.mark.postgres
-def test_a_name_too_long_for_postgresqls_index_fails_only_its_event_with_what_to_do(pg_store_url: str) -> None:
-    """A 4,000-character name passes validation but not PostgreSQL's B-tree limit (2,704 bytes): the database
-    raises ProgramLimitExceeded, an OperationalError, which is the event's fault — answered 4xx for that event
-    with what to do, never 503 "unavailable" (a producer would retry it for ever)."""
+def _random_name(size: int, seed: int = 18) -> str:
+    """``size`` random letters: text PostgreSQL cannot compress to fit an index entry."""
     import random
     import string
 
-    chars = random.Random(18).choices(string.ascii_letters, k=4000)  # random: PostgreSQL cannot compress it
-    too_long = run_event("COMPLETE", "load", outputs=[dataset("".join(chars))])
-    app = create_app(store_url=pg_store_url, anonymous=Access.ADMIN, ingest_apply="inline")  # deferred: set aside
+    return "".join(random.Random(seed).choices(string.ascii_letters, k=size))
+
+
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_namespace_and_name_too_long_together_to_index_are_refused_before_the_store(
+    store: str, request: pytest.FixtureRequest
+) -> None:
+    """Each within 4,096 characters, but 2,601 bytes together: more than PostgreSQL can index (the store keeps
+    them in one index), so the event is refused by validation with what to do, on every store alike — with
+    deferred apply too, which could otherwise only set it aside after answering 201. 2,600 bytes of random text
+    (incompressible) are stored on PostgreSQL: the limit is one the database keeps."""
+    url = request.getfixturevalue("sqlite_url" if store == "sqlite" else "pg_store_url")
+    namespace = "s3://bucket"
+    fits = run_event("COMPLETE", "load", outputs=[dataset(_random_name(2600 - len(namespace)), namespace)])
+    too_long = run_event("COMPLETE", "load", outputs=[dataset(_random_name(2601 - len(namespace)), namespace)])
+    wide = "é" * 1000  # 2,000 bytes in 1,000 characters: bytes are what count
+    multibyte = run_event("START", "wide", inputs=[dataset(wide + "x" * 601, namespace)])
+    columns = {"id": [(namespace, "y" * 2600, "id")]}  # a column lineage source dataset becomes a node too
+    column_source = run_event("COMPLETE", "cols", outputs=[dataset("ok", namespace, columns=columns)])
+    app = create_app(store_url=url, anonymous=Access.ADMIN, ingest_apply="deferred")
     try:
         with TestClient(app) as client:
-            response = client.post("/api/v1/lineage/batch", json=[run_event("START", "ok"), too_long])
-            assert response.status_code == 207
-            [error] = response.json()["errors"]
-            assert error["index"] == 1 and "index row size" in error["error"] and "shorten it" in error["error"]
+            response = client.post("/api/v1/lineage/batch", json=[fits, too_long, multibyte, column_source])
+            assert response.status_code == 207, response.text
+            errors = {error["index"]: error["error"] for error in response.json()["errors"]}
+            assert sorted(errors) == [1, 2, 3]
+            assert "outputs[0]: its namespace and name are 2601 bytes long together" in errors[1]
+            assert "at most 2600" in errors[1] and "shorten the name" in errors[1]
+            assert "inputs[0]: its namespace and name are 2612 bytes" in errors[2]
+            assert "outputs[0].facets.columnLineage.fields['id'].inputFields[0]" in errors[3]
             single = client.post("/api/v1/lineage", json=too_long)
-            assert single.status_code == 400 and "shorten it" in single.json()["detail"]
+            assert single.status_code == 400 and "shorten the name" in single.json()["detail"]
             assert client.get("/api/v1/events").json()["totalCount"] == 1
+            assert client.get("/api/v1/retention").json()["statistics"]["unappliedEvents"] == 0
     finally:
         app.state.store.dispose()
+
+
+@pytest.mark.postgres
+def test_a_value_past_a_postgresql_limit_fails_only_its_event_with_what_to_do(pg_store_url: str) -> None:
+    """Should an event still reach a limit of PostgreSQL's (class 54, "program limit exceeded": here a name past
+    the B-tree limit, put into an event after validation, as a store with smaller pages would meet one), the
+    database raises ProgramLimitExceeded, an OperationalError, which is the event's fault — an error for that
+    event with what to do, never 503 "unavailable" (a producer would retry it for ever)."""
+    from dataclasses import replace
+
+    from airflow_lineage_provider.consumer.service import store_events
+    from airflow_lineage_provider.consumer.store import LineageStore
+    from airflow_lineage_provider.consumer.validation import parse_event
+
+    parsed = parse_event(run_event("COMPLETE", "load", outputs=[dataset("short")]))
+    output = replace(parsed.outputs[0], name=_random_name(4000))
+    too_long = replace(parsed, outputs=(output,), key="0" * 64)
+    store = LineageStore(pg_store_url, ingest_apply="inline")
+    try:
+        result, errors = store_events(store, [parse_event(run_event("START", "ok")), too_long])
+        assert result.stored == 1
+        assert list(errors) == [1]
+        assert "index row size" in errors[1] and "shorten it" in errors[1]
+    finally:
+        store.dispose()

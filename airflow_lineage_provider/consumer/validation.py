@@ -28,6 +28,9 @@ EventKind = Literal["run", "dataset", "job"]
 EVENT_TYPES = ("START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER")
 #: Longest namespace, name or field name accepted (characters).
 MAX_NAME_LENGTH = 4096
+#: Most bytes (UTF-8) a job's or dataset's namespace and name may take together: the store indexes them together,
+#: and a PostgreSQL B-tree entry holds at most 2,704 bytes (a third of a page, less the entry's own overhead).
+MAX_QUALIFIED_NAME_BYTES = 2600
 
 #: Deepest nesting of objects and arrays accepted in an event (the event object itself is level 1).
 MAX_DEPTH = 64
@@ -132,11 +135,40 @@ def _type(value: Any) -> str:
 
 def _dataset(value: Any, where: str) -> DatasetRef:
     data = _object(value, where, required=True)
-    return DatasetRef(
-        namespace=_name(data.get("namespace"), f"{where}.namespace"),
-        name=_name(data.get("name"), f"{where}.name"),
-        facets=_object(data.get("facets"), f"{where}.facets"),
-    )
+    namespace = _name(data.get("namespace"), f"{where}.namespace")
+    name = _name(data.get("name"), f"{where}.name")
+    _qualified_name(namespace, name, where)
+    facets = _object(data.get("facets"), f"{where}.facets")
+    if "columnLineage" in facets:
+        _column_lineage_sources(facets["columnLineage"], f"{where}.facets.columnLineage")
+    return DatasetRef(namespace=namespace, name=name, facets=facets)
+
+
+def _qualified_name(namespace: str, name: str, where: str) -> None:
+    """Refuse a namespace and name longer together than :data:`MAX_QUALIFIED_NAME_BYTES`."""
+    if 4 * (len(namespace) + len(name)) <= MAX_QUALIFIED_NAME_BYTES:  # at most 4 bytes a character
+        return
+    size = len(namespace.encode()) + len(name.encode())
+    if size > MAX_QUALIFIED_NAME_BYTES:
+        raise EventError(
+            f"{where}: its namespace and name are {size} bytes long together (UTF-8); at most "
+            f"{MAX_QUALIFIED_NAME_BYTES} are accepted, as a lineage store indexes them together: shorten the name "
+            f"(starting {shown(name)})"
+        )
+
+
+def _column_lineage_sources(facet: Any, where: str) -> None:
+    """Refuse a ``columnLineage`` facet naming a source dataset whose namespace and name are too long together
+    (each source becomes a node of the graph): the facet's other contents are its producer's business."""
+    if not isinstance(facet, dict) or not isinstance(facet.get("fields"), dict):
+        return
+    for target, mapping in facet["fields"].items():
+        sources = mapping.get("inputFields") if isinstance(mapping, dict) else None
+        for i, source in enumerate(sources if isinstance(sources, list) else ()):
+            if isinstance(source, dict):
+                namespace, name = source.get("namespace"), source.get("name")
+                if isinstance(namespace, str) and isinstance(name, str):
+                    _qualified_name(namespace, name, f"{where}.fields[{shown(target)}].inputFields[{i}]")
 
 
 def _datasets(value: Any, where: str) -> tuple[DatasetRef, ...]:
