@@ -3,9 +3,9 @@
 SQLite lets one writer at a time hold a database's write lock, and a ``BEGIN IMMEDIATE`` that finds it taken
 waits in SQLite's busy handler, which *sleeps* between attempts — 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, then
 100 ms — rather than waking when the lock is free. Two writers that take turns (the ingest's writer and the
-deferred applier, or the same in two server processes) then lose most of their time asleep: with
-``uvicorn --workers 2`` and deferred apply, 95th-percentile answers of 64-84 ms on a store otherwise written in a
-few (issue 18).
+deferred applier, or the same in two server processes) can lose much of a wait asleep (with
+``uvicorn --workers 2`` and deferred apply: 95th-percentile answers of 64-84 ms on a store otherwise written in a
+few; the queue gained that layout 1.0-1.2x events/s and a lower p95, ``docs/benchmarks.md``, issue 18).
 
 So a store's write transactions first queue here (:func:`writers_of`): a thread lock for the threads of this
 process, which hands over as soon as it is released, and an advisory ``flock`` on a file beside the database
