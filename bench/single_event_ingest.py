@@ -20,7 +20,8 @@ Per consumer, in this order:
    deferred`` the applier's backlog is part of the time), the median and p95 per request, and the CPU time per
    event the consumer's process and this machine's PostgreSQL processes spent meanwhile (``/proc``: a figure the
    machine's other load moves less than events/s), and how busy the whole machine was (all CPUs, clients
-   included) and how much of its CPU time the hypervisor gave to other VMs (steal, ``/proc/stat``); meanwhile a
+   included), how much of its CPU time the hypervisor gave to other VMs (steal) and how much sat idle waiting
+   for the disk (iowait, ``/proc/stat``); meanwhile a
    reader asks every 0.1 s for what was answered so far (``GET /api/v1/events?limit=1``, through a deferred
    apply's read barrier): its p50 and p95, what a user reading while producers post waits.
 
@@ -227,6 +228,8 @@ def measure(
     ticks = sum(machine.values()) or 1
     result["machine_busy_percent"] = 100 * machine["busy"] / ticks
     result["steal_percent"] = 100 * machine["steal"] / ticks
+    # Idle CPU time with a disk write or read outstanding (a commit's or a checkpoint's fsync waiting).
+    result["iowait_percent"] = 100 * machine["iowait"] / ticks
     # A read every 0.1 s while the clients post (through the read barrier): its p50 and p95.
     ordered = sorted(reads)
     result["read_p50_ms"] = statistics.median(ordered) * 1000 if ordered else None
@@ -383,7 +386,8 @@ def _table(results: dict[str, dict[str, Any]], clients: int) -> str:
     many = f"{clients}_clients"
     lines = [
         f"| consumer | 1 client: events/s | p50 / p95 | {clients} clients: events/s | p50 / p95 "
-        "| read p50 / p95 meanwhile | CPU per event: server / PostgreSQL | machine busy / steal | stored / posted |",
+        "| read p50 / p95 meanwhile | CPU per event: server / PostgreSQL | machine busy / steal / iowait "
+        "| stored / posted |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for kind, r in results.items():
@@ -395,6 +399,7 @@ def _table(results: dict[str, dict[str, Any]], clients: int) -> str:
             f"| {kind} | {one['events_per_s']:,.0f} | {one['p50_ms']:.2f} / {one['p95_ms']:.2f} ms "
             f"| {multi['events_per_s']:,.0f} | {multi['p50_ms']:.2f} / {multi['p95_ms']:.2f} ms "
             f"| {read} | {cpu} | {r['machine_busy_percent']:.0f}% / {r['steal_percent']:.0f}% "
+            f"/ {r.get('iowait_percent', 0):.0f}% "
             f"| {r['stored']:,} / {r['posted']:,} |"
         )
     if "feast" in results:
