@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from support.consumer_helpers import dataset, run_event
 from support.environment import require_shared
@@ -14,6 +15,7 @@ from support.olschema import SPEC
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.store import tables
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -335,5 +337,44 @@ def test_a_value_past_a_postgresql_limit_fails_only_its_event_with_what_to_do(pg
         assert result.stored == 1
         assert list(errors) == [1]
         assert "index row size" in errors[1] and "shorten it" in errors[1]
+    finally:
+        store.dispose()
+
+
+def test_an_event_stored_before_the_name_limit_stays_readable_to_the_applier_and_to_resets(tmp_path: Path) -> None:
+    """A SQLite store may hold events accepted before the 2,600-byte limit on a namespace and name (SQLite keeps
+    any). Reading them back is not validating them again: the deferred applier applies such an event rather than
+    setting it aside, and a reset of another namespace that its payload mentions (a symlink) leaves it in place —
+    an event that no longer parsed would have been taken for one naming that namespace and removed."""
+    from airflow_lineage_provider.consumer.store import LineageStore
+    from airflow_lineage_provider.consumer.store.ingest import ingest_events, log_events
+    from airflow_lineage_provider.consumer.store.reset import reset_namespace
+    from airflow_lineage_provider.consumer.validation import parse_event
+
+    long_name = "t" * 3000
+    event = run_event("COMPLETE", "old", outputs=[dataset(long_name)])
+    event["outputs"][0]["facets"]["symlinks"] = {
+        "_producer": "https://example.com/old-release",
+        "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/SymlinksDatasetFacet.json",
+        "identifiers": [{"namespace": "lake", "name": "t", "type": "TABLE"}],
+    }
+    with pytest.raises(ValueError, match="shorten the name"):
+        parse_event(event)
+    old = parse_event(event, stored=True)  # as an earlier release stored it
+    store = LineageStore(f"sqlite:///{tmp_path / 'lineage.db'}", ingest_apply="deferred")
+    try:
+        with store.write(applied=False) as conn:
+            log_events(conn, [old])
+        with store.read() as conn:  # the barrier: the applier has applied (or set aside) what was logged
+            names = conn.execute(sa.select(tables.nodes.c.name).where(tables.nodes.c.kind == "dataset")).scalars()
+            assert long_name in set(names)
+            assert conn.execute(sa.select(sa.func.count()).select_from(tables.unapplied_events)).scalar() == 0
+        with store.write() as conn:
+            ingest_events(conn, [parse_event(run_event("START", "lake-job", outputs=[dataset("t", "lake")]))])
+        with store.write() as conn:
+            counts = reset_namespace(conn, "lake")
+        assert counts.events == 1  # the lake job's event, not the old one that only mentions lake
+        with store.read() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(tables.events)).scalar() == 1
     finally:
         store.dispose()

@@ -133,14 +133,15 @@ def _type(value: Any) -> str:
     )
 
 
-def _dataset(value: Any, where: str) -> DatasetRef:
+def _dataset(value: Any, where: str, stored: bool = False) -> DatasetRef:
     data = _object(value, where, required=True)
     namespace = _name(data.get("namespace"), f"{where}.namespace")
     name = _name(data.get("name"), f"{where}.name")
-    _qualified_name(namespace, name, where)
     facets = _object(data.get("facets"), f"{where}.facets")
-    if "columnLineage" in facets:
-        _column_lineage_sources(facets["columnLineage"], f"{where}.facets.columnLineage")
+    if not stored:
+        _qualified_name(namespace, name, where)
+        if "columnLineage" in facets:
+            _column_lineage_sources(facets["columnLineage"], f"{where}.facets.columnLineage")
     return DatasetRef(namespace=namespace, name=name, facets=facets)
 
 
@@ -171,12 +172,12 @@ def _column_lineage_sources(facet: Any, where: str) -> None:
                     _qualified_name(namespace, name, f"{where}.fields[{shown(target)}].inputFields[{i}]")
 
 
-def _datasets(value: Any, where: str) -> tuple[DatasetRef, ...]:
+def _datasets(value: Any, where: str, stored: bool = False) -> tuple[DatasetRef, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
         raise EventError(f"{where} must be an array of datasets, got {_type(value)}")
-    return tuple(_dataset(item, f"{where}[{i}]") for i, item in enumerate(value))
+    return tuple(_dataset(item, f"{where}[{i}]", stored) for i, item in enumerate(value))
 
 
 def _kind(event: dict[str, Any]) -> EventKind:
@@ -228,11 +229,15 @@ def check_depth(event: Any, payload: str, limit: int = MAX_DEPTH) -> None:
     )
 
 
-def parse_event(value: Any, *, not_after: datetime | None = None, max_depth: int = MAX_DEPTH) -> LineageEvent:
+def parse_event(
+    value: Any, *, not_after: datetime | None = None, max_depth: int = MAX_DEPTH, stored: bool = False
+) -> LineageEvent:
     """Validate one decoded JSON value as an OpenLineage event.
 
     ``not_after`` is the latest ``eventTime`` accepted (now plus the allowed clock skew; None accepts any);
-    ``max_depth`` the deepest nesting of objects and arrays.
+    ``max_depth`` the deepest nesting of objects and arrays. ``stored`` reads back an event the store holds
+    (applying, resetting, migrating it): the limits added since it may have been accepted
+    (:data:`MAX_QUALIFIED_NAME_BYTES`) are not applied again, so no stored event becomes unreadable.
 
     Raises:
         EventError: naming the field that makes the event unusable and what is expected there.
@@ -279,10 +284,10 @@ def parse_event(value: Any, *, not_after: datetime | None = None, max_depth: int
         "producer": producer,
     }
     if kind == "dataset":
-        return LineageEvent(**common, dataset=_dataset(event["dataset"], "dataset"))
-    job = _dataset(event.get("job"), "job")
-    inputs = _datasets(event.get("inputs"), "inputs")
-    outputs = _datasets(event.get("outputs"), "outputs")
+        return LineageEvent(**common, dataset=_dataset(event["dataset"], "dataset", stored))
+    job = _dataset(event.get("job"), "job", stored)
+    inputs = _datasets(event.get("inputs"), "inputs", stored)
+    outputs = _datasets(event.get("outputs"), "outputs", stored)
     if kind == "job":
         return LineageEvent(**common, job=job, inputs=inputs, outputs=outputs)
     run = _object(event["run"], "run", required=True)

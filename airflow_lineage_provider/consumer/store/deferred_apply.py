@@ -344,7 +344,7 @@ class DeferredApply:
         if one.payload is None:
             return None
         try:
-            return parse_event(json.loads(one.payload), max_depth=1_000_000)  # checked when stored, at its limit
+            return parse_event(json.loads(one.payload), max_depth=1_000_000, stored=True)  # checked when stored
         except (ValueError, EventError) as error:
             return f"the stored event cannot be read back: {error}"
 

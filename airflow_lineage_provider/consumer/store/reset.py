@@ -274,7 +274,7 @@ def _events_naming(conn: Connection, namespace: str) -> list[int]:
 def _names_node_in(payload: str, namespace: str) -> bool:
     """Whether an event makes (or names) a node in ``namespace`` when ingested."""
     try:
-        event = parse_event(json.loads(payload))
+        event = parse_event(json.loads(payload), stored=True)
     except ValueError:  # stored events were valid: if one is not now, remove it with the namespace it names
         return True
     if event.job is not None and event.job.namespace == namespace:

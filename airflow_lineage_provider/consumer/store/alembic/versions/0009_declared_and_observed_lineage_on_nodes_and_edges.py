@@ -57,7 +57,7 @@ def _static_spans(
         changes = _Changes()
         for _id, payload in page:
             try:
-                changes.add(parse_event(json.loads(payload)))
+                changes.add(parse_event(json.loads(payload), stored=True))
             except (EventError, ValueError):  # stored by an older, laxer release: it names nothing we can read
                 continue
         _widen(nodes, changes.node_times)
