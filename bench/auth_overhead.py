@@ -248,7 +248,7 @@ def _run_block(case: Case, op: str, count: int, events: FreshEvents, record: boo
     failures: list[str] = []
     if op == "walk":
         url = f"{base}/api/v1/lineage"
-        params = [
+        params: list[dict[str, str | int]] = [
             {"nodeId": ROOTS[i % len(ROOTS)], "depth": 3, "direction": "upstream"} for i in range(count + BLOCK_SKIP)
         ]
         for i, query in enumerate(params):
@@ -385,7 +385,9 @@ def airflow_guard_profile(iterations: int) -> list[tuple[str, float, float]]:
     user = SimpleAuthManagerUser(username="admin", role="admin")
     token = manager.generate_jwt(user)
     validator = manager._get_token_validator()
-    keys = KeyRing(load_keys_file(conf.consumer_keys_file()))
+    keys_file = conf.consumer_keys_file()
+    assert keys_file is not None, "airflow_environment() sets consumer_keys_file"
+    keys = KeyRing(load_keys_file(keys_file))
     guard = AirflowGuard(keys, Access.ADMIN)  # the default: decisions remembered 5 s
     uncached = AirflowGuard(keys, Access.ADMIN, cache_seconds=0)  # consumer_auth_cache_seconds = 0
     rows = []
@@ -543,7 +545,7 @@ def main() -> int:
     store = f"sqlite:///{folder / 'lineage.db'}"
     graph_events = workload(args.jobs)
     ingest_pool = [_in_namespace(e, INGEST_NAMESPACE) for e in workload(INGEST_JOBS, seed=11)]
-    env = None
+    env: dict[str, str] | None = None
     migrating: threading.Thread | None = None
     migrate_error: list[BaseException] = []
     if not args.no_airflow:
@@ -572,6 +574,7 @@ def main() -> int:
             Case(f"standalone, write key of {KEY_COUNT}", keyed, bearer, "standalone, anonymous (no keys)"),
         ]
         if migrating is not None:
+            assert env is not None  # set with migrating
             migrating.join()
             if migrate_error:
                 raise migrate_error[0]
@@ -585,9 +588,8 @@ def main() -> int:
                 Case("Airflow, JWT Bearer (admin)", mounted, {"Authorization": f"Bearer {token}"}, base),
                 Case(f"Airflow, consumer write key of {KEY_COUNT}", mounted, bearer, base),
             ]
-        nodes = len(
-            requests.get(f"{anonymous}/api/v1/lineage", params={"nodeId": ROOTS[0], "depth": 3}).json()["graph"]
-        )
+        walk_params: dict[str, str | int] = {"nodeId": ROOTS[0], "depth": 3}
+        nodes = len(requests.get(f"{anonymous}/api/v1/lineage", params=walk_params).json()["graph"])
         print(
             f"store: {len(graph_events)} + {len(ingest_pool)} events of {args.jobs} + {INGEST_JOBS} jobs; "
             f"depth-3 walk from {ROOTS[0]}: {nodes} nodes; set up in {time.perf_counter() - started:.0f} s",

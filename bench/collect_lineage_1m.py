@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
@@ -49,7 +49,6 @@ from airflow_lineage_provider.consumer.store.ingest import field_key, io_group_k
 COLUMNS = [f"c{k}" for k in range(50)]
 SOURCE_LAYER = 10
 RUN = "dq-run-current"
-SEARCHES = ("upstream", "downstream", "column_upstream", "column_downstream")
 
 
 def source_id(edges: list[tuple[int, int]]) -> int:
@@ -71,7 +70,10 @@ def lineage_rows(nodes: list[dict], edges: list[tuple[int, int]]) -> dict[str, l
         upstream[destination].append(origin)
         downstream[origin].append(destination)
     keys = {node["id"]: node["node_key"] for node in nodes}
-    groups, members, fields, column_edges = [], [], {}, {}
+    groups: list[dict[str, Any]] = []
+    members: list[dict[str, Any]] = []
+    fields: dict[str, dict[str, Any]] = {}
+    column_edges: dict[tuple[int, int], dict[str, Any]] = {}
     for node in nodes:
         job = node["id"]
         if node["kind"] != "job" or not downstream[job]:
@@ -175,7 +177,10 @@ def run_operator(store_url: str, warehouse_conn: str, prefix: str, source: int, 
         output_conn_id="bench_warehouse",
         write_mode="overwrite",
         results_output_table=f"{prefix}dq_output",
-        **dict.fromkeys(SEARCHES, no_lookback),
+        upstream=no_lookback,
+        downstream=no_lookback,
+        column_upstream=no_lookback,
+        column_downstream=no_lookback,
     )
     times, result = [], {}
     for attempt in range(repeat + 1):
@@ -235,7 +240,7 @@ def _backend(kind: str) -> Iterator[tuple[str, str, str, str]]:
     """
     if kind == "postgres":
         with postgres_schema() as store_url:
-            schema = make_url(store_url).query["options"].split("=", 1)[1]
+            schema = cast(str, make_url(store_url).query["options"]).split("=", 1)[1]  # one options= parameter
             yield store_url, "postgresql://postgres@127.0.0.1:5432/test", f"{schema}.", store_url
         return
     (HERE / "results").mkdir(exist_ok=True)

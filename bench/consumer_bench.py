@@ -141,7 +141,12 @@ class Ours(Consumer):
     store = ""
 
     def walk(self, depth: int, root: str = ROOT, direction: str = "upstream") -> bytes:
-        params = {"nodeId": f"dataset:{NAMESPACE}:{root}", "depth": depth, "direction": direction, "maxNodes": 100000}
+        params: dict[str, str | int] = {
+            "nodeId": f"dataset:{NAMESPACE}:{root}",
+            "depth": depth,
+            "direction": direction,
+            "maxNodes": 100000,
+        }
         response = self.session.get(f"{self.url}/api/v1/lineage", params=params, timeout=600)
         response.raise_for_status()
         return response.content
@@ -180,7 +185,7 @@ class Feast(Consumer):
 
     def walk(self, depth: int, root: str = ROOT, direction: str = "upstream") -> bytes:
         path = f"lineage/openlineage/graph/dataset/{NAMESPACE}/{root}"
-        params = {"depth": min(depth, 50), "direction": direction}
+        params: dict[str, str | int] = {"depth": min(depth, 50), "direction": direction}
         response = self.session.get(f"{self.url}/api/v1/{path}", params=params, timeout=600)
         response.raise_for_status()
         return response.content
@@ -253,6 +258,7 @@ def postgres_schema() -> Iterator[str]:
 
 @contextmanager
 def open_consumer(kind: str, folder: Path) -> Iterator[Consumer]:
+    consumer: Consumer
     folder.mkdir(parents=True, exist_ok=True)
     if kind == "sqlite":
         with serve_ours(f"sqlite:///{folder / 'lineage.db'}", folder) as consumer:
@@ -295,7 +301,11 @@ def listings(consumer: Consumer, result: dict[str, Any], suffix: str = "") -> No
             result[f"{name}{suffix}"] = None
             continue
         path, params, key = listing
-        median, p99, body = _percentiles(lambda p=path, q=params: consumer.body(p, q), repeat)
+
+        def read(p: str = path, q: dict[str, Any] = params) -> bytes:
+            return consumer.body(p, q)
+
+        median, p99, body = _percentiles(read, repeat)
         items = len(json.loads(body)[key])
         result[f"{name}{suffix}"] = {"median_ms": median, "p99_ms": p99, "items": items, "bytes": len(body)}
     if isinstance(consumer, Ours) and not suffix:
@@ -363,7 +373,11 @@ def measure(kind: str, n_jobs: int, folder: Path, budget: float, only_listings: 
             return result
         repeat = 3 if kind == "feast" else 15
         for depth in (3, 10):
-            seconds, body, first = _timed(lambda d=depth: consumer.walk(d), repeat)
+
+            def walk(d: int = depth) -> bytes:
+                return consumer.walk(d)
+
+            seconds, body, first = _timed(walk, repeat)
             result[f"walk_depth{depth}_ms"], result[f"walk_depth{depth}_nodes"] = seconds * 1000, consumer.count(body)
             result[f"walk_depth{depth}_first_ms"] = first * 1000
         seconds, body, _first = _timed(consumer.full_graph, 3)
@@ -376,7 +390,11 @@ def measure(kind: str, n_jobs: int, folder: Path, budget: float, only_listings: 
             # data is read from the store on every request (the cold path, measured as a median).
             with serve_ours(consumer.store, folder, "--graph-cache-nodes", "0") as uncached:
                 for depth in (3, 10):
-                    seconds, _body, _first = _timed(lambda d=depth: uncached.walk(d), repeat)
+
+                    def walk_uncached(d: int = depth) -> bytes:
+                        return uncached.walk(d)
+
+                    seconds, _body, _first = _timed(walk_uncached, repeat)
                     result[f"walk_depth{depth}_no_cache_ms"] = seconds * 1000
         _listings(consumer, kind, result)
         result.update(correctness(consumer, events))

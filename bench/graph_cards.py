@@ -77,7 +77,11 @@ def warm(store: str, folder: Path, repeat: int, tree: Path | None) -> dict[str, 
         for _ in range(repeat):
             order.reverse()
             for name, server in order:
-                times[name].append(elapsed_ms(lambda s=server: s.walk(10)))
+
+                def walk(s: Ours = server) -> bytes:
+                    return s.walk(10)
+
+                times[name].append(elapsed_ms(walk))
     ratios = [a / b for a, b in zip(times["cards on"], times["cards off"], strict=True)]
     return {
         "nodes": nodes,
@@ -95,11 +99,19 @@ def cold(store: str, folder: Path, starts: int, tree: Path | None) -> dict[str, 
         order.reverse()
         for case in order:
             with serve_ours(store, folder / f"cold-{start}-{case[-3:]}", *CASES[case], tree=tree) as server:
-                found[case]["cold"].append(elapsed_ms(lambda s=server: s.walk(10)))
+
+                def walk(s: Ours = server) -> bytes:
+                    return s.walk(10)
+
+                found[case]["cold"].append(elapsed_ms(walk))
             with serve_ours(store, folder / f"after-{start}-{case[-3:]}", *CASES[case], tree=tree) as server:
                 for _ in range(3):
                     server.walk(3)
-                found[case]["after depth-3"].append(elapsed_ms(lambda s=server: s.walk(10)))
+
+                def walk_after(s: Ours = server) -> bytes:
+                    return s.walk(10)
+
+                found[case]["after depth-3"].append(elapsed_ms(walk_after))
     return found
 
 
@@ -123,7 +135,11 @@ def ingest(kind: str, trees: dict[str, Path], events: list[dict[str, Any]], roun
             with tempfile.TemporaryDirectory(prefix="alp-ingest-") as tmp, fresh_store(kind, Path(tmp)) as store:
                 with serve_ours(store, Path(tmp) / f"{name}-{round_}", tree=tree) as server:
                     for label, batch in (("first", events), ("restated", restated)):
-                        seconds = elapsed_ms(lambda s=server, b=batch: load_batches(s, b)) / 1000
+
+                        def load(s: Ours = server, b: list[dict[str, Any]] = batch) -> None:
+                            load_batches(s, b)
+
+                        seconds = elapsed_ms(load) / 1000
                         found[name][label].append(len(batch) / seconds)
     return found
 

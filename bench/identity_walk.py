@@ -181,7 +181,8 @@ def measure(kind: str, n_jobs: int, repeat: int, folder: Path) -> dict[str, Any]
         result["groups_in_answer"] = aliased_groups(alias.walk(10))
         result["depth10"] = interleaved(plain, alias, 10, repeat)
         if kind == "postgres":
-            analyze_store(urls["plain"]), analyze_store(urls["aliased"])
+            analyze_store(urls["plain"])
+            analyze_store(urls["aliased"])
             result["depth10_analyzed"] = interleaved(plain, alias, 10, repeat)
     return result
 

@@ -72,7 +72,12 @@ def _interleaved(urls: dict[str, str], events: list[dict[str, Any]], repeat: int
             spent[name] += time.perf_counter() - started
             if answer.status_code != 200:
                 raise RuntimeError(f"{name}: batch refused: {answer.status_code} {answer.text[:300]}")
-    params = {"nodeId": f"dataset:{NAMESPACE}:{ROOT}", "depth": 10, "direction": "upstream", "maxNodes": 100000}
+    params: dict[str, str | int] = {
+        "nodeId": f"dataset:{NAMESPACE}:{ROOT}",
+        "depth": 10,
+        "direction": "upstream",
+        "maxNodes": 100000,
+    }
     walks: dict[str, list[float]] = {name: [] for name in names}
     nodes = {}
     for number in range(repeat + 1):

@@ -51,6 +51,10 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from openlineage.client.transport.transport import Transport
 
 REPO = Path(__file__).resolve().parents[1]
 PG_URL = os.environ.get("LINEAGE_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
@@ -86,10 +90,10 @@ class NullTransport:
         return True
 
 
-def _null_transport_class() -> type:
+def _null_transport_class() -> type[Transport]:
     from openlineage.client.transport.transport import Config, Transport
 
-    return type("NullTransport", (NullTransport, Transport), {"config_class": Config})
+    return cast("type[Transport]", type("NullTransport", (NullTransport, Transport), {"config_class": Config}))
 
 
 NULL = _null_transport_class()

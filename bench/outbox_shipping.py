@@ -83,11 +83,11 @@ def main() -> None:
     for name, compress in (("export", False), ("export, gzip", True)):
         exporter = Exporter(writer, str(workdir / name.replace(", ", "-")), name=name, compress=compress)
         started = time.perf_counter()
-        report = exporter.export()
+        exported = exporter.export()
         elapsed = time.perf_counter() - started
-        assert report.exported == args.events, report
-        rows.append((name, report.exported, elapsed, report.files))
-        print(f"  {name}: {report.exported / elapsed:,.0f} events/s", file=sys.stderr)
+        assert exported.exported == args.events, exported
+        rows.append((name, exported.exported, elapsed, exported.files))
+        print(f"  {name}: {exported.exported / elapsed:,.0f} events/s", file=sys.stderr)
 
     single = next(r for r in rows if r[0] == "one POST per event")
     print(f"\n{args.events:,} events in an SQLite outbox (filled through the transport at {args.events / filled:,.0f} "

@@ -70,7 +70,9 @@ def _post_all(url: str, bodies: list[bytes], close_each: bool) -> list[float]:
     headers = {"Content-Type": "application/json"}
     if close_each:
         headers["Connection"] = "close"
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+    host = parts.hostname
+    assert host is not None, url
+    connection = http.client.HTTPConnection(host, parts.port, timeout=120)
     times = []
     try:
         for body in bodies:
@@ -83,7 +85,7 @@ def _post_all(url: str, bodies: list[bytes], close_each: bool) -> list[float]:
                 raise RuntimeError(f"{url} answered {answer.status}: {text[:300]!r}")
             if close_each or answer.getheader("connection", "").lower() == "close":
                 connection.close()
-                connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
+                connection = http.client.HTTPConnection(host, parts.port, timeout=120)
     finally:
         connection.close()
     return times
@@ -118,11 +120,12 @@ def _summary(times: list[float], seconds: float, count: int) -> dict[str, float]
 
 def _concurrently(
     consumer: Consumer, events: list[dict[str, Any]], clients: int, close_each: bool, profile: Path | None = None
-) -> tuple[list[tuple[float, float, list[float], str | None]], float, float, float, dict[str, int]]:
+) -> tuple[list[tuple[float, float, list[float], str | None]], float, float, float, dict[str, int], list[float]]:
     """Post ``events`` split by job among ``clients`` client processes started together: each client's report
     (first request sent, last answer received, request times), when a read after the last answer had an answer
     (:meth:`Consumer.settle`), the CPU seconds the consumer's process and PostgreSQL's processes spent until
-    then, and the machine's CPU time by kind meanwhile (:func:`_machine_ticks`). Raises when a client failed."""
+    then, the machine's CPU time by kind meanwhile (:func:`_machine_ticks`), and the times of the reads beside the
+    clients (:class:`_Reader`). Raises when a client failed."""
     context = multiprocessing.get_context("fork")
     start, out = context.Event(), context.Queue()
     shares = _split_by_job(events, clients)

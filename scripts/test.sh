@@ -8,6 +8,8 @@ echo "==> ruff"
 .venv/bin/ruff format --check .
 echo "==> mypy"
 .venv/bin/mypy  # the package, as configured in pyproject.toml
+echo "==> mypy bench/"
+.venv/bin/mypy bench/  # the benchmark scripts, and the tests/support helpers they import (mypy_path)
 echo "==> pytest"
 set +e
 # On every core (pytest-xdist), each test file on one worker: a file's module fixtures (an Airflow home, a DAG

@@ -34,7 +34,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 FEAST_VERSION = "0.67.0"
 REPO = Path(__file__).resolve().parents[2]
@@ -131,7 +131,7 @@ class FeastLineageServer:
         (self.folder / "feature_store.yaml").write_text(feature_store_yaml(self.folder, self.api_key))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENLINEAGE", "AIRFLOW", "FEAST_"))}
         env["PATH"] = f"{feast.parent}{os.pathsep}{env.get('PATH', '')}"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self._log: BinaryIO | None = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [str(feast), "-c", str(self.folder), "serve_lineage", "--host", "127.0.0.1", "--port", str(self.port)],
             cwd=self.folder,
@@ -164,8 +164,9 @@ class FeastLineageServer:
                 self.process.kill()
                 self.process.wait(timeout=10)
         self.process = None
-        if getattr(self, "_log", None) is not None:
-            self._log.close()
+        log = getattr(self, "_log", None)  # not set before start()
+        if log is not None:
+            log.close()
             self._log = None
 
     def __enter__(self) -> FeastLineageServer:

@@ -93,12 +93,12 @@ class LineagePage:
 
     def wait_text(self, selector: str, contains: str, timeout: float = 15) -> str:
         """Wait until the first match's text (as written) contains ``contains``."""
-        return wait_for(
-            self.driver,
-            lambda d: (t := self.content(selector)) is not None and contains in t and t,
-            f"{contains!r} in {selector}",
-            timeout,
-        )
+
+        def found(d: Any) -> str:  # "" (falsy) until the text is there, so wait_for keeps polling
+            t = self.content(selector)
+            return t if t is not None and contains in t else ""
+
+        return wait_for(self.driver, found, f"{contains!r} in {selector}", timeout)
 
     def select(self, element_id: str, value: str) -> None:
         from selenium.webdriver.common.by import By
