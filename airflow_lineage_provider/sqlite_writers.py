@@ -26,9 +26,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-#: Longest and first wait between two tries of another process's lock, in seconds.
+#: First and longest wait between two tries of another process's lock, in seconds.
 RETRY_FIRST_SECONDS = 0.0001
 RETRY_MOST_SECONDS = 0.002
+#: Environment variable that turns the queue off (``off``): SQLite's own lock and busy handler alone, as before
+#: it — for a file system whose ``flock`` misbehaves.
+QUEUE_SWITCH = "LINEAGE_SQLITE_WRITER_QUEUE"
 
 
 class SqliteWriters:
@@ -95,8 +98,11 @@ _queues_lock = threading.Lock()
 def writers_of(database: str | None) -> SqliteWriters | None:
     """The writers' queue of the SQLite database in the file ``database``, one per database and process,
     whichever engine or store opened it; None for a database in memory (``None``, ``""``, ``:memory:``, a
-    ``file:`` URI), which has no file to queue on and one connection at a time."""
+    ``file:`` URI), which has no file to queue on and one connection at a time, and with
+    ``LINEAGE_SQLITE_WRITER_QUEUE=off`` in the environment."""
     if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    if os.environ.get(QUEUE_SWITCH, "on").strip().lower() == "off":
         return None
     key = Path(database).expanduser().resolve()
     with _queues_lock:

@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.sqlite_writers import writers_of
 
@@ -136,3 +138,17 @@ def test_a_database_in_memory_has_no_queue_and_one_whose_lock_file_cannot_be_mad
         pass
     assert time.monotonic() - started < 1
     assert not (tmp_path / "gone").exists()
+
+
+def test_the_queue_can_be_turned_off_for_a_file_system_whose_flock_misbehaves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LINEAGE_SQLITE_WRITER_QUEUE", "off")
+    assert writers_of(str(tmp_path / "lineage.db")) is None
+    store = LineageStore(f"sqlite:///{tmp_path / 'lineage.db'}")
+    with store.write() as conn:  # SQLite's own lock alone: no lock file is made
+        conn.exec_driver_sql("SELECT 1")
+    assert not (tmp_path / "lineage.db-writers").exists()
+    store.dispose()
+    monkeypatch.setenv("LINEAGE_SQLITE_WRITER_QUEUE", "on")
+    assert writers_of(str(tmp_path / "lineage.db")) is not None
