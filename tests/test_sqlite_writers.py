@@ -152,3 +152,31 @@ def test_the_queue_can_be_turned_off_for_a_file_system_whose_flock_misbehaves(
     store.dispose()
     monkeypatch.setenv("LINEAGE_SQLITE_WRITER_QUEUE", "on")
     assert writers_of(str(tmp_path / "lineage.db")) is not None
+
+
+def test_an_outbox_append_waits_for_its_turn_and_is_stored_not_spilled(tmp_path: Path) -> None:
+    """A task's append to a SQLite outbox queues behind another process's turn (as another task's append would
+    hold it) and goes into the database once the turn ends, within its timeout: nothing spilled."""
+    import json
+    import uuid
+
+    from airflow_lineage_provider.outbox import store
+    from airflow_lineage_provider.outbox.database import dispose_engines, sqlite_file
+    from airflow_lineage_provider.outbox.writer import OutboxWriter
+
+    url = f"sqlite:///{tmp_path / 'outbox.db'}"
+    writer = OutboxWriter(url, timeout=5)
+    event = {"eventType": "START", "eventTime": "2026-12-03T00:00:00Z", "run": {"runId": str(uuid.uuid4())}}
+    event |= {"job": {"namespace": "n", "name": "j"}, "producer": "p", "schemaURL": "s"}
+    try:
+        assert writer.append(store.record_from_payload(json.dumps(event)))  # the outbox exists, connected
+        database = sqlite_file(url)
+        assert database is not None
+        process, said = _hold_in_another_process(Path(database), 0.5, tmp_path)
+        event["eventType"] = "COMPLETE"
+        assert writer.append(store.record_from_payload(json.dumps(event)))  # stored, not spilled
+        appended = time.time()
+        assert appended >= _released_at(process, said)
+        assert not writer.spill.has_events()
+    finally:
+        dispose_engines()

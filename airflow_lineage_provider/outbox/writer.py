@@ -19,6 +19,13 @@ written out — the events of its last seconds — though never an earlier event
 Those files are moved into the outbox database by every shipper and export, by :meth:`OutboxWriter.close`,
 and, every few seconds, by a background thread of any writer (a second after its event, so a process that ends
 sooner starts nothing), which takes only the files of processes that have ended.
+
+Concurrent appenders. Task processes appending to one SQLite outbox at once take turns on its write lock, and
+SQLite's busy handler sleeps between tries (up to 100 ms each), so an unlucky appender could keep losing the lock
+to the others until its busy timeout ran out: 8 processes appending together saw appends wait 2 s and events
+spilled for "database is locked". Appends (and the moves of spilled events) therefore queue for their turn first
+(:mod:`airflow_lineage_provider.sqlite_writers`: a thread lock, and a ``flock`` beside the database retried at
+0.1-2 ms), which bounds the wait by the appenders ahead (``docs/benchmarks.md``, "Concurrent appends").
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import logging
 import os
 import threading
 import time
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +54,7 @@ from airflow_lineage_provider.outbox.database import (
 )
 from airflow_lineage_provider.outbox.spill import SpillFolder, default_spill_dir, report_spill_failure
 from airflow_lineage_provider.reporting import warn_once
+from airflow_lineage_provider.sqlite_writers import writers_of
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +94,11 @@ class OutboxWriter:
         self._drainer: threading.Thread | None = None
         self._lock = threading.Lock()
         self._local = threading.local()
+        self._writers = writers_of(self.sqlite_file)
+
+    def _turn(self) -> AbstractContextManager[None]:
+        """This write's turn among the SQLite outbox's writers (nothing to wait for on PostgreSQL)."""
+        return self._writers.turn(self.timeout) if self._writers is not None else nullcontext()
 
     def engine(self) -> Engine:
         """The outbox engine of this process (created, and the schema checked, on first use)."""
@@ -131,7 +145,8 @@ class OutboxWriter:
         the event went into the old file, or SQLite refused it (a rollback journal does, as the file moved)."""
         conn, opened = self._connection()
         try:
-            store.append_event(conn, record)  # one statement in autocommit mode: its own transaction
+            with self._turn():
+                store.append_event(conn, record)  # one statement in autocommit mode: its own transaction
         except Exception:
             if _in_place(opened):
                 raise
@@ -184,7 +199,7 @@ class OutboxWriter:
         def store_payloads(payloads: list[str]) -> None:
             records = [store.record_from_payload(p) for p in payloads]
             with self.engine().connect() as conn:
-                with conn.begin():
+                with self._turn(), conn.begin():
                     for start in range(0, len(records), 1000):
                         store.append_events(conn, records[start : start + 1000])
                 if not file_in_place(conn):  # the file went away under the commit: keep the spill file
