@@ -64,29 +64,30 @@ class SqliteWriters:
             try:
                 yield
             finally:
-                if locked:
-                    fcntl.flock(self._file, fcntl.LOCK_UN)  # type: ignore[arg-type]
+                if locked is not None:
+                    fcntl.flock(locked, fcntl.LOCK_UN)
         finally:
             self._holder.held = False
             self._threads.release()
 
-    def _lock_file(self, deadline: float) -> bool:
-        """Take the file lock other processes queue on (under the thread lock); whether it was taken."""
+    def _lock_file(self, deadline: float) -> int | None:
+        """Take the file lock other processes queue on (under the thread lock): the locked file descriptor, None
+        when it was not taken."""
         if self._file is None:
             try:
                 self._file = os.open(f"{self.database}-writers", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             except OSError:  # a folder this process cannot write to: SQLite's lock alone decides
-                return False
+                return None
         pause = RETRY_FIRST_SECONDS
         while True:
             try:
                 fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return True
+                return self._file
             except OSError as error:
                 if error.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    return False  # a file system without flock
+                    return None  # a file system without flock
             if time.monotonic() + pause > deadline:
-                return False
+                return None
             time.sleep(pause)
             pause = min(pause * 2, RETRY_MOST_SECONDS)
 
