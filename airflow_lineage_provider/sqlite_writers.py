@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 #: First and longest wait between two tries of another process's lock, in seconds.
@@ -111,3 +111,9 @@ def writers_of(database: str | None) -> SqliteWriters | None:
         if queue is None:
             queue = _queues[key] = SqliteWriters(key)
         return queue
+
+
+def writer_turn(queue: SqliteWriters | None, timeout: float) -> AbstractContextManager[None]:
+    """A write's turn in ``queue`` (from :func:`writers_of`), waited for at most ``timeout`` seconds; nothing to
+    wait for without a queue (PostgreSQL, a database in memory, the queue turned off)."""
+    return queue.turn(timeout) if queue is not None else nullcontext()

@@ -34,7 +34,6 @@ import logging
 import os
 import threading
 import time
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +53,7 @@ from airflow_lineage_provider.outbox.database import (
 )
 from airflow_lineage_provider.outbox.spill import SpillFolder, default_spill_dir, report_spill_failure
 from airflow_lineage_provider.reporting import warn_once
-from airflow_lineage_provider.sqlite_writers import writers_of
+from airflow_lineage_provider.sqlite_writers import writer_turn, writers_of
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +94,6 @@ class OutboxWriter:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._writers = writers_of(self.sqlite_file)
-
-    def _turn(self) -> AbstractContextManager[None]:
-        """This write's turn among the SQLite outbox's writers (nothing to wait for on PostgreSQL)."""
-        return self._writers.turn(self.timeout) if self._writers is not None else nullcontext()
 
     def engine(self) -> Engine:
         """The outbox engine of this process (created, and the schema checked, on first use)."""
@@ -145,7 +140,7 @@ class OutboxWriter:
         the event went into the old file, or SQLite refused it (a rollback journal does, as the file moved)."""
         conn, opened = self._connection()
         try:
-            with self._turn():
+            with writer_turn(self._writers, self.timeout):
                 store.append_event(conn, record)  # one statement in autocommit mode: its own transaction
         except Exception:
             if _in_place(opened):
@@ -199,7 +194,7 @@ class OutboxWriter:
         def store_payloads(payloads: list[str]) -> None:
             records = [store.record_from_payload(p) for p in payloads]
             with self.engine().connect() as conn:
-                with self._turn(), conn.begin():
+                with writer_turn(self._writers, self.timeout), conn.begin():
                     for start in range(0, len(records), 1000):
                         store.append_events(conn, records[start : start + 1000])
                 if not file_in_place(conn):  # the file went away under the commit: keep the spill file

@@ -26,7 +26,7 @@ from airflow_lineage_provider.consumer.store.migrations import migrate
 from airflow_lineage_provider.consumer.store.versioned_cache import VersionedCache
 from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, INGEST_APPLY
 from airflow_lineage_provider.sqlite_engine import WRITE, SqliteSettings, configure_sqlite_engine
-from airflow_lineage_provider.sqlite_writers import writers_of
+from airflow_lineage_provider.sqlite_writers import writer_turn, writers_of
 
 log = logging.getLogger(__name__)
 
@@ -91,15 +91,15 @@ class LineageStore:
         self.job_objects: JobObjects = VersionedCache(graph_cache_nodes)
         #: The applier of the ingest log when events are applied after the answer (``ingest_apply="deferred"``,
         #: see :mod:`.deferred_apply`); None when each ingest applies its events in its own transaction.
-        backend = engine.dialect.name if engine is not None else make_url(url).get_backend_name()
+        parsed = engine.url if engine is not None else make_url(url)
+        backend = parsed.get_backend_name()
         self.deferred = DeferredApply(self) if check_ingest_apply(ingest_apply, backend) == "deferred" else None
         self._ready = False
         self._lock = threading.Lock()
         #: The connection :meth:`holding` keeps for its thread.
         self._held = threading.local()
         #: Where this store's write transactions queue (a SQLite file: :mod:`airflow_lineage_provider.sqlite_writers`).
-        database = engine.url.database if engine is not None else make_url(url).database
-        self._writers = writers_of(database) if backend == "sqlite" else None
+        self._writers = writers_of(parsed.database) if backend == "sqlite" else None
 
     @property
     def engine(self) -> Engine:
@@ -153,19 +153,13 @@ class LineageStore:
             conn = conn.execution_options(**{WRITE: True})
             conn.info.pop(AFTER_COMMIT, None)
             try:
-                with self._turn(), conn.begin():
+                with writer_turn(self._writers, SQLITE_SETTINGS.busy_timeout), conn.begin():
                     yield conn
             except BaseException:
                 conn.info.pop(AFTER_COMMIT, None)
                 raise
             for callback in conn.info.pop(AFTER_COMMIT, ()):  # committed: what the writes asked to do now
                 callback()
-
-    def _turn(self) -> AbstractContextManager[None]:
-        """This write transaction's turn among the SQLite file's writers (nothing to wait for elsewhere)."""
-        if self._writers is None:
-            return nullcontext()
-        return self._writers.turn(SQLITE_SETTINGS.busy_timeout)
 
     def _write_connection(self) -> AbstractContextManager[Connection]:
         """A new pooled connection, closed after the transaction; inside :meth:`holding`, the held one (made
