@@ -90,12 +90,13 @@ def test_unavailable_consumer_keeps_events_pending_with_backoff(tmp_path: Path, 
     url = sqlite_url(tmp_path)
     fill(url, run_pairs(10))
     consumer.down_status = 503
-    report = shipper(url, consumer).ship()
+    # A backoff of 1 s: with 0.2 s a loaded machine could take longer than that to start the second shipper.
+    report = shipper(url, consumer, backoff_base=1.0).ship()
     assert (report.delivered, report.dead, report.pending, report.failed) == (0, 0, 20, True)
     assert "HTTP 503" in report.last_error
-    assert shipper(url, consumer).ship().requests == 0, "events in backoff were retried at once"
+    assert shipper(url, consumer, backoff_base=1.0).ship().requests == 0, "events in backoff were retried at once"
     consumer.down_status = None
-    time.sleep(0.3)
+    time.sleep(1.3)  # past the backoff and its +20 % jitter
     recovered = shipper(url, consumer).ship()
     assert (recovered.delivered, recovered.pending) == (20, 0)
     assert len(consumer.events) == 20
