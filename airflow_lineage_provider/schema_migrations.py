@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Engine, column, inspect, select, table, text
 
 from airflow_lineage_provider.sqlite_engine import WRITE
+from airflow_lineage_provider.sqlite_writers import SqliteWriters, writer_turn
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -56,16 +57,22 @@ def version_of(revision: str) -> int | None:
 
 
 @contextmanager
-def migration_transaction(engine: Engine, lock_id: int) -> Iterator[Connection]:
+def migration_transaction(
+    engine: Engine, lock_id: int, writers: SqliteWriters | None = None, timeout: float = 0.0
+) -> Iterator[Connection]:
     """A connection in the transaction a migration runs in, holding the store's migration lock.
 
-    SQLite: ``BEGIN IMMEDIATE`` (the write lock, waited for up to the busy timeout); PostgreSQL: the
-    transaction-scoped advisory lock ``lock_id``. Either way a second process opening the store at the same
+    SQLite: ``BEGIN IMMEDIATE`` (the write lock, waited for up to the busy timeout), after this write's turn in
+    ``writers`` (the store's writers' queue, waited for at most ``timeout`` seconds, the busy timeout being its
+    rest: :func:`~airflow_lineage_provider.sqlite_writers.writer_turn`), so the check of a process opening a
+    store others are writing to queues with their writes rather than losing SQLite's lock to them; PostgreSQL:
+    the transaction-scoped advisory lock ``lock_id``. Either way a second process opening the store at the same
     time waits, then finds it migrated.
     """
     with engine.connect() as conn:
         conn = conn.execution_options(**{WRITE: True})
-        with conn.begin():
+        driver = conn.connection.dbapi_connection if writers is not None else None
+        with writer_turn(writers, timeout, driver), conn.begin():
             if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": lock_id})
             yield conn

@@ -13,6 +13,12 @@ process, which hands over as soon as it is released, and an advisory ``flock`` o
 0.1 ms to 2 ms. The queue only saves waiting: SQLite's own lock still decides, so a writer that never queued
 (a migration, another program) is as safe as before, and a writer that could not queue within the busy timeout
 goes on to ``BEGIN IMMEDIATE`` and meets SQLite's busy timeout there (``database is locked``).
+
+One deadline. A turn waited for and then SQLite's busy timeout would add up: a writer that waited most of its
+timeout for its turn could wait as long again in ``BEGIN IMMEDIATE`` (an outbox append of 4 s with a timeout of
+2 s was seen on a stalling disk). So :func:`writer_turn`, given the connection, sets its busy timeout to what is
+left of the timeout for the block when the wait took more than :data:`LATE_FRACTION` of it (two ``PRAGMA``
+statements on that slow path only), and back afterwards.
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path
+from typing import Any, Protocol
 
 #: First and longest wait between two tries of another process's lock, in seconds.
 RETRY_FIRST_SECONDS = 0.0001
@@ -32,6 +40,8 @@ RETRY_MOST_SECONDS = 0.002
 #: Environment variable that turns the queue off (``off``): SQLite's own lock and busy handler alone, as before
 #: it — for a file system whose ``flock`` misbehaves.
 QUEUE_SWITCH = "LINEAGE_SQLITE_WRITER_QUEUE"
+#: A turn that took more than this part of its timeout leaves the block only the rest for SQLite's busy timeout.
+LATE_FRACTION = 0.1
 
 
 class SqliteWriters:
@@ -45,24 +55,25 @@ class SqliteWriters:
         self._holder = threading.local()
 
     @contextmanager
-    def turn(self, timeout: float) -> Iterator[None]:
+    def turn(self, timeout: float) -> Iterator[float]:
         """Wait (at most ``timeout`` seconds) for this writer's turn and hold it while the block runs; the block
-        runs even when the wait ran out, SQLite's lock then being what it waits for. A thread that holds its turn
-        already goes straight on."""
+        gets the seconds left of ``timeout`` (0 when the wait ran out) and runs even when the wait ran out,
+        SQLite's lock then being what it waits for. A thread that holds its turn already goes straight on (with
+        all of ``timeout``: its outer block accounts for the wait)."""
         if self._pid != os.getpid():  # a forked child: its parent's turn, lock and file description are not its own
             self._pid, self._threads, self._file, self._holder = os.getpid(), threading.Lock(), None, threading.local()
         if getattr(self._holder, "held", False):
-            yield
+            yield timeout
             return
         deadline = time.monotonic() + timeout
         if not self._threads.acquire(timeout=timeout):
-            yield
+            yield 0.0
             return
         self._holder.held = True
         try:
             locked = self._lock_file(deadline)
             try:
-                yield
+                yield max(0.0, deadline - time.monotonic())
             finally:
                 if locked is not None:
                     fcntl.flock(locked, fcntl.LOCK_UN)
@@ -92,6 +103,12 @@ class SqliteWriters:
             pause = min(pause * 2, RETRY_MOST_SECONDS)
 
 
+class DriverConnection(Protocol):
+    """A DB-API connection to a SQLite database (pysqlite's, or SQLAlchemy's ``dbapi_connection`` of one)."""
+
+    def cursor(self) -> Any: ...
+
+
 _queues: dict[Path, SqliteWriters] = {}
 _queues_lock = threading.Lock()
 
@@ -113,7 +130,36 @@ def writers_of(database: str | None) -> SqliteWriters | None:
         return queue
 
 
-def writer_turn(queue: SqliteWriters | None, timeout: float) -> AbstractContextManager[None]:
+def writer_turn(
+    queue: SqliteWriters | None, timeout: float, connection: DriverConnection | None = None
+) -> AbstractContextManager[None]:
     """A write's turn in ``queue`` (from :func:`writers_of`), waited for at most ``timeout`` seconds; nothing to
-    wait for without a queue (PostgreSQL, a database in memory, the queue turned off)."""
-    return queue.turn(timeout) if queue is not None else nullcontext()
+    wait for without a queue (PostgreSQL, a database in memory, the queue turned off).
+
+    ``connection``: the SQLite connection the block writes with, whose busy timeout is ``timeout``; after a wait
+    of more than :data:`LATE_FRACTION` of it, the block runs with only what is left (one deadline for both)."""
+    if queue is None:
+        return nullcontext()
+    return _turn_within(queue, timeout, connection)
+
+
+@contextmanager
+def _turn_within(queue: SqliteWriters, timeout: float, connection: DriverConnection | None) -> Iterator[None]:
+    with queue.turn(timeout) as left:
+        if connection is None or left >= timeout * (1 - LATE_FRACTION):
+            yield
+            return
+        _set_busy_timeout(connection, left)
+        try:
+            yield
+        finally:
+            _set_busy_timeout(connection, timeout)
+
+
+def _set_busy_timeout(connection: DriverConnection, seconds: float) -> None:
+    with suppress(sqlite3.Error):  # a connection that broke: the block's own statement reports it
+        cursor = connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+        finally:
+            cursor.close()

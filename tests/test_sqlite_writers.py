@@ -17,24 +17,40 @@ from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.sqlite_writers import writers_of
 
 #: A process that takes its turn on the database given as argv[1], says so in argv[2], holds it for argv[3]
-#: seconds, and writes when it let go into argv[2] too.
+#: seconds, and writes when it let go into argv[2] too, with what it saw: whether the database had any table
+#: when it let go. With argv[4] "locked" it holds SQLite's write lock (BEGIN IMMEDIATE) with its turn.
 HOLDER = textwrap.dedent(
     """
-    import sys, time
+    import os, sqlite3, sys, time
     from pathlib import Path
     from airflow_lineage_provider.sqlite_writers import writers_of
     with writers_of(sys.argv[1]).turn(5):
+        if sys.argv[4] == "locked":
+            locked = sqlite3.connect(sys.argv[1], isolation_level=None)
+            locked.execute("BEGIN IMMEDIATE")
         Path(sys.argv[2]).write_text("held")
         time.sleep(float(sys.argv[3]))
+        tables = 0
+        if os.path.exists(sys.argv[1]):
+            seen = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True, timeout=0)
+            try:
+                tables = seen.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+            except sqlite3.OperationalError:  # the write lock of a commit in progress: tables were being made
+                tables = -1
+        if sys.argv[4] == "locked":
+            locked.rollback()
         released = time.time()
-    Path(sys.argv[2]).write_text(f"released {released}")
+    Path(sys.argv[2]).write_text(f"released {released} {tables}")
     """
 )
 
 
-def _hold_in_another_process(database: Path, seconds: float, tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+def _hold_in_another_process(
+    database: Path, seconds: float, tmp_path: Path, locked: bool = False
+) -> tuple[subprocess.Popen[bytes], Path]:
     said = tmp_path / "holder.txt"
-    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(database), str(said), str(seconds)])
+    command = [sys.executable, "-c", HOLDER, str(database), str(said), str(seconds), "locked" if locked else "-"]
+    process = subprocess.Popen(command)
     deadline = time.monotonic() + 60
     while not said.exists() or said.read_text() != "held":
         assert process.poll() is None, "the holder process ended before it held its turn"
@@ -44,10 +60,15 @@ def _hold_in_another_process(database: Path, seconds: float, tmp_path: Path) -> 
 
 
 def _released_at(process: subprocess.Popen[bytes], said: Path) -> float:
+    return _released(process, said)[0]
+
+
+def _released(process: subprocess.Popen[bytes], said: Path) -> tuple[float, int]:
+    """When the holder let go, and how many tables the database had then (-1: it was being written)."""
     assert process.wait(timeout=60) == 0
-    state, at = said.read_text().split()
+    state, at, tables = said.read_text().split()
     assert state == "released"
-    return float(at)
+    return float(at), int(tables)
 
 
 def test_a_writer_waits_for_another_process_s_turn_and_goes_on_as_soon_as_it_ends(tmp_path: Path) -> None:
@@ -180,3 +201,84 @@ def test_an_outbox_append_waits_for_its_turn_and_is_stored_not_spilled(tmp_path:
         assert not writer.spill.has_events()
     finally:
         dispose_engines()
+
+
+def _event(event_type: str, run_id: str) -> str:
+    import json
+
+    event = {"eventType": event_type, "eventTime": "2026-12-03T00:00:00Z", "run": {"runId": run_id}}
+    return json.dumps(event | {"job": {"namespace": "n", "name": "j"}, "producer": "p", "schemaURL": "s"})
+
+
+def test_a_new_outbox_s_schema_is_made_in_the_writers_queue(tmp_path: Path) -> None:
+    """A task's first append checks (here: creates) the outbox schema in a write transaction; outside the queue,
+    that transaction kept losing SQLite's lock to the queued appenders of other tasks and failed after the busy
+    timeout (a task starting among 7 appending ones: its first event spilled in 3 of 5 runs). Here another
+    process holds the turn: the schema is not made until it lets go."""
+    import uuid
+
+    from airflow_lineage_provider.outbox import store
+    from airflow_lineage_provider.outbox.database import dispose_engines
+    from airflow_lineage_provider.outbox.writer import OutboxWriter
+
+    database = tmp_path / "outbox.db"
+    process, said = _hold_in_another_process(database, 0.8, tmp_path)
+    try:
+        writer = OutboxWriter(f"sqlite:///{database}", timeout=10)
+        assert writer.append(store.record_from_payload(_event("START", str(uuid.uuid4()))))
+        appended = time.time()
+        released, tables = _released(process, said)
+        assert tables == 0, "the outbox schema was made while another process held the writers' turn"
+        assert appended >= released
+    finally:
+        dispose_engines()
+
+
+def test_a_write_that_waited_out_its_turn_gets_only_what_is_left_of_its_timeout(tmp_path: Path) -> None:
+    """One deadline for the turn and SQLite's busy timeout: an append whose turn did not come within the outbox's
+    timeout (1 s) meets no second full busy timeout in BEGIN (it was 2 s in all), and is spilled after ~1 s."""
+    import uuid
+
+    from sqlalchemy import func, select
+
+    from airflow_lineage_provider.outbox import store, tables
+    from airflow_lineage_provider.outbox.database import dispose_engines, sqlite_file
+    from airflow_lineage_provider.outbox.writer import OutboxWriter
+
+    url = f"sqlite:///{tmp_path / 'outbox.db'}"
+    writer = OutboxWriter(url, timeout=1.0)
+    run_id = str(uuid.uuid4())
+    try:
+        assert writer.append(store.record_from_payload(_event("START", run_id)))  # the outbox exists, connected
+        database = sqlite_file(url)
+        assert database is not None
+        process, said = _hold_in_another_process(Path(database), 4.0, tmp_path, locked=True)
+        started = time.monotonic()
+        assert not writer.append(store.record_from_payload(_event("COMPLETE", run_id)))  # spilled, not lost
+        waited = time.monotonic() - started
+        assert 0.9 < waited < 1.6, f"the append waited {waited:.2f} s: the turn and the busy timeout added up"
+        _released_at(process, said)
+        writer._down_until = 0.0  # the outbox answers again: what was spilled moves in now
+        assert writer.drain_spill() == 1
+        with writer.engine().connect() as conn:
+            assert conn.execute(select(func.count()).select_from(tables.events)).scalar() == 2
+    finally:
+        dispose_engines()
+
+
+def test_a_late_turn_gives_the_connection_its_busy_timeout_back(tmp_path: Path) -> None:
+    import sqlite3
+
+    from airflow_lineage_provider.sqlite_writers import writer_turn
+
+    database = tmp_path / "lineage.db"
+    connection = sqlite3.connect(database, isolation_level=None, timeout=0.6)
+    process, said = _hold_in_another_process(database, 0.4, tmp_path)
+    with writer_turn(writers_of(str(database)), 0.6, connection):  # waited ~0.4 s of 0.6
+        shortened = connection.execute("PRAGMA busy_timeout").fetchone()[0]
+    assert 0 <= shortened < 400
+    assert connection.execute("PRAGMA busy_timeout").fetchone()[0] == 600
+    with writer_turn(writers_of(str(database)), 0.6, connection):  # no wait: untouched
+        assert connection.execute("PRAGMA busy_timeout").fetchone()[0] == 600
+    _released_at(process, said)
+    connection.close()

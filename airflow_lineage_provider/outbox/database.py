@@ -39,6 +39,7 @@ from sqlalchemy.exc import ArgumentError, DisconnectionError
 from airflow_lineage_provider.outbox import migrations
 from airflow_lineage_provider.reporting import warn_once
 from airflow_lineage_provider.sqlite_engine import SYNCHRONOUS, SqliteSettings, listen_for_begin, prepare_connection
+from airflow_lineage_provider.sqlite_writers import writers_of
 
 SQLITE_SYNCHRONOUS = SYNCHRONOUS
 #: Default SQLite ``PRAGMA synchronous`` (see the module docstring).
@@ -214,12 +215,14 @@ def _forget_moved(key: tuple[int, str, float, str], cached: _CachedEngine) -> No
 
 def _create_migrated(url: str, timeout: float, sqlite_synchronous: str) -> _CachedEngine:
     engine = create_outbox_engine(url, timeout, sqlite_synchronous)
+    path = sqlite_file(url)
     try:
-        migrations.migrate(engine)
+        # In the writers' queue with the appends: outside it, the check (a write transaction) of a task that starts
+        # while others append kept losing SQLite's lock to them and failed after the busy timeout.
+        migrations.migrate(engine, writers_of(path), timeout)
     except Exception:
         engine.dispose()
         raise
-    path = sqlite_file(url)
     return _CachedEngine(engine, path, None if path is None else file_identity(path))
 
 

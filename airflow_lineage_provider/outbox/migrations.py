@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Engine, insert, inspect, select, update
 
 from airflow_lineage_provider.outbox import tables
 from airflow_lineage_provider.schema_migrations import StoreSchema, migration_transaction
+from airflow_lineage_provider.sqlite_writers import SqliteWriters
 
 #: Version of the schema this code reads and writes: the newest revision in ``alembic/versions``.
 SCHEMA_VERSION = 1
@@ -75,10 +76,10 @@ def current_version(conn: Connection) -> int | None:
     return SCHEMA.current_version(conn)
 
 
-def migrate(engine: Engine) -> int:
+def migrate(engine: Engine, writers: SqliteWriters | None = None, timeout: float = 0.0) -> int:
     """Bring the outbox at ``engine`` to :data:`SCHEMA_VERSION`; return the version it had (0 when new).
 
     Raises :class:`OutboxSchemaError` for an outbox written by a newer version of this package.
     """
-    with migration_transaction(engine, _ADVISORY_LOCK_ID) as conn:
+    with migration_transaction(engine, _ADVISORY_LOCK_ID, writers, timeout) as conn:
         return SCHEMA.migrate(conn)

@@ -140,7 +140,7 @@ class OutboxWriter:
         the event went into the old file, or SQLite refused it (a rollback journal does, as the file moved)."""
         conn, opened = self._connection()
         try:
-            with writer_turn(self._writers, self.timeout):
+            with writer_turn(self._writers, self.timeout, _sqlite_connection(conn, opened)):
                 store.append_event(conn, record)  # one statement in autocommit mode: its own transaction
         except Exception:
             if _in_place(opened):
@@ -194,7 +194,10 @@ class OutboxWriter:
         def store_payloads(payloads: list[str]) -> None:
             records = [store.record_from_payload(p) for p in payloads]
             with self.engine().connect() as conn:
-                with writer_turn(self._writers, self.timeout), conn.begin():
+                with (
+                    writer_turn(self._writers, self.timeout, _sqlite_connection(conn, opened_file(conn))),
+                    conn.begin(),
+                ):
                     for start in range(0, len(records), 1000):
                         store.append_events(conn, records[start : start + 1000])
                 if not file_in_place(conn):  # the file went away under the commit: keep the spill file
@@ -264,6 +267,11 @@ class OutboxWriter:
         if drainer is not None:
             drainer.join(timeout)
         return not self.spill.has_events()
+
+
+def _sqlite_connection(conn: Connection, opened: tuple[str, FileIdentity] | None) -> Any | None:
+    """The driver's connection of ``conn`` on a SQLite outbox (whose busy timeout a late turn shortens)."""
+    return conn.connection.dbapi_connection if opened is not None else None
 
 
 def _in_place(opened: tuple[str, FileIdentity] | None) -> bool:

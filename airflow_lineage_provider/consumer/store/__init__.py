@@ -110,7 +110,7 @@ class LineageStore:
                 if self._engine is None:
                     self._engine = create_store_engine(self.url)
                 if not self._ready:
-                    migrate(self._engine)
+                    migrate(self._engine, self._writers, SQLITE_SETTINGS.busy_timeout)  # queued with other writes
                     if self.namespace_aliases is not None:
                         self._apply_namespace_aliases(self._engine, self.namespace_aliases)
                     self._ready = True
@@ -120,11 +120,11 @@ class LineageStore:
         assert self._engine is not None
         return self._engine
 
-    @staticmethod
-    def _apply_namespace_aliases(engine: Engine, aliases: dict[str, str]) -> None:
+    def _apply_namespace_aliases(self, engine: Engine, aliases: dict[str, str]) -> None:
         with engine.connect() as conn:
             conn = conn.execution_options(**{WRITE: True})
-            with conn.begin():
+            driver = conn.connection.dbapi_connection if self._writers is not None else None
+            with writer_turn(self._writers, SQLITE_SETTINGS.busy_timeout, driver), conn.begin():
                 changed = apply_namespace_aliases(conn, aliases)
         if changed:
             log.info("lineage store: namespace aliases %s applied; %d datasets changed group", aliases, len(changed))
@@ -153,7 +153,8 @@ class LineageStore:
             conn = conn.execution_options(**{WRITE: True})
             conn.info.pop(AFTER_COMMIT, None)
             try:
-                with writer_turn(self._writers, SQLITE_SETTINGS.busy_timeout), conn.begin():
+                driver = conn.connection.dbapi_connection if self._writers is not None else None
+                with writer_turn(self._writers, SQLITE_SETTINGS.busy_timeout, driver), conn.begin():
                     yield conn
             except BaseException:
                 conn.info.pop(AFTER_COMMIT, None)

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Engine, func, inspect, select
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.store_settings import new_store_id
 from airflow_lineage_provider.schema_migrations import StoreSchema, migration_transaction
+from airflow_lineage_provider.sqlite_writers import SqliteWriters
 
 #: The schema version this code reads and writes: the newest revision in ``alembic/versions``.
 LATEST = 11
@@ -78,13 +79,13 @@ def current_version(conn: Connection) -> int | None:
     return SCHEMA.current_version(conn)
 
 
-def migrate(engine: Engine) -> int:
+def migrate(engine: Engine, writers: SqliteWriters | None = None, timeout: float = 0.0) -> int:
     """Create, adopt or upgrade the lineage tables in ``engine``'s database; return the resulting version.
 
     Safe to call from several processes at once: the work runs under the store's write lock (SQLite) or an
     advisory lock (PostgreSQL), and commits with its version stamp. Raises :class:`StoreVersionError` for a
     store written by a newer release.
     """
-    with migration_transaction(engine, _ADVISORY_LOCK_ID) as conn:
+    with migration_transaction(engine, _ADVISORY_LOCK_ID, writers, timeout) as conn:
         SCHEMA.migrate(conn)
     return LATEST
