@@ -13,6 +13,11 @@ tasks that emit often). Per case: appends/s over all processes, the per-append p
 many events were spilled. Each think time runs ``--rounds`` times with the queue on and off in turn
 (``LINEAGE_SQLITE_WRITER_QUEUE=off``), each on a fresh outbox in a temporary folder.
 
+A second case, *newcomers*: ``--processes`` processes start together on a new outbox (a burst of tasks; the
+first to get there creates it) and append without pause, and ``--newcomers`` processes (4) start one after
+another meanwhile, as new tasks do. Each times its first append — connecting, checking the outbox's schema (a
+write transaction) and storing one event — and counts what it spilled.
+
     .venv/bin/python bench/outbox_concurrent_appends.py
     .venv/bin/python bench/outbox_concurrent_appends.py --processes 8 --appends 300 --think 0 0.008 0.02 --rounds 2
 """
@@ -105,12 +110,85 @@ def run_case(processes: int, appends: int, think: float, queue: bool) -> dict[st
     }
 
 
+def _newcomer(url: str, index: int, results: Any) -> None:
+    from airflow_lineage_provider.outbox import store
+    from airflow_lineage_provider.outbox.writer import OutboxWriter
+
+    record = store.record_from_payload(_payload(100_000 + index))
+    began = time.perf_counter()
+    stored = OutboxWriter(url).append(record)
+    results.put((time.perf_counter() - began, not stored))
+
+
+def _busy_appender(url: str, index: int, seconds: float, results: Any) -> None:
+    from airflow_lineage_provider.outbox import store
+    from airflow_lineage_provider.outbox.writer import OutboxWriter
+
+    record = store.record_from_payload(_payload(index * 10_000))
+    began = time.perf_counter()
+    writer = OutboxWriter(url)
+    first_spilled = not writer.append(record)
+    first = time.perf_counter() - began
+    spilled, appended, end = int(first_spilled), 1, time.monotonic() + seconds
+    while time.monotonic() < end:
+        spilled += not writer.append(store.record_from_payload(_payload(index * 10_000 + appended)))
+        appended += 1
+    results.put((appended, spilled, first, first_spilled))
+
+
+def run_newcomers(processes: int, newcomers: int, queue: bool) -> dict[str, Any]:
+    """``processes`` start together on a new outbox (a burst of tasks: the first creates it) and append
+    without pause, and ``newcomers`` start 0.15 s apart meanwhile: each group's first appends' median and
+    longest time (ms), and how many first appends (and of all the busy appenders' events) spilled."""
+    os.environ[SWITCH] = "on" if queue else "off"
+    folder = tempfile.mkdtemp(prefix="outbox-newcomers-")
+    url = f"sqlite:///{folder}/outbox.db"
+    context = multiprocessing.get_context("fork")
+    busy_results, first_results = context.Queue(), context.Queue()
+    seconds = 1.0 + 0.15 * newcomers
+    busy = [context.Process(target=_busy_appender, args=(url, i, seconds, busy_results)) for i in range(processes)]
+    for worker in busy:
+        worker.start()
+    time.sleep(0.5)  # the busy appenders are appending
+    late = []
+    for index in range(newcomers):
+        late.append(context.Process(target=_newcomer, args=(url, index, first_results)))
+        late[-1].start()
+        time.sleep(0.15)
+    firsts = [first_results.get(timeout=600) for _ in late]
+    appended = [busy_results.get(timeout=600) for _ in busy]
+    for worker in busy + late:
+        worker.join(timeout=60)
+    times = sorted(took for took, _spilled in firsts)
+    burst = sorted(first for _n, _spilled, first, _first_spilled in appended)
+    return {
+        "case": "newcomers",
+        "queue": queue,
+        "burst_first_p50_ms": statistics.median(burst) * 1000,
+        "burst_first_max_ms": burst[-1] * 1000,
+        "burst_first_spilled": sum(first_spilled for *_rest, first_spilled in appended),
+        "first_append_p50_ms": statistics.median(times) * 1000,
+        "first_append_max_ms": times[-1] * 1000,
+        "newcomers_spilled": sum(spilled for _took, spilled in firsts),
+        "newcomers": newcomers,
+        "busy_spilled": sum(spilled for _n, spilled, *_rest in appended),
+        "busy_appends": sum(n for n, *_rest in appended),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--processes", type=int, default=8)
     parser.add_argument("--appends", type=int, default=300, help="appends per process")
-    parser.add_argument("--think", type=float, nargs="+", default=[0.0, 0.008, 0.02], help="seconds after each")
+    parser.add_argument(
+        "--think",
+        type=float,
+        nargs="*",
+        default=[0.0, 0.008, 0.02],
+        help="seconds after each (none: the newcomers case only)",
+    )
     parser.add_argument("--rounds", type=int, default=2, help="runs of each case, the queue on and off in turn")
+    parser.add_argument("--newcomers", type=int, default=4, help="processes starting during the newcomers case")
     parser.add_argument("--json", help="write the results here as JSON")
     args = parser.parse_args()
     rows = []
@@ -120,6 +198,12 @@ def main() -> None:
                 row = run_case(args.processes, args.appends, think, queue)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+    newcomer_rows = []
+    for round_ in range(args.rounds):
+        for queue in (True, False) if round_ % 2 == 0 else (False, True):
+            row = run_newcomers(args.processes, args.newcomers, queue)
+            newcomer_rows.append(row)
+            print(json.dumps(row), flush=True)
     print(
         f"\n{args.processes} processes x {args.appends} appends, one SQLite outbox\n\n"
         "| think between appends | queue | appends/s | p50 / p95 / p99 / max | spilled |\n|---:|---|---:|---:|---:|"
@@ -130,9 +214,23 @@ def main() -> None:
             f"| {row['p50_ms']:.2f} / {row['p95_ms']:.1f} / {row['p99_ms']:.1f} / {row['max_ms']:.0f} ms "
             f"| {row['spilled']:,} of {row['appends']:,} |"
         )
+    print(
+        f"\n{args.processes} processes starting together on a new outbox, then {args.newcomers} more while they "
+        "append without pause: first appends\n\n"
+        "| queue | burst p50 / max | burst spilled | newcomers p50 / max | newcomers spilled | all spilled |\n"
+        "|---|---:|---:|---:|---:|---:|"
+    )
+    for row in newcomer_rows:
+        print(
+            f"| {'on' if row['queue'] else 'off'} "
+            f"| {row['burst_first_p50_ms']:.0f} / {row['burst_first_max_ms']:.0f} ms "
+            f"| {row['burst_first_spilled']} of {args.processes} "
+            f"| {row['first_append_p50_ms']:.0f} / {row['first_append_max_ms']:.0f} ms "
+            f"| {row['newcomers_spilled']} of {row['newcomers']} | {row['busy_spilled']:,} of {row['busy_appends']:,} |"
+        )
     if args.json:
         with open(args.json, "w") as out:
-            json.dump(rows, out, indent=2)
+            json.dump(rows + newcomer_rows, out, indent=2)
 
 
 if __name__ == "__main__":
