@@ -28,7 +28,8 @@ from airflow_lineage_provider.outbox.database import dispose_engines
 REPO = Path(__file__).resolve().parents[1]
 
 #: A producer process: emits ``count`` events (runs of START + COMPLETE), printing each as it goes, then
-#: closes the transport and prints what ``close()`` said.
+#: closes the transport and prints what ``close()`` said. With a ``gate`` it stops after that many events
+#: until a line arrives on its standard input.
 PRODUCER = textwrap.dedent(
     """
     import json, sys, time
@@ -36,9 +37,12 @@ PRODUCER = textwrap.dedent(
     from support.outbox_helpers import run_pairs
     from airflow_lineage_provider.outbox import OutboxConfig, OutboxTransport
 
-    url, count, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    url, count, pause, gate = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[5])
     outbox = OutboxTransport(OutboxConfig.from_dict({"url": url, "retry_after": 0.2}))
-    for event in run_pairs(count // 2, job_name=sys.argv[4]):
+    for emitted, event in enumerate(run_pairs(count // 2, job_name=sys.argv[4])):
+        if gate and emitted == gate:
+            print("WAITING", flush=True)
+            sys.stdin.readline()
         outbox.emit(event)
         print("EMITTED " + json.dumps([str(event.run.runId), event.eventType.value]), flush=True)
         time.sleep(pause)
@@ -56,10 +60,16 @@ def _fresh_engines() -> Iterator[None]:
 class Producer:
     """A separate process emitting through ``OutboxTransport``, read line by line."""
 
-    def __init__(self, url: str, count: int, pause: float = 0.0005, job_name: str = "producer") -> None:
-        command = [sys.executable, "-c", PRODUCER, url, str(count), str(pause), job_name]
+    def __init__(self, url: str, count: int, pause: float = 0.0005, job_name: str = "producer", gate: int = 0) -> None:
+        command = [sys.executable, "-c", PRODUCER, url, str(count), str(pause), job_name, str(gate)]
         self.process = subprocess.Popen(
-            command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy()
+            command,
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=os.environ.copy(),
         )
         self.emitted: list[tuple[str, str]] = []
         self.closed: bool | None = None
@@ -77,8 +87,16 @@ class Producer:
                 self.emitted.append((run_id, event_type))
             elif line.startswith("CLOSED "):
                 self.closed = json.loads(line.removeprefix("CLOSED "))
+            elif line.startswith("WAITING"):
+                return
             else:
                 self.log.append(line)
+
+    def go_on(self) -> None:
+        """Let a producer waiting at its gate go on."""
+        assert self.process.stdin is not None
+        self.process.stdin.write("go\n")
+        self.process.stdin.close()
 
     def finish(self, timeout: float = 120) -> int:
         self.read_until(10**9)
@@ -215,17 +233,22 @@ def test_an_outbox_made_immutable_under_running_producers_never_kills_them(tmp_p
     each producer had the ``-shm`` wal-index mapped and died of SIGBUS at its next commit (2 of 3 in the
     reproduction); with a rollback journal and ``mmap_size = 0`` the refusal is an error, and the events
     are spilled. A filesystem remounted read-only takes the same path (an error from write(2) instead of a
-    fault); a full disk never faulted (SQLite writes every page of the -shm file before mapping it)."""
+    fault); a full disk never faulted (SQLite writes every page of the -shm file before mapping it).
+
+    Each producer stops after 60 events until the files are immutable: started together, one could
+    otherwise emit all 400 before a slower-starting one reached 60 (a loaded machine), and rightly report
+    its outbox drained."""
     require_chattr(tmp_path)
     url = sqlite_url(tmp_path)
     OutboxTransport(OutboxConfig.from_dict({"url": url})).emit(run_pairs(1)[0])
     dispose_engines()
-    producers = [Producer(url, 400, pause=0.002, job_name=f"producer_{i}") for i in range(3)]
+    producers = [Producer(url, 400, pause=0.002, job_name=f"producer_{i}", gate=60) for i in range(3)]
     for producer in producers:
-        producer.read_until(60)
+        producer.read_until(61)
+        assert len(producer.emitted) == 60, producer.log
     with immutable([p for p in tmp_path.glob("outbox.db*") if p.is_file()]):
         for producer in producers:
-            producer.read_until(200)
+            producer.go_on()
         codes = [producer.finish() for producer in producers]
     assert codes == [0, 0, 0], f"a producer died (-7 is SIGBUS): {codes}"
     stored = events_in(tmp_path / "outbox.db")
@@ -233,8 +256,9 @@ def test_an_outbox_made_immutable_under_running_producers_never_kills_them(tmp_p
     for producer in producers:
         assert len(producer.emitted) == 400
         assert set(producer.emitted) <= stored | spilled, "an event is neither in the outbox nor spilled"
+        assert set(producer.emitted[60:]) <= spilled, "an event went into an immutable outbox"
         assert producer.closed is False, "close() claimed a drained outbox while events were spilled"
-    assert len(spilled) >= 3 * 150
+    assert len(spilled) == 3 * 340, "only the events emitted after the files turned immutable are spilled"
 
 
 def test_an_outbox_left_in_wal_mode_switches_to_the_rollback_journal(tmp_path: Path) -> None:
