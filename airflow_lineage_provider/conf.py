@@ -219,6 +219,15 @@ def consumer_max_clock_skew_hours() -> float:
     return _number("consumer_max_clock_skew_hours", "a number of hours")
 
 
+def consumer_upload_timeout_seconds() -> float:
+    """``[lineage_provider] consumer_upload_timeout_seconds``: longest an ingest body may take to arrive (default
+    60)."""
+    seconds = _number("consumer_upload_timeout_seconds", "a number of seconds")
+    if not seconds > 0:
+        raise ValueError(f"consumer_upload_timeout_seconds must be more than 0, got {seconds}")
+    return seconds
+
+
 def consumer_max_concurrent_walks() -> int:
     """``[lineage_provider] consumer_max_concurrent_walks``: walks computed at once per process (default 4)."""
     return _positive_int("consumer_max_concurrent_walks")

@@ -253,6 +253,13 @@ CONSUMER_OPTIONS: dict[str, Any] = {
         "1",
         "float",
     ),
+    "consumer_upload_timeout_seconds": _option(
+        "Longest an ingest request's body may take to arrive, in seconds; a slower upload gets 408 and its "
+        "connection is closed.\n",
+        "60",
+        "120",
+        "float",
+    ),
     "consumer_max_concurrent_walks": _option(
         "Graph and column-lineage walks computed at once per API server process; up to 64 more wait, past "
         "that a walk gets 503 with Retry-After.\n",

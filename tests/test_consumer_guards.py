@@ -167,17 +167,17 @@ def test_a_body_that_stops_arriving_is_answered_408_and_one_in_parts_is_read_who
 ) -> None:
     """Over real HTTP: a sender that stops mid-body gets 408 once no part came for the idle bound; one whose
     body arrives in several parts (each within the bound) is stored."""
-    from airflow_lineage_provider.consumer import deps
+    from airflow_lineage_provider.consumer import request_body
 
-    monkeypatch.setattr(deps, "BODY_IDLE_SECONDS", 0.5)
+    monkeypatch.setattr(request_body, "BODY_IDLE_SECONDS", 0.5)
     timed: list[object] = []
-    timed_part = deps._next_part
+    timed_part = request_body._next_part
 
-    async def counted(parts: Any) -> bytes:
+    async def counted(parts: Any, seconds: float) -> bytes:
         timed.append(parts)
-        return await timed_part(parts)
+        return await timed_part(parts, seconds)
 
-    monkeypatch.setattr(deps, "_next_part", counted)
+    monkeypatch.setattr(request_body, "_next_part", counted)
     body = json.dumps(run_event("START", "slow_sender")).encode()
     with served(create_app(store_url=store_url, anonymous=Access.ADMIN)) as url:
         head = "POST /api/v1/lineage HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"

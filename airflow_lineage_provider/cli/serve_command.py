@@ -135,6 +135,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help=f"close a connection whose client reads nothing of an answer for this long (default {STALL_SECONDS:.0f})",
     )
+    parser.add_argument(
+        "--upload-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="answer 408 and close the connection when a request body takes longer than this to arrive (default 60)",
+    )
     parser.add_argument("--strict", action="store_true", help="reject events the OpenLineage JSON schema rejects")
     parser.add_argument("--spec-dir", metavar="DIR", help="folder with OpenLineage.json and facets/ (for --strict)")
     parser.add_argument(
@@ -176,7 +183,7 @@ def serve(args: argparse.Namespace) -> int:
 
     if not 0 < args.port < 65536:
         raise CommandError(f"--port must be between 1 and 65535, got {args.port}")
-    for option in ("header_timeout", "stall_timeout"):
+    for option in ("header_timeout", "stall_timeout", "upload_timeout"):
         if getattr(args, option) <= 0:
             raise CommandError(f"--{option.replace('_', '-')} must be more than 0 seconds, got {getattr(args, option)}")
     try:
@@ -196,6 +203,7 @@ def serve(args: argparse.Namespace) -> int:
             graph_cache_nodes=args.graph_cache_nodes,
             max_batch_events=args.max_batch_events,
             max_clock_skew_hours=args.max_clock_skew_hours,
+            upload_seconds=args.upload_timeout,
             max_concurrent_walks=args.max_concurrent_walks,
             ingest_group_wait_ms=args.ingest_group_wait_ms,
             ingest_apply=args.ingest_apply,

@@ -103,6 +103,11 @@ class ConsumerSettings:
     served; about 1 KB each. It also bounds the Marquez Job objects job listings keep the same way (about
     1.3 KB each). 0 reads every node's data from the store on every query."""
 
+    upload_seconds: float = 60.0
+    """Longest a request body may take to arrive, in seconds, counted from when its handler starts reading it
+    (after the head); a slower upload is answered 408 and its connection closed, so a client trickling a large
+    body cannot hold its memory. 60 s: 16 MiB at about 2 Mbit/s."""
+
     def all_keys(self) -> KeyRing:
         """``keys`` plus ``api_key`` as the write key ``api-key``; ValueError on a bad or repeated key."""
         legacy = (ApiKey("api-key", Access.WRITE, self.api_key),) if self.api_key else ()
@@ -118,6 +123,8 @@ class ConsumerSettings:
         for name in ("max_batch_events", "max_concurrent_walks", "walk_answer_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not self.upload_seconds > 0:
+            raise ValueError(f"upload_seconds must be more than 0, got {self.upload_seconds}")
         if self.max_waiting_walks < 0:
             raise ValueError(f"max_waiting_walks must be 0 or more, got {self.max_waiting_walks}")
         if not 0 <= self.ingest_group_wait_ms <= 1000:

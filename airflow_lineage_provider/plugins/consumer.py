@@ -62,6 +62,7 @@ def consumer_apps() -> list[dict[str, Any]]:
             graph_cache_nodes=conf.consumer_graph_cache_nodes(),
             max_batch_events=conf.consumer_max_batch_events(),
             max_clock_skew_hours=conf.consumer_max_clock_skew_hours(),
+            upload_seconds=conf.consumer_upload_timeout_seconds(),
             max_concurrent_walks=conf.consumer_max_concurrent_walks(),
             ingest_group_wait_ms=conf.consumer_ingest_group_wait_ms(),
             ingest_apply=conf.consumer_ingest_apply(),

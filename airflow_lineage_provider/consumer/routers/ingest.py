@@ -14,8 +14,8 @@ from airflow_lineage_provider.consumer import audit
 from airflow_lineage_provider.consumer.access import Access, Principal
 from airflow_lineage_provider.consumer.auth import Writer, requires
 from airflow_lineage_provider.consumer.authorized_route import AuthorizedRoute
-from airflow_lineage_provider.consumer.deps import read_body
 from airflow_lineage_provider.consumer.models import IngestSummary, Problem, StoredEvent
+from airflow_lineage_provider.consumer.request_body import read_body
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store.ingest import IngestResult
 from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_body, parse_event, shown
