@@ -282,6 +282,103 @@ def test_every_member_of_a_concatenated_gzip_body_is_read(client: TestClient) ->
     assert answer.status_code == 400 and "cut short" in answer.json()["detail"]
 
 
+def test_a_body_of_many_gzip_members_is_refused_past_the_member_bound(client: TestClient) -> None:
+    """Each member once cost a copy of the rest of the body (quadratic: 400k empty members took 34 s on the event
+    loop); members are now counted and capped, and decoded in linear time."""
+    import gzip
+
+    from airflow_lineage_provider.consumer.request_body import MAX_GZIP_MEMBERS
+
+    event_member = gzip.compress(json.dumps(run_event("START", "many_members")).encode())
+    empty = gzip.compress(b"")
+    at_bound = event_member + empty * (MAX_GZIP_MEMBERS - 1)
+    answer = client.post("/api/v1/lineage", content=at_bound, headers={"Content-Encoding": "gzip"})
+    assert answer.status_code == 201, answer.text
+    over = event_member + empty * 400_000  # the reproduction's 8 MB body
+    answer = client.post("/api/v1/lineage", content=over, headers={"Content-Encoding": "gzip"})
+    assert answer.status_code == 400
+    assert answer.json()["detail"] == (
+        f"the gzip body holds more than {MAX_GZIP_MEMBERS} members: compress the body as one member"
+    )
+
+
+def test_gzip_members_across_the_decoding_window_are_read_exactly() -> None:
+    """Members of every size, straddling the window zlib is fed through, with zero padding between some."""
+    import gzip
+    import random
+
+    from airflow_lineage_provider.consumer.request_body import GZIP_WINDOW, gunzip
+
+    chance = random.Random(7)
+    texts = [chance.randbytes(chance.choice([0, 1, 100, GZIP_WINDOW - 7, 3 * GZIP_WINDOW + 5])) for _ in range(40)]
+    body = b"".join(gzip.compress(text) + b"\x00" * chance.choice([0, 0, 3]) for text in texts)
+    assert gunzip(body, 10 * len(body)) == b"".join(texts)
+    with pytest.raises(Exception, match="larger than this consumer accepts"):
+        gunzip(body, len(b"".join(texts)) - 1)
+
+
+def test_gzip_bodies_are_inflated_off_the_event_loop(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import gzip
+
+    from airflow_lineage_provider.consumer import request_body
+
+    loops: list[bool] = []
+    inflate = request_body.gunzip
+
+    def recorded(body: bytes, limit: int) -> bytes:
+        try:
+            asyncio.get_running_loop()
+            loops.append(True)
+        except RuntimeError:  # no event loop runs in this thread: a worker thread
+            loops.append(False)
+        return inflate(body, limit)
+
+    monkeypatch.setattr(request_body, "gunzip", recorded)
+    body = gzip.compress(json.dumps(run_event("START", "off_the_loop")).encode())
+    answer = client.post("/api/v1/lineage", content=body, headers={"Content-Encoding": "gzip"})
+    assert answer.status_code == 201, answer.text
+    assert loops == [False]
+
+
+def test_an_upload_that_trickles_past_the_upload_deadline_is_answered_408_and_closed(store_url: str) -> None:
+    """A client that keeps sending a byte now and then (each within the idle bound) is dropped at the total
+    deadline: 408, then the connection closes, so it cannot hold its body's memory for as long as it trickles."""
+    import socket
+
+    from support.consumer_helpers import LiveServer
+
+    app = create_app(store_url=store_url, anonymous=Access.ADMIN, upload_seconds=1.0)
+    with LiveServer(app) as server, socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        raw.sendall(
+            b"POST /api/v1/lineage HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000000\r\n\r\n" + b" " * 1000
+        )
+        answer = b""
+        deadline = time.monotonic() + 20
+        while not answer and time.monotonic() < deadline:
+            time.sleep(0.2)
+            try:
+                raw.sendall(b" ")  # a byte every 0.2 s: never idle for long
+                raw.settimeout(0.01)
+                answer = raw.recv(65536)
+            except (TimeoutError, BlockingIOError):
+                continue
+            except OSError:
+                break
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        assert b"connection: close" in answer.lower()
+        assert b"did not arrive within 1 s (upload_seconds)" in answer
+        raw.settimeout(10)
+        rest = b""
+        try:
+            while chunk := raw.recv(65536):
+                rest += chunk
+        except OSError:  # reset by the server: closed too
+            pass
+        assert b"HTTP/1.1" not in rest  # closed: no other answer follows
+
+
 def test_a_client_that_disconnects_mid_upload_leaves_one_log_line(
     store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -314,3 +411,44 @@ def test_the_airflow_option_for_the_clock_skew_is_read_as_hours(monkeypatch: pyt
     monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_MAX_CLOCK_SKEW_HOURS", "a day")
     with pytest.raises(ValueError, match=r"consumer_max_clock_skew_hours must be a number of hours, got 'a day'"):
         conf.consumer_max_clock_skew_hours()
+
+
+@pytest.mark.parametrize(
+    ("facets", "where"),
+    [
+        ({"schema": {"fields": [{"name": "a\x00b", "type": "INT"}]}}, "outputs[0].facets.schema.fields[0].name"),
+        (
+            {"schema": {"fields": [{"name": "s", "fields": [{"name": "x" * 5000}]}]}},
+            "outputs[0].facets.schema.fields[0].fields[0].name",
+        ),
+        ({"columnLineage": {"fields": {"t\x00": {"inputFields": []}}}}, "outputs[0].facets.columnLineage.fields"),
+        (
+            {"columnLineage": {"fields": {"t": {"inputFields": [{"namespace": "n", "name": "s", "field": "f\x00"}]}}}},
+            "outputs[0].facets.columnLineage.fields['t'].inputFields[0].field",
+        ),
+    ],
+)
+def test_field_names_no_store_can_keep_are_refused(client: TestClient, facets: dict[str, Any], where: str) -> None:
+    event = run_event("COMPLETE", "fields")
+    event["outputs"] = [{"namespace": "warehouse", "name": "t", "facets": facets}]
+    answer = client.post("/api/v1/lineage", json=event)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["detail"].startswith(where)
+    assert client.get("/api/v1/events").json()["totalCount"] == 0
+
+
+def test_an_event_time_with_a_nul_is_refused(client: TestClient) -> None:
+    event = run_event("START", "nul_time")
+    event["eventTime"] += "\x00"
+    answer = client.post("/api/v1/lineage", json=event)
+    assert answer.status_code == 400
+    assert answer.json()["detail"].startswith("eventTime must be an ISO 8601 date-time")
+
+
+def test_retention_statistics_write_year_one_as_iso_8601(client: TestClient) -> None:
+    event = run_event("START", "ancient")
+    event["eventTime"] = "0001-01-01T00:00:00Z"
+    assert client.post("/api/v1/lineage", json=event).status_code == 201
+    statistics = client.get("/api/v1/retention").json()["statistics"]
+    assert statistics["oldestEventTime"] == "0001-01-01T00:00:00.000000Z"
+    assert datetime.fromisoformat(statistics["oldestEventTime"].replace("Z", "+00:00")).year == 1

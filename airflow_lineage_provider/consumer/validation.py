@@ -142,7 +142,27 @@ def _dataset(value: Any, where: str, stored: bool = False) -> DatasetRef:
         _qualified_name(namespace, name, where)
         if "columnLineage" in facets:
             _column_lineage_sources(facets["columnLineage"], f"{where}.facets.columnLineage")
+        if "schema" in facets:
+            _schema_field_names(facets["schema"], f"{where}.facets.schema")
     return DatasetRef(namespace=namespace, name=name, facets=facets)
+
+
+def _field_name(value: Any, where: str) -> None:
+    """Refuse a field name (a string: other types are the facet's shape, read leniently) that holds NUL or is
+    longer than :data:`MAX_NAME_LENGTH`: fields are nodes of the column graph, looked up by name."""
+    if isinstance(value, str) and ("\x00" in value or len(value) > MAX_NAME_LENGTH):
+        _name(value, where)
+
+
+def _schema_field_names(facet: Any, where: str) -> None:
+    """Refuse a ``schema`` facet whose field names (nested ones too) no store can keep."""
+    pending = [(facet.get("fields") if isinstance(facet, dict) else None, f"{where}.fields")]
+    while pending:
+        fields, path = pending.pop()
+        for i, item in enumerate(fields if isinstance(fields, list) else ()):
+            if isinstance(item, dict):
+                _field_name(item.get("name"), f"{path}[{i}].name")
+                pending.append((item.get("fields"), f"{path}[{i}].fields"))
 
 
 def _qualified_name(namespace: str, name: str, where: str) -> None:
@@ -160,16 +180,20 @@ def _qualified_name(namespace: str, name: str, where: str) -> None:
 
 def _column_lineage_sources(facet: Any, where: str) -> None:
     """Refuse a ``columnLineage`` facet naming a source dataset whose namespace and name are too long together
-    (each source becomes a node of the graph): the facet's other contents are its producer's business."""
+    (each source becomes a node of the graph), or a field name no store can keep: the facet's other contents are
+    its producer's business."""
     if not isinstance(facet, dict) or not isinstance(facet.get("fields"), dict):
         return
     for target, mapping in facet["fields"].items():
+        _field_name(target, f"{where}.fields[{shown(target)}]")
         sources = mapping.get("inputFields") if isinstance(mapping, dict) else None
         for i, source in enumerate(sources if isinstance(sources, list) else ()):
             if isinstance(source, dict):
                 namespace, name = source.get("namespace"), source.get("name")
+                source_where = f"{where}.fields[{shown(target)}].inputFields[{i}]"
                 if isinstance(namespace, str) and isinstance(name, str):
-                    _qualified_name(namespace, name, f"{where}.fields[{shown(target)}].inputFields[{i}]")
+                    _qualified_name(namespace, name, source_where)
+                _field_name(source.get("field"), f"{source_where}.field")
 
 
 def _datasets(value: Any, where: str, stored: bool = False) -> tuple[DatasetRef, ...]:
@@ -249,6 +273,10 @@ def parse_event(
         raise EventError(f"eventType must be one of {', '.join(EVENT_TYPES)}, got {shown(event_type)}")
     if "eventTime" not in event:
         raise EventError("eventTime is required: the ISO 8601 date-time the event happened, e.g. 2024-05-01T12:00:00Z")
+    if not stored and isinstance(event["eventTime"], str) and "\x00" in event["eventTime"]:
+        raise EventError(
+            f"eventTime must be an ISO 8601 date-time such as 2024-05-01T12:00:00Z, got {shown(event['eventTime'])}"
+        )
     event_time = parse_time(event["eventTime"], "eventTime")
     if not_after is not None and event_time > not_after:
         raise EventError(

@@ -9,7 +9,8 @@ from typing import Any
 
 def iso(value: datetime | None) -> str | None:
     """A stored time as ISO 8601 UTC with microseconds and a ``Z`` suffix (as :class:`.sqltime.iso_utc`)."""
-    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if value is not None else None
+    # The year padded by hand: strftime's %Y writes year 1 as "1" on glibc, which is not ISO 8601.
+    return f"{value.year:04d}-{value:%m-%dT%H:%M:%S.%f}Z" if value is not None else None
 
 
 def loads(text: str | None, default: Any) -> Any:
