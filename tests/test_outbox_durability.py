@@ -281,6 +281,9 @@ def test_an_unwritable_folder_sends_the_event_to_the_database_else_to_the_log(
     nowhere.emit(run_event(job_name="logged"))
     assert "the event is only in this log" in caplog.text
     assert '"name":"logged"' in caplog.text.replace(" ", "")
+    assert outbox.close(5) is True  # every event of the first transport is in the outbox
+    assert nowhere.close(5) is False  # one event exists only in the log: not a clean close
+    assert "1 event(s) reached neither the outbox" in caplog.text
 
 
 @pytest.mark.airflow

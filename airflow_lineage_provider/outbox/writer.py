@@ -94,6 +94,8 @@ class OutboxWriter:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._writers = writers_of(self.sqlite_file)
+        #: Events that reached neither the outbox nor the spill folder, only the log (see :meth:`wait_drained`).
+        self.only_logged = 0
 
     def engine(self) -> Engine:
         """The outbox engine of this process (created, and the schema checked, on first use)."""
@@ -129,6 +131,7 @@ class OutboxWriter:
         except Exception as error:
             inserted = time.monotonic() >= self._down_until and self._insert(store.record_from_payload(payload))
             if not inserted:
+                self.only_logged += 1
                 report_spill_failure(self.spill.folder, error, payload)
         now = time.monotonic()
         if now >= self._next_journal_drain:
@@ -184,6 +187,7 @@ class OutboxWriter:
         try:
             self.spill.append(payload)
         except Exception as error:
+            self.only_logged += 1
             report_spill_failure(self.spill.folder, error, payload)
 
     def drain_spill(self, budget: float | None = None, finished_only: bool = False) -> int:
@@ -253,7 +257,8 @@ class OutboxWriter:
         return False
 
     def wait_drained(self, timeout: float) -> bool:
-        """Wait for the background drain (tests, and a clean process exit); ``True`` if nothing is spilled.
+        """Wait for the background drain (tests, and a clean process exit); ``True`` if nothing is spilled and
+        every event this writer took is in the outbox (``False`` once one went only to the log).
 
         With ``durability="process"``, move the spill folder — this process's own file included — into the
         database now instead (files are taken under a lock, so a background pass meanwhile takes others)."""
@@ -262,10 +267,19 @@ class OutboxWriter:
                 self.drain_spill(budget=timeout)
             except Exception as error:
                 self._drain_failed(error)
-            return not self.spill.has_events()
-        drainer = self._drainer
-        if drainer is not None:
-            drainer.join(timeout)
+        else:
+            drainer = self._drainer
+            if drainer is not None:
+                drainer.join(timeout)
+        if self.only_logged:
+            log.error(
+                "Lineage outbox: %d event(s) reached neither the outbox %s nor the spill folder %s; each is only in "
+                "this process's log (an ERROR line with its JSON)",
+                self.only_logged,
+                redacted(self.url),
+                self.spill.folder,
+            )
+            return False
         return not self.spill.has_events()
 
 
