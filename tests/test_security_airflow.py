@@ -46,6 +46,8 @@ READ_KEY = "reader-read-3e8b05d1c6"
 ADMIN_KEY = "pruner-admin-6a1d94f0b2"
 #: ``[lineage_provider] consumer_auth_cache_seconds``: short, so the revocation test waits little.
 AUTH_CACHE_SECONDS = 2.0
+#: ``[lineage_provider] consumer_upload_timeout_seconds``: short, so the trickling upload is dropped soon.
+UPLOAD_SECONDS = 3.0
 KEYS_FILE = {
     "keys": [
         {"name": "reader", "scope": "read", "secret": READ_KEY},
@@ -128,6 +130,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
             "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_API_KEY": WRITE_KEY,
             "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_KEYS_FILE": str(keys),
             "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_AUTH_CACHE_SECONDS": str(AUTH_CACHE_SECONDS),
+            "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_UPLOAD_TIMEOUT_SECONDS": str(UPLOAD_SECONDS),
         },
     )
     log_path = root / "api-server.log"
@@ -358,3 +361,51 @@ def test_a_revoked_token_is_refused_once_its_remembered_decision_expires(airflow
     refused = httpx.get(namespaces, headers=_bearer(token), timeout=10)
     assert refused.status_code == 401
     assert "neither an Airflow token nor a consumer key" in refused.json()["detail"]
+
+
+def test_hostile_requests_are_refused_inside_airflow_as_standalone(airflow: Airflow) -> None:
+    """The mounted consumer applies the same request limits in Airflow's API server: a body of 400,000 gzip
+    members (34 s on the event loop before, stalling Airflow's own API), NUL in a path segment (a 500 on a
+    PostgreSQL store), and Airflow's own API keeps answering."""
+    import gzip
+
+    headers = airflow.headers("admin key")
+    body = gzip.compress(json.dumps(_event()).encode()) + gzip.compress(b"") * 400_000
+    bomb = httpx.post(
+        f"{airflow.url}{LINEAGE}", content=body, headers={**headers, "Content-Encoding": "gzip"}, timeout=60
+    )
+    assert bomb.status_code == 400 and "gzip body holds more than 1000 members" in bomb.json()["detail"]
+    for path in (
+        "/lineage/api/v1/namespaces/%00",
+        "/lineage/api/v1/namespaces/%00/jobs",
+        "/lineage/api/v1/jobs/runs/%00",
+    ):
+        answer = httpx.get(f"{airflow.url}{path}", headers=headers, timeout=10)
+        assert answer.status_code == 400 and "NUL" in answer.json()["detail"], (path, answer.text)
+    assert httpx.get(f"{airflow.url}/api/v2/monitor/health", timeout=10).status_code == 200
+
+
+def test_a_trickling_upload_is_dropped_inside_airflow(airflow: Airflow) -> None:
+    import socket
+
+    host, port = urlsplit(airflow.url).hostname or "127.0.0.1", urlsplit(airflow.url).port or 80
+    with socket.create_connection((host, port), timeout=30) as raw:
+        raw.sendall(
+            f"POST {LINEAGE} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"X-API-Key: {ADMIN_KEY}\r\nContent-Length: 1000000\r\n\r\n".encode()
+            + b" " * 1000
+        )
+        answer = b""
+        deadline = time.monotonic() + 10 * UPLOAD_SECONDS
+        while not answer and time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                raw.sendall(b" ")
+                raw.settimeout(0.05)
+                answer = raw.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+    assert answer.startswith(b"HTTP/1.1 408"), answer
+    assert b"upload_seconds" in answer and b"connection: close" in answer.lower()
