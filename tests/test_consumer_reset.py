@@ -350,7 +350,11 @@ def test_only_admin_keys_reset_and_a_limited_one_only_its_namespaces(lake: TestC
     missing = _reset(lake, AS_ADMIN, namespace="nowhere")
     assert hidden.status_code == missing.status_code == 404
     assert hidden.json()["detail"] == "no job or dataset in namespace 'warehouse'"
-    assert _reset(lake, limited, namespace="lake").json()["counts"]["datasets"] == 4
+    # lake is shared with warehouse and pipelines (their jobs read and write it): not the limited key's to reset
+    shared = _reset(lake, limited, namespace="lake")
+    assert shared.status_code == 409 and "a reset needs a key without namespace limits" in shared.text
+    assert _graph(lake)["totalCount"] == 15
+    assert _reset(lake, AS_ADMIN, namespace="lake").json()["counts"]["datasets"] == 4
     assert _graph(lake)["totalCount"] == 11
 
 

@@ -200,6 +200,8 @@ def test_tag_writes_need_write_access(keyed: TestClient) -> None:
 
 
 def test_a_namespace_limited_key_tags_only_what_it_can_see(keyed: TestClient) -> None:
+    for tag in ("GOLD", "KEY"):  # tag definitions are global: a key without namespace limits makes them
+        call(keyed, "PUT", f"/api/v1/tags/{tag}", "Tag", ADMIN)
     answer = call(keyed, "POST", tag_path(path(NS, ORDERS), "GOLD"), "Dataset", DB_WRITER)
     assert answer["tags"] == ["GOLD"] and "currentVersion" not in answer  # the writing job is hidden from it
     call(keyed, "POST", tag_path(field_path("id"), "KEY"), "Dataset", DB_WRITER)

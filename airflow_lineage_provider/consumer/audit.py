@@ -5,6 +5,7 @@ Airflow user's name, or ``anonymous`` — never a secret), what (events, namespa
 
     lineage audit: ingest by key 'producers': 3 received, 2 stored, 1 duplicate, 0 refused; namespaces airflow -> 200
     lineage audit: prune by user 'admin': older than 30 days; removed 1200 events, 80 runs -> 200
+    lineage audit: limited prune by key 'fin-ops' (namespaces fin*): older than 30 days; removed 9 events, 2 runs -> 200
     lineage audit: reset by key 'ops': namespace staging; removed 40 events, 12 runs, 3 jobs, 9 datasets -> 200
     lineage audit: refused write (ingest events or change tags) anonymous at POST /api/v1/lineage -> 401
 """
@@ -68,9 +69,21 @@ def ingest(
 
 
 def prune(principal: Principal, *, days: float, events: int | None, runs: int | None, status: int) -> None:
-    """Log one prune request (``events``/``runs`` None when it failed)."""
+    """Log one prune request (``events``/``runs`` None when it failed); a namespace-limited principal's prune
+    is said to be limited, with its patterns."""
     removed = f"removed {events} events, {runs} runs" if events is not None else "nothing removed"
-    log.info("lineage audit: prune by %s: older than %g days; %s -> %d", principal.who, days, removed, status)
+    scope = principal.namespaces
+    if scope is None:
+        log.info("lineage audit: prune by %s: older than %g days; %s -> %d", principal.who, days, removed, status)
+        return
+    log.info(
+        "lineage audit: limited prune by %s (namespaces %s): older than %g days; %s -> %d",
+        principal.who,
+        _listed(list(scope.patterns)),
+        days,
+        removed,
+        status,
+    )
 
 
 def reset(

@@ -18,6 +18,7 @@ from typing import TypeVar
 from sqlalchemy import Connection
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
+from airflow_lineage_provider.consumer.access import NamespaceScope
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.deferred_apply import DeferredApply
@@ -26,6 +27,7 @@ from airflow_lineage_provider.consumer.store.ingest import IngestResult, ingest_
 from airflow_lineage_provider.consumer.store.reset import ResetCounts, reset_all, reset_namespace
 from airflow_lineage_provider.consumer.store.retention import PruneRecord, last_scheduled_prune, prune, record_prune
 from airflow_lineage_provider.consumer.store.unapplied import Requeued, count_unapplied, requeue
+from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 from airflow_lineage_provider.consumer.validation import LineageEvent
 
 log = logging.getLogger(__name__)
@@ -201,11 +203,15 @@ class RetentionSchedule:
         return (last + timedelta(seconds=self.interval) - datetime.now(timezone.utc)).total_seconds()
 
 
-def _pruning(days: float, trigger: str, due_after: float | None = None) -> Callable[[Connection], PruneRecord | None]:
+def _pruning(
+    days: float, trigger: str, due_after: float | None = None, namespaces: NamespaceScope | None = None
+) -> Callable[[Connection], PruneRecord | None]:
     """The work of one prune in a write transaction: prune, and record it in ``lineage_prunes``.
 
     With ``due_after`` (seconds), first check under a lock that no scheduled prune ran within that time
-    (another process may just have pruned): None, and nothing done, when one did.
+    (another process may just have pruned): None, and nothing done, when one did. With ``namespaces`` (a
+    limited key's patterns), prune only what lies wholly inside the namespaces they show
+    (:func:`.store.retention.prune`).
     """
 
     def work(conn: Connection) -> PruneRecord | None:
@@ -218,7 +224,7 @@ def _pruning(days: float, trigger: str, due_after: float | None = None) -> Calla
                 return None
         at = datetime.now(timezone.utc)
         cutoff = at - timedelta(days=days)
-        result = prune(conn, cutoff)
+        result = prune(conn, cutoff, visible_namespaces(conn, namespaces))
         record = PruneRecord(at, cutoff, trigger, result.events, result.runs, time.perf_counter() - started)
         record_prune(conn, record)
         return record
@@ -233,22 +239,29 @@ def _run_prune(store: LineageStore, work: Callable[[Connection], T]) -> T:
         raise StoreUnavailable(f"the lineage store is unavailable: {failure_reason(error)}") from error
 
 
-def _logged(record: PruneRecord) -> PruneRecord:
+def _logged(record: PruneRecord, namespaces: NamespaceScope | None = None) -> PruneRecord:
+    within = "" if namespaces is None else f" within namespaces matching {list(namespaces.patterns)}"
     log.info(
-        "lineage retention (%s) pruned %s events and %s runs older than %s",
+        "lineage retention (%s) pruned %s events and %s runs older than %s%s",
         record.trigger,
         record.events,
         record.runs,
         record.cutoff.isoformat(timespec="seconds"),
+        within,
     )
     return record
 
 
-def prune_now(store: LineageStore, days: float, trigger: str = "api") -> PruneRecord:
-    """Prune events and runs older than ``days`` days now, and record the prune (``trigger``: what asked)."""
-    record = _run_prune(store, _pruning(days, trigger))
+def prune_now(
+    store: LineageStore, days: float, trigger: str = "api", namespaces: NamespaceScope | None = None
+) -> PruneRecord:
+    """Prune events and runs older than ``days`` days now, and record the prune (``trigger``: what asked).
+
+    ``namespaces``: a limited key's patterns; only what lies wholly inside the namespaces they show goes, and
+    the record holds those counts."""
+    record = _run_prune(store, _pruning(days, trigger, namespaces=namespaces))
     assert record is not None
-    return _logged(record)
+    return _logged(record, namespaces)
 
 
 def prune_when_due(store: LineageStore, days: float, interval: float) -> PruneRecord | None:
@@ -258,13 +271,20 @@ def prune_when_due(store: LineageStore, days: float, interval: float) -> PruneRe
     return None if record is None else _logged(record)
 
 
-def reset_now(store: LineageStore, namespace: str | None, dry_run: bool = False) -> ResetCounts:
+def reset_now(
+    store: LineageStore, namespace: str | None, dry_run: bool = False, namespaces: NamespaceScope | None = None
+) -> ResetCounts:
     """Reset the whole store (``namespace`` None) or one namespace (:mod:`.store.reset`); a dry run counts
     what would go in a read transaction. After a reset this process's cached node data is dropped: a node
-    made later may get the id of one that went (SQLite reuses the highest ids), at its first version."""
+    made later may get the id of one that went (SQLite reuses the highest ids), at its first version.
+
+    ``namespaces``: a limited key's patterns; a namespace reset then raises :class:`.SharedNamespace`, changing
+    nothing, when it would touch what lies outside the namespaces they show (checked in the same transaction)."""
 
     def work(conn: Connection) -> ResetCounts:
-        return reset_all(conn, dry_run) if namespace is None else reset_namespace(conn, namespace, dry_run)
+        if namespace is None:
+            return reset_all(conn, dry_run)
+        return reset_namespace(conn, namespace, dry_run, visible_namespaces(conn, namespaces))
 
     try:
         if dry_run:

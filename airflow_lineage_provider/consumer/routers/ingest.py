@@ -17,6 +17,7 @@ from airflow_lineage_provider.consumer.authorized_route import AuthorizedRoute
 from airflow_lineage_provider.consumer.models import IngestSummary, Problem, StoredEvent
 from airflow_lineage_provider.consumer.request_body import read_body
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
+from airflow_lineage_provider.consumer.store.identity import data_source_alias
 from airflow_lineage_provider.consumer.store.ingest import IngestResult
 from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_body, parse_event, shown
 
@@ -57,7 +58,8 @@ _BATCH: dict[int | str, dict[str, Any]] = {
 
 def _named_namespaces(value: Any) -> set[str]:
     """Every ``"namespace": "<string>"`` member anywhere in an event (job, datasets, column-lineage input
-    fields, symlinks, parent facet): all that an event could put into the store. Iterative, for any depth."""
+    fields, symlinks, parent facet). With the namespace a ``dataSource`` facet's URI names (checked apart, in
+    :func:`_check`), all that an event could put into the store. Iterative, for any depth."""
     found: set[str] = set()
     pending = [value]
     while pending:
@@ -88,12 +90,25 @@ class Checked:
 def _check(value: Any, principal: Principal, validator: Any, not_after: datetime) -> LineageEvent:
     event = parse_event(value, not_after=not_after)
     if principal.namespaces is not None:
-        outside = sorted(ns for ns in _named_namespaces(value) if not principal.namespaces.allows(ns))
+        allowed = principal.namespaces
+        outside = sorted(ns for ns in _named_namespaces(value) if not allowed.allows(ns))
         if outside:
             raise EventError(
-                f"{principal.who} may write only namespaces matching {list(principal.namespaces.patterns)}; "
+                f"{principal.who} may write only namespaces matching {list(allowed.patterns)}; "
                 f"this event names {shown(outside)}"
             )
+        # A dataSource URI that spells another namespace claims the dataset's name there (store.identity):
+        # a limited key must not merge its dataset with one outside its namespaces through it.
+        named = [("dataset", event.dataset)]
+        named += [(f"inputs[{index}]", ref) for index, ref in enumerate(event.inputs)]
+        named += [(f"outputs[{index}]", ref) for index, ref in enumerate(event.outputs)]
+        for where, ref in named:
+            claimed = None if ref is None else data_source_alias(ref.namespace, ref.facets)
+            if claimed is not None and not allowed.allows(claimed):
+                raise EventError(
+                    f"{where}.facets.dataSource.uri names namespace {shown(claimed)} outside this key's "
+                    f"namespaces {list(allowed.patterns)}: {principal.who} may not claim a name there"
+                )
     if validator is not None:
         errors = validator.errors(value)
         if errors:

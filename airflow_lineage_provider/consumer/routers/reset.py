@@ -3,9 +3,10 @@
 ``?namespace=NS`` resets that namespace (its jobs, datasets and everything that refers to them, see
 :mod:`..store.reset`); without it the whole store goes, which needs ``confirm=all`` as well, so that a stray
 POST cannot empty it. ``dryRun=true`` answers what would go and changes nothing (no confirmation needed).
-A key limited to namespace patterns may reset a namespace it sees; a hidden or unknown namespace is 404
-alike, and a whole-store reset needs a key without namespace limits. Every reset, dry or not, is written to
-the audit log.
+A key limited to namespace patterns may reset a namespace it sees when the reset stays inside the namespaces
+it sees (409 otherwise, dry run too, without naming the others); a hidden or unknown namespace is 404 alike,
+and a whole-store reset needs a key without namespace limits. Every reset, dry or not, is written to the
+audit log.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from airflow_lineage_provider.consumer.deps import Namespace, Store
 from airflow_lineage_provider.consumer.models import Problem, ResetResult
 from airflow_lineage_provider.consumer.service import StoreUnavailable, reset_now
 from airflow_lineage_provider.consumer.store import LineageStore, queries
+from airflow_lineage_provider.consumer.store.reset import SharedNamespace
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
 router = APIRouter(tags=["retention"], dependencies=[Depends(requires(Access.ADMIN))])
@@ -60,7 +62,13 @@ def _check(
 @router.post(
     "/api/v1/reset",
     response_model=ResetResult,
-    responses={400: {"model": Problem}, 403: {"model": Problem}, 404: {"model": Problem}, 503: {"model": Problem}},
+    responses={
+        400: {"model": Problem},
+        403: {"model": Problem},
+        404: {"model": Problem},
+        409: {"model": Problem, "description": "A limited key's namespace is shared with namespaces it cannot see."},
+        503: {"model": Problem},
+    },
     summary="Reset the whole store (confirm=all) or one namespace; dryRun=true says what would go",
 )
 def post_reset(
@@ -72,10 +80,13 @@ def post_reset(
 ) -> dict:
     _check(store, principal, namespace, dry_run, confirm)  # a plain def endpoint: run in FastAPI's thread pool
     try:
-        counts = reset_now(store, namespace, dry_run)
+        counts = reset_now(store, namespace, dry_run, principal.namespaces)
     except StoreUnavailable:
         audit.reset(principal, namespace=namespace, dry_run=dry_run, removed=None, status=503)
         raise
+    except SharedNamespace as shared:
+        audit.reset(principal, namespace=namespace, dry_run=dry_run, removed=None, status=409)
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=str(shared)) from None
     removed = counts.as_dict()
     audit.reset(principal, namespace=namespace, dry_run=dry_run, removed=removed, status=200)
     return {"dryRun": dry_run, "namespace": namespace, "counts": removed}

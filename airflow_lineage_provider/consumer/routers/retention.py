@@ -3,7 +3,8 @@
 ``GET`` needs read access: it shows the configuration, counts and times, no lineage. The counts are the
 whole store's, so a key limited to namespace patterns gets 403 unless its patterns match every namespace
 the store holds (it would otherwise learn the size of what it may not see). ``POST`` prunes: destructive,
-it needs admin access, and is recorded in the store's prune history like the timer's prunes.
+it needs admin access, and is recorded in the store's prune history like the timer's prunes. A limited admin
+key prunes only what lies wholly inside the namespaces it sees, and is answered (and recorded) those counts.
 """
 
 from __future__ import annotations
@@ -93,13 +94,14 @@ async def get_retention(request: Request, store: Store, principal: Reader) -> Re
     "/api/v1/retention",
     response_model=Pruned,
     dependencies=[Depends(requires(Access.ADMIN))],
-    summary="Prune events and runs older than N days",
+    summary="Prune events and runs older than N days (a limited key: only what lies inside its namespaces)",
 )
 def post_retention(
     store: Store, principal: Admin, days: Annotated[float, Query(gt=0, le=100_000, description="Keep this many days.")]
 ) -> dict:
     try:
-        result = prune_now(store, days, "api")  # a plain def endpoint: FastAPI runs it in its thread pool
+        # a plain def endpoint: FastAPI runs it in its thread pool
+        result = prune_now(store, days, "api", principal.namespaces)
     except StoreUnavailable:
         audit.prune(principal, days=days, events=None, runs=None, status=503)
         raise

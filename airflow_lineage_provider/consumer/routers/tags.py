@@ -10,8 +10,11 @@
 
 Reads need read access, writes write access; a namespace-limited key cannot see, so cannot tag, a node in a
 namespace it may not see (404, as for a missing one). Tags themselves are not in a namespace: every key
-lists all of them. A tag name is checked (:func:`..store.tags.check_tag_name`): 400 in Marquez's shape naming
-the problem. Every tag write is one line in the audit log.
+lists all of them, so a tag's definition (its name and description) is global, as in Marquez, and creating or
+describing one needs a principal without namespace limits: a limited key is refused ``PUT /api/v1/tags`` and
+putting a tag that does not exist yet on a node (403), and may put existing tags on, and take any off, what
+it sees. A tag name is checked (:func:`..store.tags.check_tag_name`): 400 in Marquez's shape naming the
+problem. Every tag write is one line in the audit log.
 """
 
 from __future__ import annotations
@@ -37,8 +40,12 @@ router = APIRouter(tags=["marquez: tags"])
 
 READ = [Depends(requires(Access.READ))]
 WRITE = [Depends(requires(Access.WRITE))]
-#: 400 (a bad tag name) and 404 (an unknown node), both in Marquez's shape.
-ANSWERS: dict[int | str, dict] = {400: {**NOT_FOUND[404], "description": "A bad tag name"}, **NOT_FOUND}
+#: 400 (a bad tag name), 403 (a limited key defining a tag) and 404 (an unknown node), in Marquez's shape.
+ANSWERS: dict[int | str, dict] = {
+    400: {**NOT_FOUND[404], "description": "A bad tag name"},
+    403: {**NOT_FOUND[404], "description": "A namespace-limited key creating or describing a tag"},
+    **NOT_FOUND,
+}
 
 #: The ``{tag}`` of a node's tag path, decoded (see :mod:`..marquez_paths`).
 Tag = Annotated[str, path_name("tag")]
@@ -57,6 +64,17 @@ def _checked(tag: str) -> str:
         return tags.check_tag_name(tag)
     except ValueError as error:
         raise MarquezError(400, str(error)) from None
+
+
+def _refuse_definition(principal: Principal, name: str, what: str) -> None:
+    """403 for a namespace-limited principal: tag definitions are global, like the tag list every key reads."""
+    if principal.namespaces is not None:
+        raise MarquezError(
+            403,
+            f"{principal.who} is limited to some namespaces and may not {what}: tag definitions are global "
+            f"(every key lists them), so tag {name!r} is created or described (PUT /api/v1/tags/...) by a "
+            "principal without namespace limits; this key may then put it on what it sees",
+        )
 
 
 def _tag_answer(name: str, description: str | None) -> dict:
@@ -84,6 +102,7 @@ async def put_tag(
 
     def run() -> dict:
         name = _checked(tag)
+        _refuse_definition(principal, name, "create or describe a tag")
         with store.write() as conn:
             tags.put_tag(conn, name, description)
         _audit(principal, f"put tag {name!r}")
@@ -104,6 +123,8 @@ async def _tag_dataset(
             node = dataset_id(conn, namespace, dataset, visible)
             if field is not None and not marquez_datasets.has_field(conn, node, field):
                 raise MarquezError(404, f"Field '{field}' not found for dataset '{dataset}'.")
+            if add and principal.namespaces is not None and not tags.tag_exists(conn, name):
+                _refuse_definition(principal, name, "put a tag that does not exist yet")
             (tags.add_tag if add else tags.remove_tag)(conn, node, name, field)
             answer = marquez_datasets.datasets(conn, [node], visible)[node]
         where = f"dataset {namespace!r} / {dataset!r}" + (f" field {field!r}" if field is not None else "")
@@ -119,6 +140,8 @@ async def _tag_job(store: Store, principal: Principal, namespace: str, job: str,
         with store.write() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
             node = job_id(conn, namespace, job, visible)
+            if add and principal.namespaces is not None and not tags.tag_exists(conn, name):
+                _refuse_definition(principal, name, "put a tag that does not exist yet")
             (tags.add_tag if add else tags.remove_tag)(conn, node, name)
             answer = marquez_jobs.job_objects(conn, [node], visible)[node]
         _audit(principal, f"{'add' if add else 'remove'} tag {name!r} on job {namespace!r} / {job!r}")

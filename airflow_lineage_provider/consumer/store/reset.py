@@ -30,17 +30,22 @@ them are read again in every process. Tables added later that refer to node ids 
 
 A dry run (``dry_run=True``) counts what would go, in a read transaction, and changes nothing; the counts
 are those the reset itself reports in the same state.
+
+A namespace-limited key (``visible``: the namespaces it sees) may reset a namespace only when the reset stays
+inside what it sees: no event that would go names another namespace (the events listing's rule), and no
+surviving node whose edges, io groups, column edges, runs or dataset groups would change, and no claimed name
+that would go, lies in another. Otherwise :class:`SharedNamespace` is raised before anything changes.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, delete, func, or_, select, true, update
+from sqlalchemy import Connection, Table, and_, delete, exists, func, not_, or_, select, true, update
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer.store import facets as facet_readers
@@ -49,7 +54,7 @@ from airflow_lineage_provider.consumer.store.ingest import io_group_key
 from airflow_lineage_provider.consumer.store.store_settings import new_store_id
 from airflow_lineage_provider.consumer.store.unapplied import forget_gone
 from airflow_lineage_provider.consumer.store.versioned_cache import bump_versions
-from airflow_lineage_provider.consumer.store.visibility import NODE_KINDS
+from airflow_lineage_provider.consumer.store.visibility import NODE_KINDS, names_hidden_namespace, namespace_in
 from airflow_lineage_provider.consumer.validation import parse_event
 
 #: Rows per ``IN (...)`` list when rows are changed by id.
@@ -232,12 +237,24 @@ class _Plan:
     regroup: set[int]
 
 
-def reset_namespace(conn: Connection, namespace: str, dry_run: bool = False) -> ResetCounts:
+class SharedNamespace(Exception):
+    """A namespace reset by a namespace-limited key would change what lies in namespaces the key cannot see."""
+
+
+def reset_namespace(
+    conn: Connection, namespace: str, dry_run: bool = False, visible: Collection[str] | None = None
+) -> ResetCounts:
     """Remove namespace ``namespace``'s jobs and datasets and what refers to them (see the module docstring);
-    what went, or would go."""
+    what went, or would go. ``visible``: a limited key's visible namespaces; :class:`SharedNamespace` when
+    the reset would reach beyond them (None: no check, no extra statement)."""
     if not dry_run:
         _hold_off_ingests(conn)
     plan = _plan(conn, _Scope(namespace))
+    if visible is not None and _reaches_beyond(conn, plan, visible):
+        raise SharedNamespace(
+            f"namespace {namespace!r} is shared with namespaces this key cannot see (events, edges, runs, io "
+            "groups, column lineage or claimed names link them): a reset needs a key without namespace limits"
+        )
     if dry_run:
         return _planned_counts(conn, plan)
     new_store_id(conn)  # what any process remembers of this store (recorded producers) no longer holds
@@ -253,6 +270,37 @@ def _plan(conn: Connection, scope: _Scope) -> _Plan:
     regroup = set(conn.execute(select(m.node_id).where(m.member_id.in_(scope.nodes()), survivors)).scalars())
     touched = _touched(conn, scope) | groups.touched | regroup
     return _Plan(scope, _events_naming(conn, scope.namespace), events_of_jobs, groups, touched, regroup)
+
+
+def _reaches_beyond(conn: Connection, plan: _Plan, visible: Collection[str]) -> bool:
+    """Whether carrying ``plan`` out would remove or change something that involves a namespace outside
+    ``visible``: an event that names one, a claim of one, a run's input or output in one, or a surviving node
+    in one (the far end of an edge, column edge, io group, rendering or dataset group of the namespace)."""
+    dialect, scope = conn.dialect.name, plan.scope
+    e, s, r, io = tables.events.c, tables.symlinks.c, tables.runs.c, tables.run_io.c
+    hidden_event = names_hidden_namespace(e.payload, visible, dialect)
+    if conn.execute(select(exists().where(e.job_namespace == scope.namespace, hidden_event))).scalar():
+        return True
+    for ids in _chunks(plan.events):
+        if conn.execute(select(exists().where(e.id.in_(ids), hidden_event))).scalar():
+            return True
+    claims = select(s.dataset_id).where(
+        s.dataset_id.in_(scope.nodes()), not_(namespace_in(s.namespace, visible, dialect))
+    )
+    if conn.execute(select(exists(claims))).scalar():
+        return True
+    renderings = tables.pattern_renderings.c
+    linked: list[Any] = [  # node ids: statements, or lists of ids
+        select(io.dataset_id).where(io.run_uuid.in_(select(r.run_uuid).where(scope.runs))),
+        select(renderings.dataset_id).where(renderings.pattern_id.in_(scope.nodes())),
+        select(renderings.pattern_id).where(renderings.dataset_id.in_(scope.nodes())),
+        *_chunks(sorted(plan.touched)),
+    ]
+    far = tables.nodes.alias("far_end")  # not the scope's own lineage_nodes, which the queries above read
+    outside = not_(namespace_in(far.c.namespace, visible, dialect))
+    return any(
+        conn.execute(select(exists(select(far.c.id).where(far.c.id.in_(nodes), outside)))).scalar() for nodes in linked
+    )
 
 
 def _events_naming(conn: Connection, namespace: str) -> list[int]:

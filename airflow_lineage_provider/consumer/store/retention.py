@@ -7,14 +7,17 @@ was pruned is stored again.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, and_, delete, func, insert, or_, select
+from sqlalchemy import Connection, and_, delete, exists, func, insert, not_, or_, select
+from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.unapplied import count_unapplied, forget_gone
 from airflow_lineage_provider.consumer.store.versioned_cache import bump_versions
+from airflow_lineage_provider.consumer.store.visibility import names_hidden_namespace, namespace_in
 
 
 @dataclass(frozen=True)
@@ -25,30 +28,57 @@ class PruneResult:
     runs: int
 
 
-def prune(conn: Connection, older_than: datetime) -> PruneResult:
+def prune(conn: Connection, older_than: datetime, visible: Collection[str] | None = None) -> PruneResult:
     """Delete events that happened or arrived before ``older_than``, and runs whose last event is before it.
 
     An event is kept at most the retention period after it arrived, whatever its ``eventTime`` says: one
     stored with a far-future time (before the consumer refused them) is pruned like any other. An event still
     waiting to be applied (:mod:`.deferred_apply`) is kept for the next prune; one set aside as unapplicable is
     pruned like any other, and its set-aside row goes with it.
+
+    ``visible`` (a namespace-limited key's visible namespaces, :mod:`.visibility`) confines the prune to what
+    lies wholly inside them: events that name no other namespace (the events listing's rule), and runs whose
+    job and every input and output are in them. None (every namespace) builds the statements without it.
     """
     e = tables.events.c
+    if visible is not None and not visible:
+        return PruneResult(events=0, runs=0)  # a key that sees no node holds nothing to prune
     logged = select(tables.pending_events.c.event_key)  # not applied yet (deferred apply): kept until it is
-    old = or_(e.event_time < older_than, e.received_at < older_than)
-    deleted = conn.execute(delete(tables.events).where(and_(old, e.event_key.not_in(logged))))
+    old = and_(or_(e.event_time < older_than, e.received_at < older_than), e.event_key.not_in(logged))
+    if visible is not None:
+        old = and_(old, not_(names_hidden_namespace(e.payload, visible, conn.dialect.name)))
+    deleted = conn.execute(delete(tables.events).where(old))
     events = deleted.rowcount
     if events:
         forget_gone(conn)  # set-aside rows (deferred apply) of the events that went
     latest = select(tables.jobs.c.latest_run_uuid).where(tables.jobs.c.latest_run_uuid.is_not(None))
-    stale = select(tables.runs.c.run_uuid).where(
-        and_(tables.runs.c.updated_at < older_than, tables.runs.c.run_uuid.not_in(latest))
-    )
+    stale_where = and_(tables.runs.c.updated_at < older_than, tables.runs.c.run_uuid.not_in(latest))
+    if visible is not None:
+        stale_where = and_(stale_where, _run_inside(visible, conn.dialect.name))
+    stale = select(tables.runs.c.run_uuid).where(stale_where)
     # Jobs losing runs show fewer runs (a Job lists its newest): entries kept by version are stale.
     bump_versions(conn, select(tables.runs.c.job_id).where(tables.runs.c.run_uuid.in_(stale)).distinct())
     conn.execute(delete(tables.run_io).where(tables.run_io.c.run_uuid.in_(stale)))
     runs = conn.execute(delete(tables.runs).where(tables.runs.c.run_uuid.in_(stale))).rowcount
     return PruneResult(events=events or 0, runs=runs or 0)
+
+
+def _run_inside(visible: Collection[str], dialect: str) -> ColumnElement[bool]:
+    """A run (of ``lineage_runs``) whose job and every input and output live in ``visible`` namespaces.
+
+    Aliases, correlated to the run only: the statements this goes into update ``lineage_nodes`` and delete
+    from ``lineage_run_io``, which must not be taken for the tables read here.
+    """
+    r, io = tables.runs, tables.run_io.alias("io_of_run")
+    job, dataset = tables.nodes.alias("job_of_run"), tables.nodes.alias("dataset_of_run")
+    job_inside = select(1).where(job.c.id == r.c.job_id, namespace_in(job.c.namespace, visible, dialect)).correlate(r)
+    io_outside = (
+        select(1)
+        .select_from(io.join(dataset, dataset.c.id == io.c.dataset_id))
+        .where(io.c.run_uuid == r.c.run_uuid, not_(namespace_in(dataset.c.namespace, visible, dialect)))
+        .correlate(r)
+    )
+    return and_(exists(job_inside), not_(exists(io_outside)))
 
 
 #: What can start a prune: the consumer's timer, ``POST /api/v1/retention``, or an ingest.

@@ -53,6 +53,11 @@ def put_tag(conn: Connection, name: str, description: str | None = None, *, keep
     conn.execute(statement, {"name": name, "description": description, "created_at": datetime.now(timezone.utc)})
 
 
+def tag_exists(conn: Connection, name: str) -> bool:
+    """Whether tag ``name`` is defined (by ``PUT /api/v1/tags`` or by being put on a node before)."""
+    return conn.execute(select(tables.tags.c.name).where(tables.tags.c.name == name)).first() is not None
+
+
 def add_tag(conn: Connection, node_id: int, tag: str, field: str | None = None) -> None:
     """Put ``tag`` on node ``node_id``, or on its field ``field``; creates the tag if needed. Idempotent."""
     put_tag(conn, tag, keep_description=True)
