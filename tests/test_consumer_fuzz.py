@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 
+import httpx
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -172,23 +173,34 @@ def test_nan_and_infinity_literals_answer_400(client: TestClient) -> None:
 
 
 def test_nul_characters_are_kept_where_json_can_hold_them_and_refused_in_names(client: TestClient) -> None:
+    """NUL in free facet content is kept (stored escaped); in a name, a namespace or a field name (schema,
+    column lineage) the event is refused, naming where: those become rows the stores look up by value."""
     template = (
         '{"eventType": "COMPLETE", "eventTime": "2026-01-01T00:00:00Z", '
         '"run": {"runId": "%s", "facets": {"x\\u0000": 1}}, '
         '"job": {"namespace": "n", "name": "%s"}, "outputs": [{"namespace": "n", "name": "t", "facets": '
-        '{"schema": {"fields": [{"name": "a\\u0000", "type": "INT"}]}, '
+        '{"schema": {"fields": [{"name": "%s", "type": "INT", "description": "d\\u0000"}]}, '
         '"symlinks": {"identifiers": [{"namespace": "\\u0000", "name": "s", "type": "T"}]}, '
-        '"columnLineage": {"fields": {"a": {"inputFields": [{"namespace": "n", "name": "u", "field": "\\u0000"}]}}}}}]}'
+        '"columnLineage": {"fields": {"a": {"inputFields": [{"namespace": "n", "name": "u", "field": "%s"}]}}}}}]}'
     )
-    accepted = client.post("/api/v1/lineage", content=(template % (uuid.uuid4(), "fine")).encode())
+
+    def post(job: str, field: str = "a", source: str = "b") -> httpx.Response:
+        return client.post("/api/v1/lineage", content=(template % (uuid.uuid4(), job, field, source)).encode())
+
+    accepted = post("fine")
     assert accepted.status_code == 201, accepted.text
-    refused = client.post("/api/v1/lineage", content=(template % (uuid.uuid4(), "bad\\u0000name")).encode())
-    assert refused.status_code == 400
-    assert "job.name" in refused.json()["detail"]
+    for args, where in (
+        (("bad\\u0000name",), "job.name"),
+        (("j", "a\\u0000"), "outputs[0].facets.schema.fields[0].name"),
+        (("j", "a", "\\u0000"), "outputs[0].facets.columnLineage.fields['a'].inputFields[0].field"),
+    ):
+        refused = post(*args)
+        assert refused.status_code == 400
+        assert refused.json()["detail"].startswith(where), refused.text
     fields = client.get("/api/v1/datasets", params={"namespace": "n", "name_contains": "t"}).json()["datasets"][0][
         "fields"
     ]
-    assert fields[0]["name"] == "a\x00"
+    assert fields[0]["name"] == "a" and fields[0]["description"] == "d\x00"
 
 
 def test_lone_surrogates_are_refused_anywhere_and_pairs_are_kept(client: TestClient) -> None:
