@@ -233,6 +233,21 @@ def consumer_max_concurrent_walks() -> int:
     return _positive_int("consumer_max_concurrent_walks")
 
 
+def consumer_walk_timeout_seconds() -> float:
+    """``[lineage_provider] consumer_walk_timeout_seconds``: longest a walk may take before it is cancelled and
+    answered 504 (default 30)."""
+    seconds = _number("consumer_walk_timeout_seconds", "a number of seconds")
+    if not seconds > 0:
+        raise ValueError(f"consumer_walk_timeout_seconds must be more than 0, got {seconds}")
+    return seconds
+
+
+def consumer_max_answer_bytes() -> int:
+    """``[lineage_provider] consumer_max_answer_bytes``: most bytes of stored values one listing page may show
+    (default 32 MiB)."""
+    return _positive_int("consumer_max_answer_bytes")
+
+
 def consumer_ingest_group_wait_ms() -> float:
     """``[lineage_provider] consumer_ingest_group_wait_ms``: how long concurrent single-event ingests may wait for
     each other to be committed together, in milliseconds (default 2; 0: never)."""
@@ -247,6 +262,26 @@ def consumer_ingest_apply() -> str:
     if value not in INGEST_APPLY_MODES:
         raise ValueError(f"consumer_ingest_apply must be one of {', '.join(INGEST_APPLY_MODES)}, got {value!r}")
     return value
+
+
+def consumer_ingest_log_max_events() -> int:
+    """``[lineage_provider] consumer_ingest_log_max_events``: with deferred apply, most events the ingest log may
+    hold before ingests are answered 503 (default 10,000)."""
+    return _positive_int("consumer_ingest_log_max_events")
+
+
+def consumer_ingest_log_max_bytes() -> int:
+    """``[lineage_provider] consumer_ingest_log_max_bytes``: the same in bytes of raw events (default 8 MiB)."""
+    return _positive_int("consumer_ingest_log_max_bytes")
+
+
+def consumer_ingest_apply_timeout_seconds() -> float:
+    """``[lineage_provider] consumer_ingest_apply_timeout_seconds``: with deferred apply, longest applying a batch
+    may take; an event slower alone is set aside (default 10)."""
+    seconds = _number("consumer_ingest_apply_timeout_seconds", "a number of seconds")
+    if not seconds > 0:
+        raise ValueError(f"consumer_ingest_apply_timeout_seconds must be more than 0, got {seconds}")
+    return seconds
 
 
 def _number(option: str, expected: str) -> float:

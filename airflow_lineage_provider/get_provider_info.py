@@ -267,6 +267,21 @@ CONSUMER_OPTIONS: dict[str, Any] = {
         "8",
         "integer",
     ),
+    "consumer_walk_timeout_seconds": _option(
+        "Longest a graph or column-lineage walk may take from when it arrives, waiting for a turn included; past it "
+        "the walk's statement is cancelled and it is answered 504 (503 with Retry-After when it never got a turn). "
+        "A walk whose client disconnects is cancelled at once.\n",
+        "30",
+        "10",
+        "float",
+    ),
+    "consumer_max_answer_bytes": _option(
+        "Most bytes of stored values (raw events, facets, schemas) one page of a listing may show; a larger page of "
+        "more than one item is answered 400 naming the limit to ask for. 32 MiB.\n",
+        "33554432",
+        "8388608",
+        "integer",
+    ),
     "consumer_ingest_group_wait_ms": _option(
         "Under concurrent single-event ingest (workers posting with the stock HTTP transport), how long the "
         "consumer may wait for the other active senders' requests before it commits a group, in milliseconds: "
@@ -277,13 +292,34 @@ CONSUMER_OPTIONS: dict[str, Any] = {
     ),
     "consumer_ingest_apply": _option(
         "How ingested events reach the lineage graph: inline (applied in the ingest's own transaction), "
-        "deferred (committed to an ingest log and answered, then applied in batches of up to 500 by a thread of "
+        "deferred (committed to an ingest log and answered, then applied in bounded batches by a thread of "
         "the API server; reads wait until what was logged before them is applied), or auto: deferred on "
         "PostgreSQL, inline on SQLite. A 201 means committed either way; deferred is much cheaper per event with "
         "many concurrent single-event senders on PostgreSQL, and no faster on SQLite.\n",
         "auto",
         "deferred",
         "string",
+    ),
+    "consumer_ingest_log_max_events": _option(
+        "With deferred apply, most events the ingest log may hold waiting to be applied: while it holds this "
+        "many, ingests are answered 503 with Retry-After (nothing of them stored) until the applier catches up.\n",
+        "10000",
+        "50000",
+        "integer",
+    ),
+    "consumer_ingest_log_max_bytes": _option(
+        "With deferred apply, most bytes of raw events the ingest log may hold waiting to be applied (as "
+        "consumer_ingest_log_max_events). 8 MiB.\n",
+        "8388608",
+        "33554432",
+        "integer",
+    ),
+    "consumer_ingest_apply_timeout_seconds": _option(
+        "With deferred apply, longest applying one batch of the ingest log may take; an event that takes longer "
+        "alone is set aside (listed and requeued by /api/v1/ingest-log/unapplied) so that the log moves on.\n",
+        "10",
+        "30",
+        "float",
     ),
 }
 #: Egeria and materialization facets, the extractor (``airflow_lineage_provider.facets``).

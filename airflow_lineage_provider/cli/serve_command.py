@@ -17,6 +17,7 @@ import gc
 import ipaddress
 import logging
 import os
+from typing import Any
 
 from airflow_lineage_provider.cli import CommandError
 from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing, load_keys_file
@@ -97,6 +98,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="graph walks computed at once; up to 64 more wait, then 503 (default 4)",
     )
     parser.add_argument(
+        "--walk-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="stop a graph walk (cancelling its statement) still unfinished this long after it arrived: 504 "
+        "(default 30); a walk whose client disconnects is stopped at once",
+    )
+    parser.add_argument(
+        "--max-answer-bytes",
+        type=int,
+        default=32 * 1024 * 1024,
+        metavar="N",
+        help="most bytes of stored events, facets and schemas one listing page may show; a larger page of more "
+        "than one item gets 400 naming the limit to ask for (default 32 MiB)",
+    )
+    parser.add_argument(
         "--ingest-group-wait-ms",
         type=float,
         default=2.0,
@@ -112,6 +129,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "ingest log, answer, and apply the log in large batches (cheaper per event under concurrent single-event "
         "senders on PostgreSQL; reads wait until what was logged before them is applied); auto (default): "
         "deferred on PostgreSQL, inline on SQLite",
+    )
+    # Defaults left to ConsumerSettings (None: not given), so that this module imports no store code.
+    parser.add_argument(
+        "--ingest-log-max-events",
+        type=int,
+        metavar="N",
+        help="deferred apply: while the ingest log holds this many events not yet applied, answer ingests 503 with "
+        "Retry-After (default 10000)",
+    )
+    parser.add_argument(
+        "--ingest-log-max-bytes",
+        type=int,
+        metavar="BYTES",
+        help="deferred apply: the same for bytes of raw events in the log (default 8 MiB)",
+    )
+    parser.add_argument(
+        "--ingest-apply-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="deferred apply: longest applying a batch may take; an event slower than this alone is set aside "
+        "(default 10)",
     )
     parser.add_argument(
         "--allowed-host",
@@ -205,8 +243,15 @@ def serve(args: argparse.Namespace) -> int:
             max_clock_skew_hours=args.max_clock_skew_hours,
             upload_seconds=args.upload_timeout,
             max_concurrent_walks=args.max_concurrent_walks,
+            walk_timeout_seconds=args.walk_timeout,
+            max_answer_bytes=args.max_answer_bytes,
             ingest_group_wait_ms=args.ingest_group_wait_ms,
             ingest_apply=args.ingest_apply,
+            **_given(
+                ingest_log_max_events=args.ingest_log_max_events,
+                ingest_log_max_bytes=args.ingest_log_max_bytes,
+                ingest_apply_timeout_seconds=args.ingest_apply_timeout,
+            ),
             allowed_hosts=serve_hosts(args.host, args.allowed_host),
         )
         app.state.store.engine  # noqa: B018 - connect and migrate before accepting traffic
@@ -305,3 +350,8 @@ def access_summary(keys: KeyRing, anonymous: Access | None, host: str) -> str:
     else:
         parts.append(f"anonymous access: {anonymous.label} (--allow-anonymous)")
     return "Access: " + "; ".join(parts)
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """The options given on the command line (those left out keep ConsumerSettings' defaults)."""
+    return {name: value for name, value in options.items() if value is not None}

@@ -48,7 +48,7 @@ from airflow_lineage_provider.consumer.routers import (
 from airflow_lineage_provider.consumer.service import RetentionSchedule, StoreUnavailable
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
-from airflow_lineage_provider.consumer.store.deferred_apply import ApplyBacklog
+from airflow_lineage_provider.consumer.store.deferred_apply import ApplyBacklog, ApplyBounds, IngestBacklog
 from airflow_lineage_provider.consumer.ui import lineage_ui_router
 from airflow_lineage_provider.consumer.validation import EventError, TooManyEvents
 from airflow_lineage_provider.consumer.walk_limits import RETRY_AFTER_SECONDS, WalkLimiter, WalksBusy
@@ -154,6 +154,11 @@ def create_app(
         graph_cache_nodes=config.graph_cache_nodes,
         namespace_aliases=config.namespace_aliases.mapping,  # the store's groups follow this configuration
         ingest_apply=config.ingest_apply,
+        apply_bounds=ApplyBounds(
+            max_pending_events=config.ingest_log_max_events,
+            max_pending_bytes=config.ingest_log_max_bytes,
+            apply_timeout=config.ingest_apply_timeout_seconds,
+        ),
     )
     #: Ingest requests that arrive together are committed together (grouped_ingest.py).
     app.state.ingest = GroupedIngest(
@@ -163,7 +168,9 @@ def create_app(
     app.state.retention = RetentionSchedule(config)
     #: Other spellings of namespaces, read by the store's queries (docs/consumer.md, "Namespace aliases").
     app.state.namespace_aliases = config.namespace_aliases
-    app.state.walks = WalkLimiter(config.max_concurrent_walks, config.max_waiting_walks, config.walk_answer_bytes)
+    app.state.walks = WalkLimiter(
+        config.max_concurrent_walks, config.max_waiting_walks, config.walk_answer_bytes, config.walk_timeout_seconds
+    )
     app.add_middleware(SegmentPaths)  # Marquez's percent-encoded names in paths (marquez_paths.py)
     app.add_middleware(PathLimits)  # before routing: no NUL or over-long segment reaches a store (path_limits.py)
     if config.allowed_hosts:
@@ -211,6 +218,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApplyBacklog)
     async def apply_behind(_request: Request, error: ApplyBacklog) -> JSONResponse:
         return _problem(status.HTTP_503_SERVICE_UNAVAILABLE, str(error), {"Retry-After": "30"})
+
+    @app.exception_handler(IngestBacklog)
+    async def log_full(_request: Request, error: IngestBacklog) -> JSONResponse:
+        return _problem(status.HTTP_503_SERVICE_UNAVAILABLE, str(error), {"Retry-After": str(error.retry_after)})
 
     @app.exception_handler(WalksBusy)
     async def walks_busy(_request: Request, error: WalksBusy) -> JSONResponse:

@@ -30,7 +30,10 @@ The guarantees of a request written alone hold:
   is not lineage fails only its own request, before anything is written;
 * a failure of the store itself (unreachable, locked past the busy timeout) fails every request of the group
   with :class:`.StoreUnavailable` (503, the sender retries): none was answered as stored, so a server killed
-  while a group is written loses nothing a sender was told is stored.
+  while a group is written loses nothing a sender was told is stored;
+* with deferred apply, the requests of a group taken while the ingest log is over its bound fail with
+  :class:`.IngestBacklog` (503 with ``Retry-After``) before anything of them is written
+  (:meth:`.DeferredApply.admit`): the log takes no more debt than the applier can pay.
 
 Each event is counted stored for the first request of its group that holds it and duplicate for any other, as
 a batch counts an event it holds twice.
@@ -51,6 +54,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_lineage_provider.consumer.service import StoreUnavailable, store_events, write_events
 from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store.deferred_apply import IngestBacklog
 from airflow_lineage_provider.consumer.store.ingest import IngestResult
 from airflow_lineage_provider.consumer.validation import LineageEvent
 
@@ -59,6 +63,9 @@ log = logging.getLogger(__name__)
 #: Most events one grouped transaction takes from waiting requests (a request larger than this is written
 #: alone): the size of a batch the ingest writes fastest per event, and a bound on a group's transaction.
 MAX_GROUP_EVENTS = 500
+#: Most bytes of raw events one grouped transaction writes (a request larger than this is written alone): what
+#: the ingest log's statement holds in the database's memory, whatever the size of the events.
+MAX_GROUP_BYTES = 16 * 1024 * 1024
 #: How long the writer thread waits for another request before it ends (a client posting one event after
 #: another finds it still there, instead of a thread started per request).
 LINGER_SECONDS = 0.5
@@ -316,18 +323,33 @@ class GroupedIngest:
 
     def _write(self, group: list[_Request]) -> None:
         """Prepare the requests that need it, then write the group's events, in transactions of at most
-        :attr:`max_group_events` events (a request larger than that alone)."""
+        :attr:`max_group_events` events and :data:`MAX_GROUP_BYTES` of raw events (a request larger than that
+        alone)."""
         try:
-            ready = [member for member in group if _prepared(member)]
+            ready = self._admitted([member for member in group if _prepared(member)])
             with self._changed:
                 self.statistics.events += sum(len(member.events) for member in ready)
-            for part in _parts(ready, self.max_group_events):
+            for part in _parts(ready, self.max_group_events, MAX_GROUP_BYTES):
                 self._write_together(part)
         except BaseException as error:  # never leave a request of the group waiting, whatever went wrong
             for member in group:
                 if member.failure is None and not member.result.stored and not member.result.duplicates:
                     member.failure = error
             raise
+
+    def _admitted(self, requests: list[_Request]) -> list[_Request]:
+        """``requests``, when the ingest log takes them now (always without deferred apply); else none, each failed
+        with :class:`.IngestBacklog`, nothing of them written."""
+        deferred = self.store.deferred
+        if deferred is None or not requests:
+            return requests
+        try:
+            deferred.admit()
+        except IngestBacklog as error:
+            for request in requests:
+                request.failure = error
+            return []
+        return requests
 
     def _write_together(self, group: list[_Request]) -> None:
         if len(group) == 1:
@@ -388,17 +410,20 @@ def _prepared(request: _Request) -> bool:
     return bool(request.events)
 
 
-def _parts(requests: list[_Request], most: int) -> list[list[_Request]]:
-    """``requests`` in order, cut into runs of at most ``most`` events (a larger request is a run of its own)."""
+def _parts(requests: list[_Request], most: int, most_bytes: int) -> list[list[_Request]]:
+    """``requests`` in order, cut into runs of at most ``most`` events and ``most_bytes`` bytes of raw events (a
+    larger request is a run of its own)."""
     parts: list[list[_Request]] = []
-    size = 0
+    size = weight = 0
     for request in requests:
         count = len(request.events)
-        if not parts or size + count > most:
+        raw = sum(len(event.payload) for event in request.events)
+        if not parts or size + count > most or weight + raw > most_bytes:
             parts.append([])
-            size = 0
+            size = weight = 0
         parts[-1].append(request)
         size += count
+        weight += raw
     return parts
 
 

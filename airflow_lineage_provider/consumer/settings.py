@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 
 from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing
 from airflow_lineage_provider.consumer.namespace_aliases import NamespaceAliases, aliases_from
+from airflow_lineage_provider.consumer.store.deferred_apply import (
+    APPLY_TIMEOUT_SECONDS,
+    MAX_PENDING_BYTES,
+    MAX_PENDING_EVENTS,
+)
 from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, INGEST_APPLY, INGEST_APPLY_MODES, MAX_BODY_BYTES
 
 
@@ -53,15 +58,16 @@ class ConsumerSettings:
 
     ingest_apply: str = INGEST_APPLY
     """How ingested events reach the graph: ``inline`` applies them in the ingest's own transaction; ``deferred``
-    commits them to an ingest log, answers, and applies the log in batches of up to 500 in a thread of the
+    commits them to an ingest log, answers, and applies the log in bounded batches in a thread of the
     serving process, reads waiting until what was logged before them is applied (:mod:`.store.deferred_apply`);
     ``auto`` (the default) is deferred on PostgreSQL and inline on SQLite. A 201 means committed either way.
     ``deferred`` makes concurrent single-event ingest on PostgreSQL much cheaper per event (``docs/benchmarks.md``,
     issue 18)."""
 
     walk_answer_bytes: int = 256 * 1024 * 1024
-    """Bytes of walk answers held in memory until their clients have read them; a walk that would go past
-    it is answered 503 with ``Retry-After``. 256 MiB (a ``maxNodes=100000`` answer is about 20 MB)."""
+    """Bytes of walk and listing answers held in memory until their clients have read them; a walk or listing
+    that would go past it is answered 503 with ``Retry-After``. 256 MiB (a ``maxNodes=100000`` answer is about
+    20 MB)."""
 
     allowed_hosts: tuple[str, ...] = ()
     """Host names (``Host`` header, without the port) requests may be addressed to; others get 400, so a
@@ -108,6 +114,29 @@ class ConsumerSettings:
     (after the head); a slower upload is answered 408 and its connection closed, so a client trickling a large
     body cannot hold its memory. 60 s: 16 MiB at about 2 Mbit/s."""
 
+    walk_timeout_seconds: float = 30.0
+    """Longest a graph or column-lineage walk may take from when it is admitted, waiting for a turn included;
+    past it the walk is stopped (its statement cancelled in the database) and answered 504 (503 with
+    ``Retry-After`` when it never got a turn). A walk whose client disconnects is stopped at once."""
+
+    max_answer_bytes: int = 32 * 1024 * 1024
+    """Most bytes of stored values (raw event payloads, facets, schemas) one page of a listing may show; a page
+    of more than one item past it is answered 400 naming the ``limit`` that fits (:mod:`.answer_limits`).
+    32 MiB."""
+
+    ingest_log_max_events: int = MAX_PENDING_EVENTS
+    """With deferred apply, most events the ingest log may hold waiting to be applied: while it holds this many,
+    ingests are answered 503 with ``Retry-After`` (nothing of them stored) until the applier catches up. 10,000."""
+
+    ingest_log_max_bytes: int = MAX_PENDING_BYTES
+    """With deferred apply, most bytes of raw events the ingest log may hold waiting to be applied (as
+    ``ingest_log_max_events``). 8 MiB."""
+
+    ingest_apply_timeout_seconds: float = APPLY_TIMEOUT_SECONDS
+    """With deferred apply, longest applying one batch of the log may take; an event that takes longer alone is set
+    aside (listed and requeued by ``/api/v1/ingest-log/unapplied``) so that the log behind it moves on. 10 s: under
+    the 30 s a read waits for the log."""
+
     def all_keys(self) -> KeyRing:
         """``keys`` plus ``api_key`` as the write key ``api-key``; ValueError on a bad or repeated key."""
         legacy = (ApiKey("api-key", Access.WRITE, self.api_key),) if self.api_key else ()
@@ -125,6 +154,10 @@ class ConsumerSettings:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not self.upload_seconds > 0:
             raise ValueError(f"upload_seconds must be more than 0, got {self.upload_seconds}")
+        if not self.walk_timeout_seconds > 0:
+            raise ValueError(f"walk_timeout_seconds must be more than 0, got {self.walk_timeout_seconds}")
+        if self.max_answer_bytes < 1024:
+            raise ValueError(f"max_answer_bytes must be at least 1024, got {self.max_answer_bytes}")
         if self.max_waiting_walks < 0:
             raise ValueError(f"max_waiting_walks must be 0 or more, got {self.max_waiting_walks}")
         if not 0 <= self.ingest_group_wait_ms <= 1000:
@@ -134,6 +167,13 @@ class ConsumerSettings:
             )
         if self.ingest_apply not in INGEST_APPLY_MODES:
             raise ValueError(f"ingest_apply must be one of {', '.join(INGEST_APPLY_MODES)}, got {self.ingest_apply!r}")
+        for name in ("ingest_log_max_events", "ingest_log_max_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not self.ingest_apply_timeout_seconds > 0:
+            raise ValueError(
+                f"ingest_apply_timeout_seconds must be more than 0, got {self.ingest_apply_timeout_seconds}"
+            )
         if self.max_clock_skew_hours < 0:
             raise ValueError(f"max_clock_skew_hours must be 0 or more, got {self.max_clock_skew_hours}")
         if self.strict and not self.spec_dir:

@@ -64,8 +64,13 @@ def consumer_apps() -> list[dict[str, Any]]:
             max_clock_skew_hours=conf.consumer_max_clock_skew_hours(),
             upload_seconds=conf.consumer_upload_timeout_seconds(),
             max_concurrent_walks=conf.consumer_max_concurrent_walks(),
+            walk_timeout_seconds=conf.consumer_walk_timeout_seconds(),
+            max_answer_bytes=conf.consumer_max_answer_bytes(),
             ingest_group_wait_ms=conf.consumer_ingest_group_wait_ms(),
             ingest_apply=conf.consumer_ingest_apply(),
+            ingest_log_max_events=conf.consumer_ingest_log_max_events(),
+            ingest_log_max_bytes=conf.consumer_ingest_log_max_bytes(),
+            ingest_apply_timeout_seconds=conf.consumer_ingest_apply_timeout_seconds(),
         )
     except (ValueError, ImportError) as error:
         log.error("the lineage consumer is not mounted: %s (check [lineage_provider] consumer_* options)", error)

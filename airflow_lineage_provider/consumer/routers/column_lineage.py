@@ -33,6 +33,7 @@ from airflow_lineage_provider.consumer.models import ColumnLineageGraph, Problem
 from airflow_lineage_provider.consumer.routers.lineage import Depth, MaxNodes, NodeId, picked_nodes
 from airflow_lineage_provider.consumer.store import LineageStore, columns, graph, nodes
 from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
+from airflow_lineage_provider.consumer.walk_limits import Walk, reading
 
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
 
@@ -85,11 +86,13 @@ def column_graph(
     direction: str,
     max_nodes: int,
     namespaces: NamespaceScope | None = None,
+    walk: Walk | None = None,
 ) -> bytes:
     """The column-lineage graph around a field (or the fields of a dataset or of a job's datasets) as JSON bytes,
-    within ``namespaces``."""
+    within ``namespaces``; ``walk``: the limiter's handle, through which it can be stopped (:mod:`..walk_limits`)."""
     kind, rest = nodeids.parse(node_id)
-    with store.read() as conn:
+    check = walk.check if walk is not None else _go_on
+    with reading(store, walk) as conn:
         visible = visible_namespaces(conn, namespaces)
         grouped = graph.through_groups(conn)
         roots = _roots(conn, node_id, kind, rest, visible, grouped)
@@ -99,18 +102,26 @@ def column_graph(
             namespaces=None if visible is None else tuple(visible),
             grouped=grouped,
         )
+        check()  # just before the walk's statement: once it runs, an interrupt stops it
         picked = {
             node: hops
             for node, hops in conn.execute(
                 picked_nodes(roots, direction, bounds, graph.COLUMN_EDGES, conn.dialect.name)
             )
         }
+        check()
         details = columns.field_details(conn, list(picked))
         edges = columns.edges_among(conn, picked)
+        check()
         datasets = list({d[0] for d in details.values()})
         shown = columns.shown_datasets(conn, datasets, visible) if grouped else {}
         types = columns.field_types(conn, datasets, shown)
+    check()
     return msgspec.json.encode({"graph": _graph(picked, details, edges, types, shown)})
+
+
+def _go_on() -> None:
+    """No check between the steps of a walk run outside a limiter."""
 
 
 def _graph(
@@ -182,6 +193,7 @@ async def get_column_lineage(
     max_nodes: MaxNodes = None,
 ) -> Response:
     return await request.app.state.walks.answer(
+        request,
         column_graph,
         store,
         node_id,

@@ -12,11 +12,12 @@ link nothing; see ``GET /api/v1/datasets/conflicts``).
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
 
 from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store, stored_answer
+from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import Datasets
 from airflow_lineage_provider.consumer.store import queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -28,6 +29,7 @@ router = APIRouter(tags=["datasets"], dependencies=[Depends(requires(Access.READ
     "/api/v1/datasets", response_model=Datasets, summary="Datasets with their latest schema, facets and symlinks"
 )
 async def get_datasets(
+    request: Request,
     store: Store,
     principal: Reader,
     namespace: Namespace = None,
@@ -35,10 +37,14 @@ async def get_datasets(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Response:
+    bound = answer_bound(request)
+
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
-            items, total = queries.list_nodes(conn, "dataset", namespace, limit, offset, name_contains, visible)
+            items, total = queries.list_nodes(
+                conn, "dataset", namespace, limit, offset, name_contains, visible, admit=bound.admit
+            )
         return {"datasets": items, "totalCount": total}
 
-    return await stored_answer(run)
+    return await bound.answer(run)

@@ -12,11 +12,12 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from airflow_lineage_provider.consumer.access import Access, Principal
+from airflow_lineage_provider.consumer.answer_limits import AnswerBound, answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store, stored_answer, utc_bound
+from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store, utc_bound
 from airflow_lineage_provider.consumer.models import Events
 from airflow_lineage_provider.consumer.routers.runs import UUID_PATTERN
 from airflow_lineage_provider.consumer.store import LineageStore, queries
@@ -42,6 +43,7 @@ def _listing(
     after: datetime | None,
     before: datetime | None,
     namespace: str | None,
+    bound: AnswerBound,
 ) -> Callable[[], dict]:
     since, until = utc_bound(after, "after"), utc_bound(before, "before")
 
@@ -49,7 +51,7 @@ def _listing(
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
             items, total = queries.list_events(
-                conn, limit, offset, run_id, since, until, visible, job_namespace=namespace
+                conn, limit, offset, run_id, since, until, visible, job_namespace=namespace, admit=bound.admit
             )
         return {"events": items, "totalCount": total}
 
@@ -58,6 +60,7 @@ def _listing(
 
 @router.get("/api/v1/events", response_model=Events, summary="Raw events as received, newest first")
 async def get_events(
+    request: Request,
     store: Store,
     principal: Reader,
     run_id: RunId = None,
@@ -67,7 +70,8 @@ async def get_events(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Response:
-    return await stored_answer(_listing(store, principal, limit, offset, run_id, after, before, namespace))
+    bound = answer_bound(request)
+    return await bound.answer(_listing(store, principal, limit, offset, run_id, after, before, namespace, bound))
 
 
 @router.get(
@@ -76,6 +80,7 @@ async def get_events(
     summary="Raw events of one namespace's jobs, newest first (Marquez client's list_events(namespace))",
 )
 async def get_namespace_events(
+    request: Request,
     store: Store,
     principal: Reader,
     namespace: Annotated[str, Path(max_length=5000, pattern=NO_NUL, description="The jobs' namespace.")],
@@ -85,4 +90,5 @@ async def get_namespace_events(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Response:
-    return await stored_answer(_listing(store, principal, limit, offset, run_id, after, before, namespace))
+    bound = answer_bound(request)
+    return await bound.answer(_listing(store, principal, limit, offset, run_id, after, before, namespace, bound))

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Namespace, Offset, Store, stored_answer
+from airflow_lineage_provider.consumer.deps import Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import GraphListing, Problem
 from airflow_lineage_provider.consumer.store.graph_listing import GraphPage, graph_page
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -36,11 +37,20 @@ PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE_NODES, description="Nodes per
     summary="The whole lineage graph, paged: nodes in kind, namespace, name order and the edges leaving them",
 )
 async def get_graph(
-    store: Store, principal: Reader, namespace: Namespace = None, limit: PageLimit = 100, offset: Offset = 0
+    request: Request,
+    store: Store,
+    principal: Reader,
+    namespace: Namespace = None,
+    limit: PageLimit = 100,
+    offset: Offset = 0,
 ) -> Response:
+    bound = answer_bound(request)
+
     def run() -> GraphPage:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
-            return graph_page(conn, limit, offset, namespace=namespace, visible=visible, cards=store.graph_cards)
+            return graph_page(
+                conn, limit, offset, namespace=namespace, visible=visible, cards=store.graph_cards, admit=bound.admit
+            )
 
-    return await stored_answer(run)
+    return await bound.answer(run)

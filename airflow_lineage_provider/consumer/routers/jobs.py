@@ -7,11 +7,12 @@ page's: ``namespace`` (a query parameter here, namespaces usually contain ``/``)
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
 
 from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store, stored_answer
+from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import Jobs
 from airflow_lineage_provider.consumer.routers.marquez_jobs import RunStates
 from airflow_lineage_provider.consumer.store import marquez_jobs
@@ -22,6 +23,7 @@ router = APIRouter(tags=["jobs"], dependencies=[Depends(requires(Access.READ))])
 
 @router.get("/api/v1/jobs", response_model=Jobs, summary="Jobs of every namespace (Marquez's JobList)")
 async def get_jobs(
+    request: Request,
     store: Store,
     principal: Reader,
     states: RunStates,
@@ -30,6 +32,8 @@ async def get_jobs(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Response:
+    bound = answer_bound(request)
+
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
@@ -42,7 +46,8 @@ async def get_jobs(
                 states=states,
                 visible=visible,
                 cache=store.job_objects,
+                admit=bound.admit,
             )
         return {"jobs": items, "totalCount": total}
 
-    return await stored_answer(run)
+    return await bound.answer(run)

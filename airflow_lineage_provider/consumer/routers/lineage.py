@@ -35,6 +35,7 @@ from airflow_lineage_provider.consumer.deps import NO_NUL, Settings, Store
 from airflow_lineage_provider.consumer.models import LineageGraph, Problem
 from airflow_lineage_provider.consumer.store import LineageStore, graph, nodes, subgraph
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.walk_limits import Walk, reading
 
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
 
@@ -104,13 +105,15 @@ def lineage_graph(
     max_nodes: int,
     namespaces: NamespaceScope | None = None,
     declared: graph.Declared = "include",
+    walk: Walk | None = None,
 ) -> bytes:
     """The graph around ``node_id`` as JSON bytes (``{"graph": [...]}``), within ``namespaces`` if given,
-    crossing and drawing the edges ``declared`` keeps (see :func:`..store.graph.declared_filter`)."""
+    crossing and drawing the edges ``declared`` keeps (see :func:`..store.graph.declared_filter`); ``walk``: the
+    limiter's handle, through which it can be stopped (:mod:`..walk_limits`)."""
     kind, rest = nodeids.parse(node_id)
     if kind == "datasetField":
         raise nodeids.NodeIdError("datasetField: ids belong to /api/v1/column-lineage")
-    with store.read() as conn:
+    with reading(store, walk) as conn:
         visible = visible_namespaces(conn, namespaces)
         root = nodes.find_node(conn, kind, rest, visible)
         if root is None:
@@ -124,10 +127,14 @@ def lineage_graph(
             declared=declared,
         )
         picked = picked_nodes([root[0]], direction, bounds, graph.NODE_EDGES, conn.dialect.name)
+        if walk is not None:
+            walk.check()  # just before the walk's statement: once it runs, an interrupt stops it
         if grouped:
             found, edges = subgraph.grouped_subgraph(conn, picked, store.graph_cards, visible, declared, declarations)
         else:
             found, edges = subgraph.subgraph(conn, picked, store.graph_cards, declared, declarations)
+        if walk is not None:
+            walk.check()
         for origin, destination, flags in edges:
             source, target = found[origin], found[destination]
             edge = subgraph.Edge(source.id, target.id, bool(flags & subgraph.DECLARED), bool(flags & subgraph.OBSERVED))
@@ -158,6 +165,7 @@ async def get_lineage(
     declared: DeclaredEdges = "include",
 ) -> Response:
     return await request.app.state.walks.answer(
+        request,
         lineage_graph,
         store,
         node_id,

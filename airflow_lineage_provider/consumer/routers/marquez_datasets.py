@@ -19,15 +19,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 from sqlalchemy import Connection
 
 from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
 from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
 from airflow_lineage_provider.consumer.marquez_paths import Dataset, Namespace
-from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, namespace_not_found
+from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, bounded_answer, namespace_not_found
 from airflow_lineage_provider.consumer.store import dataset_versions, marquez_datasets, queries
 from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
 
@@ -56,17 +57,19 @@ def dataset_id(conn: Connection, namespace: str, dataset: str, visible: Visible)
     "/api/v1/namespaces/{namespace}/datasets", responses=NOT_FOUND, summary="Datasets of a namespace (DatasetList)"
 )
 async def list_datasets(
-    store: Store, principal: Reader, namespace: Namespace, limit: Limit = 100, offset: Offset = 0
+    request: Request, store: Store, principal: Reader, namespace: Namespace, limit: Limit = 100, offset: Offset = 0
 ) -> Response:
+    bound = answer_bound(request)
+
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
             if not queries.namespace_exists(conn, namespace, visible):
                 raise namespace_not_found(namespace)
-            items, total = marquez_datasets.list_datasets(conn, namespace, limit, offset, visible)
+            items, total = marquez_datasets.list_datasets(conn, namespace, limit, offset, visible, admit=bound.admit)
         return {"datasets": items, "totalCount": total}
 
-    return await marquez_answer(run)
+    return await bounded_answer(bound, run)
 
 
 @router.get("/api/v1/namespaces/{namespace}/datasets/{dataset}", responses=NOT_FOUND, summary="A dataset (Dataset)")
@@ -86,7 +89,13 @@ async def get_dataset(store: Store, principal: Reader, namespace: Namespace, dat
     summary="Versions of a dataset, newest first (DatasetVersionList)",
 )
 async def list_dataset_versions(
-    store: Store, principal: Reader, namespace: Namespace, dataset: Dataset, limit: Limit = 100, offset: Offset = 0
+    request: Request,
+    store: Store,
+    principal: Reader,
+    namespace: Namespace,
+    dataset: Dataset,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> Response:
     def run() -> dict:
         with store.read() as conn:
@@ -95,7 +104,7 @@ async def list_dataset_versions(
             items, total = dataset_versions.list_versions(conn, node, namespace, dataset, limit, offset, visible)
         return {"versions": items, "totalCount": total}
 
-    return await marquez_answer(run)
+    return await bounded_answer(answer_bound(request), run)  # counted in flight once built
 
 
 @router.get(

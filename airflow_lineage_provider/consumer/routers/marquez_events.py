@@ -19,11 +19,12 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 
 from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Limit, Offset, Store, stored_answer, utc_bound
+from airflow_lineage_provider.consumer.deps import Limit, Offset, Store, utc_bound
 from airflow_lineage_provider.consumer.models import Events, Problem
 from airflow_lineage_provider.consumer.store import queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -85,6 +86,7 @@ SORT_DIRECTIONS = {"ASC": "asc", "DESC": "desc"}
     summary="Marquez: OpenLineage run events received, newest (or oldest) first",
 )
 async def get_lineage_events(
+    request: Request,
     store: Store,
     principal: Reader,
     before: TimeText = None,
@@ -97,13 +99,23 @@ async def get_lineage_events(
 ) -> Response:
     until, since = query_time(before, "before"), query_time(after, "after")
     direction = query_choice(sort_direction, "sortDirection", SORT_DIRECTIONS, "desc")
+    bound = answer_bound(request)
 
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
             items, total = queries.list_events(
-                conn, limit, offset, None, since, until, visible, kind="run", ascending=direction == "asc"
+                conn,
+                limit,
+                offset,
+                None,
+                since,
+                until,
+                visible,
+                kind="run",
+                ascending=direction == "asc",
+                admit=bound.admit,
             )
         return {"events": items, "totalCount": total}
 
-    return await stored_answer(run)
+    return await bound.answer(run)

@@ -9,16 +9,18 @@ object says, and where it comes from, is in :mod:`..store.marquez_jobs` and :mod
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import BaseModel
 from sqlalchemy import Connection
 
 from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.answer_limits import AnswerBound, answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
-from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
+from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer, marquez_error
 from airflow_lineage_provider.consumer.marquez_paths import Job, Namespace
 from airflow_lineage_provider.consumer.store import marquez_jobs, marquez_runs, queries
 from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
@@ -77,6 +79,14 @@ def run_states(
 RunStates = Annotated[list[str] | None, Depends(run_states)]
 
 
+async def bounded_answer(bound: AnswerBound, work: Callable[[], Any]) -> Response:
+    """:func:`..marquez_errors.marquez_answer` for a listing: its answer within ``bound`` (:mod:`..answer_limits`)."""
+    try:
+        return await bound.answer(work)
+    except MarquezError as error:
+        return marquez_error(error.code, error.message)
+
+
 def job_id(conn: Connection, namespace: str, job: str, visible: Visible) -> int:
     """The job's node id; Marquez's 404 for its namespace, then for itself, when unknown or hidden."""
     found = marquez_jobs.find_job(conn, namespace, job, visible)
@@ -89,19 +99,34 @@ def job_id(conn: Connection, namespace: str, job: str, visible: Visible) -> int:
 
 @router.get("/api/v1/namespaces/{namespace}/jobs", responses=NOT_FOUND, summary="Jobs of a namespace (JobList)")
 async def list_jobs(
-    store: Store, principal: Reader, namespace: Namespace, states: RunStates, limit: Limit = 100, offset: Offset = 0
+    request: Request,
+    store: Store,
+    principal: Reader,
+    namespace: Namespace,
+    states: RunStates,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> Response:
+    bound = answer_bound(request)
+
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
             if not queries.namespace_exists(conn, namespace, visible):
                 raise namespace_not_found(namespace)
             items, total = marquez_jobs.list_jobs(
-                conn, limit, offset, namespace=namespace, states=states, visible=visible, cache=store.job_objects
+                conn,
+                limit,
+                offset,
+                namespace=namespace,
+                states=states,
+                visible=visible,
+                cache=store.job_objects,
+                admit=bound.admit,
             )
         return {"jobs": items, "totalCount": total}
 
-    return await marquez_answer(run)
+    return await bounded_answer(bound, run)
 
 
 @router.get("/api/v1/namespaces/{namespace}/jobs/{job}", responses=NOT_FOUND, summary="One job (Marquez's Job)")
@@ -117,7 +142,13 @@ async def get_job(store: Store, principal: Reader, namespace: Namespace, job: Jo
 
 @router.get("/api/v1/namespaces/{namespace}/jobs/{job}/versions", responses=NOT_FOUND, summary="Versions of a job")
 async def list_job_versions(
-    store: Store, principal: Reader, namespace: Namespace, job: Job, limit: Limit = 100, offset: Offset = 0
+    request: Request,
+    store: Store,
+    principal: Reader,
+    namespace: Namespace,
+    job: Job,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> Response:
     def run() -> dict:
         with store.read() as conn:
@@ -125,7 +156,7 @@ async def list_job_versions(
             versions = marquez_jobs.job_versions(conn, job_id(conn, namespace, job, visible), visible)
         return {"versions": versions[offset : offset + limit], "totalCount": len(versions)}
 
-    return await marquez_answer(run)
+    return await bounded_answer(answer_bound(request), run)  # counted in flight once built
 
 
 @router.get(
@@ -156,16 +187,24 @@ async def get_job_version(
     "/api/v1/namespaces/{namespace}/jobs/{job}/runs", responses=NOT_FOUND, summary="Runs of a job, newest first"
 )
 async def list_job_runs(
-    store: Store, principal: Reader, namespace: Namespace, job: Job, limit: Limit = 100, offset: Offset = 0
+    request: Request,
+    store: Store,
+    principal: Reader,
+    namespace: Namespace,
+    job: Job,
+    limit: Limit = 100,
+    offset: Offset = 0,
 ) -> Response:
+    bound = answer_bound(request)
+
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
             node = job_id(conn, namespace, job, visible)
-            items, total = marquez_jobs.list_job_runs(conn, node, limit, offset, visible)
+            items, total = marquez_jobs.list_job_runs(conn, node, limit, offset, visible, admit=bound.admit)
         return {"runs": items, "totalCount": total}
 
-    return await marquez_answer(run)
+    return await bounded_answer(bound, run)
 
 
 @router.get("/api/v1/jobs/runs/{id}", responses=NOT_FOUND, summary="One run (Marquez's Run)")

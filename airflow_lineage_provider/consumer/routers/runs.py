@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
 
 from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store, stored_answer
 from airflow_lineage_provider.consumer.models import Problem, Runs
@@ -25,6 +26,7 @@ RunId = Annotated[str, Path(pattern=UUID_PATTERN, description="The run's UUID.")
 
 @router.get("/api/v1/runs", response_model=Runs, responses={404: {"model": Problem}}, summary="Runs of a job")
 async def get_runs(
+    request: Request,
     store: Store,
     principal: Reader,
     job_namespace: Annotated[str, Query(alias="jobNamespace", max_length=5000, pattern=NO_NUL)],
@@ -32,16 +34,18 @@ async def get_runs(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Response:
+    bound = answer_bound(request)
+
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
             job = nodes.find_node(conn, "job", f"{job_namespace}:{job_name}", visible)
             if job is None or (job[1], job[2]) != (job_namespace, job_name):
                 raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no job {job_namespace!r} / {job_name!r}")
-            items, total = queries.list_runs(conn, job[0], limit, offset, visible)
+            items, total = queries.list_runs(conn, job[0], limit, offset, visible, admit=bound.admit)
         return {"runs": items, "totalCount": total}
 
-    return await stored_answer(run)
+    return await bound.answer(run)
 
 
 @router.get("/api/v1/runs/{run_id}", responses={404: {"model": Problem}}, summary="One run with inputs and outputs")

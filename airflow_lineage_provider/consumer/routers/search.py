@@ -19,11 +19,12 @@ from __future__ import annotations
 from datetime import date, datetime, timezone
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Namespace, Offset, Store, stored_answer
+from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import Problem, SearchResults
 from airflow_lineage_provider.consumer.routers.marquez_events import query_choice, query_date
 from airflow_lineage_provider.consumer.store import queries
@@ -47,6 +48,7 @@ DateText = Annotated[str | None, Query(max_length=32, description="YYYY-MM-DD (a
 )
 @router.get("/api/v1/search/", include_in_schema=False)
 async def get_search(
+    request: Request,
     store: Store,
     principal: Reader,
     q: Annotated[
@@ -69,6 +71,7 @@ async def get_search(
     order = query_choice(sort, "sort", SORTS, "name")
     until, since = query_date(before, "before"), query_date(after, "after")
     text = q.strip()
+    bound = answer_bound(request)
 
     def run() -> dict:
         if not text:
@@ -86,10 +89,11 @@ async def get_search(
                 sort=order or "name",
                 before=None if until is None else _midnight(until),
                 after=None if since is None else _midnight(since),
+                admit=bound.admit,
             )
         return {"totalCount": total, "results": items}
 
-    return await stored_answer(run)
+    return await bound.answer(run)
 
 
 def _midnight(day: date) -> datetime:

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import make_url
 
-from airflow_lineage_provider.consumer.store.deferred_apply import DeferredApply, check_ingest_apply
+from airflow_lineage_provider.consumer.store.deferred_apply import ApplyBounds, DeferredApply, check_ingest_apply
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCards
 from airflow_lineage_provider.consumer.store.identity import apply_namespace_aliases
 from airflow_lineage_provider.consumer.store.idle_ping import ping_idle_connections
@@ -62,7 +62,8 @@ class LineageStore:
     ``graph_cache_nodes`` bounds the graph cards kept in memory, and the Marquez job objects (0 turns the
     caches off). ``namespace_aliases`` (``alias → canonical``), when given, becomes the store's namespace
     aliases when it is first opened (:func:`.identity.apply_namespace_aliases`: the groups of the datasets
-    they concern are derived again if it changed).
+    they concern are derived again if it changed). ``apply_bounds``: how much deferred apply's batches take and
+    its log holds (:class:`.ApplyBounds`; its defaults when None).
 
     Example::
 
@@ -80,6 +81,7 @@ class LineageStore:
         graph_cache_nodes: int = GRAPH_CACHE_NODES,
         namespace_aliases: Mapping[str, str] | None = None,
         ingest_apply: str = INGEST_APPLY,
+        apply_bounds: ApplyBounds | None = None,
     ) -> None:
         self.url = url
         self._engine = engine
@@ -93,7 +95,8 @@ class LineageStore:
         #: see :mod:`.deferred_apply`); None when each ingest applies its events in its own transaction.
         parsed = engine.url if engine is not None else make_url(url)
         backend = parsed.get_backend_name()
-        self.deferred = DeferredApply(self) if check_ingest_apply(ingest_apply, backend) == "deferred" else None
+        deferred = check_ingest_apply(ingest_apply, backend) == "deferred"
+        self.deferred = DeferredApply(self, apply_bounds) if deferred else None
         self._ready = False
         self._lock = threading.Lock()
         #: The connection :meth:`holding` keeps for its thread.

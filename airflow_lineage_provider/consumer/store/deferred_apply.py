@@ -1,13 +1,25 @@
-"""Deferred apply: an ingest answered once its events are logged, and applied to the graph in large batches.
+"""Deferred apply: an ingest answered once its events are logged, and applied to the graph in bounded batches.
 
 With ``ingest_apply = deferred`` an ingest transaction stores each new raw event (``lineage_events``, as always:
 the answer's stored and duplicate counts are known at once) and logs it in ``lineage_pending_events``
 (:func:`.ingest.log_events`); it commits and is answered. A 201 still means committed: the event is durable, and
 so is the debt of applying it. A thread of the serving process (:class:`DeferredApply`, started when something
 is logged, when a read has to wait, and when the store is first opened, so a server killed mid-load applies on
-restart what it logged) then takes up to :data:`APPLY_BATCH_EVENTS` pending events at a time, oldest first, and
-applies them to the graph (:func:`.ingest.apply_events`) in one transaction that also deletes their log rows:
-an event is applied exactly once, whoever crashes when.
+restart what it logged) then takes the oldest pending events and applies them to the graph
+(:func:`.ingest.apply_events`) in one transaction that also deletes their log rows: an event is applied exactly
+once, whoever crashes when.
+
+A batch is bounded three ways, so what it costs the server and the database does not depend on how wide the
+events are: at most :data:`APPLY_BATCH_EVENTS` events, :data:`APPLY_BATCH_BYTES` of raw events read, and
+:data:`APPLY_BATCH_ROWS` rows to write (:func:`.ingest.event_rows`: the datasets an event names, their
+column-lineage fields and symlinks) — always at least one event, so an oversized event is applied alone.
+
+The debt is bounded too: while the log holds ``max_pending_events`` events or ``max_pending_bytes`` bytes of raw
+events, new ingests are refused with :class:`IngestBacklog` (503 with ``Retry-After``) before anything of them
+is written (:meth:`DeferredApply.admit`: a count kept by the process, corrected by a look at the log at most
+every :data:`LOOK_SECONDS`). And an apply that takes longer than ``apply_timeout`` seconds (a statement timeout on
+PostgreSQL, a deadline checked between statements on both stores) is given up: its batch is applied again event
+by event, and an event that is still too slow alone is set aside, so the log behind it moves on.
 
 Why: eight single-event senders make groups of at most eight events, and on PostgreSQL most of what such a group
 costs is per transaction and per statement — a dozen upserts that cost nearly as much for 8 rows as for 500.
@@ -22,8 +34,8 @@ Several processes may share a store: each one's applier takes pending rows with 
 (PostgreSQL), so none is applied twice and a dead process's rows are taken by the others. A batch the database
 refuses is applied again event by event; an event it still refuses alone is moved to ``lineage_unapplied_events``
 with the reason (its raw event stays stored), counted in the statistics of ``GET /api/v1/retention``,
-never silently dropped. A failure of the store itself (unreachable, restarted, a deadlock) leaves the rows pending
-and is retried with a growing pause.
+never silently dropped. A failure of the store itself (unreachable, restarted, a deadlock, a lock waited for past
+half the apply timeout) leaves the rows pending and is retried with a growing pause.
 """
 
 from __future__ import annotations
@@ -33,18 +45,25 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, delete, func, insert, select
+from sqlalchemy import Connection, bindparam, delete, func, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.failures import failure_reason, is_store_failure
-from airflow_lineage_provider.consumer.store.ingest import AFTER_COMMIT, apply_events
+from airflow_lineage_provider.consumer.store.ingest import (
+    AFTER_COMMIT,
+    APPLY_DEADLINE,
+    ApplyTimeout,
+    apply_events,
+    event_rows,
+)
 from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_event
 from airflow_lineage_provider.defaults import INGEST_APPLY_MODES
 
@@ -57,9 +76,27 @@ log = logging.getLogger(__name__)
 APPLIER_THREAD = "lineage-apply"
 #: Most pending events applied in one transaction.
 APPLY_BATCH_EVENTS = 500
+#: Most rows one batch writes, counted by :func:`.ingest.event_rows` (a batch of ordinary events stops at
+#: :data:`APPLY_BATCH_EVENTS` long before this); an event past it is applied alone.
+APPLY_BATCH_ROWS = 10_000
+#: Most bytes of raw events one batch reads from the store (those this process logged and still holds parsed
+#: count too); an event past it is applied alone.
+APPLY_BATCH_BYTES = 8 * 1024 * 1024
 #: How long the applier waits after something was logged, for more to come, before it applies a batch (at once
-#: when a read waits, or :data:`APPLY_BATCH_EVENTS` are waiting): what makes batches large under load.
+#: when a read waits, or a full batch is waiting): what makes batches large under load.
 APPLY_DELAY_SECONDS = float(os.environ.get("LINEAGE_APPLY_DELAY_MS", "50")) / 1000
+#: Longest one apply transaction may take before it is given up (the default of ``ingest_apply_timeout_seconds``):
+#: well under :data:`READ_WAIT_SECONDS`, so reads behind an event too slow to apply are answered.
+APPLY_TIMEOUT_SECONDS = 10.0
+#: Most events the ingest log may hold before new ingests are refused (default of ``ingest_log_max_events``).
+MAX_PENDING_EVENTS = 10_000
+#: Most bytes of raw events the ingest log may hold before new ingests are refused (``ingest_log_max_bytes``).
+MAX_PENDING_BYTES = 8 * 1024 * 1024
+#: How often :meth:`DeferredApply.admit` corrects the process's count of the log with a look at the log itself
+#: (what other processes logged and applied).
+LOOK_SECONDS = 1.0
+#: ``Retry-After`` of an ingest refused because the log is over its bound.
+BACKLOG_RETRY_SECONDS = 5
 #: How long the applier thread waits for more to apply before it ends (the next log or read starts another).
 LINGER_SECONDS = 1.0
 #: Longest a read waits for the events logged before it to be applied before it is answered 503.
@@ -67,17 +104,31 @@ READ_WAIT_SECONDS = 30.0
 #: How often a waiting read looks at the log again when no applier of this process has told it anything (the
 #: events it waits for may be another process's).
 READ_POLL_SECONDS = 0.02
-#: Parsed events this process logged and has not applied yet, kept so its applier need not parse them again.
+#: Parsed events not applied yet (logged by this process, or read for a batch that had no room left for them),
+#: kept so that the applier need not read and parse them again: at most this many, of at most :data:`HANDED_BYTES`
+#: bytes of raw event in all (parsed, an event takes 3-5 times its raw size).
 HANDED_EVENTS = 20_000
+HANDED_BYTES = 16 * 1024 * 1024
 #: Longest pause between attempts while the store itself fails.
 MAX_RETRY_PAUSE_SECONDS = 5.0
 #: Longest :meth:`DeferredApply.stop` waits for the applier to apply what is pending and end.
 STOP_SECONDS = 30.0
+#: PostgreSQL's SQLSTATE for a statement cancelled (by ``statement_timeout``, or by request).
+_QUERY_CANCELED = "57014"
 
 
 class ApplyBacklog(RuntimeError):
     """A read waited :data:`READ_WAIT_SECONDS` and the events logged before it are still not applied (answered
     503 with Retry-After: the store is behind or failing)."""
+
+
+class IngestBacklog(RuntimeError):
+    """The ingest log holds more than its bound: an ingest refused before anything of it was written (answered
+    503 with ``Retry-After: retry_after``)."""
+
+    def __init__(self, message: str, retry_after: int = BACKLOG_RETRY_SECONDS) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 def check_ingest_apply(mode: str, backend: str) -> str:
@@ -97,6 +148,26 @@ def check_ingest_apply(mode: str, backend: str) -> str:
     return mode
 
 
+@dataclass(frozen=True)
+class ApplyBounds:
+    """How much one batch may take and how much the ingest log may hold (see the module); ``apply_timeout`` None:
+    no time bound."""
+
+    batch_events: int = APPLY_BATCH_EVENTS
+    batch_rows: int = APPLY_BATCH_ROWS
+    batch_bytes: int = APPLY_BATCH_BYTES
+    max_pending_events: int = MAX_PENDING_EVENTS
+    max_pending_bytes: int = MAX_PENDING_BYTES
+    apply_timeout: float | None = APPLY_TIMEOUT_SECONDS
+
+    def __post_init__(self) -> None:
+        for name in ("batch_events", "batch_rows", "batch_bytes", "max_pending_events", "max_pending_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.apply_timeout is not None and not self.apply_timeout > 0:
+            raise ValueError(f"apply_timeout must be more than 0 seconds (or None), got {self.apply_timeout}")
+
+
 @dataclass
 class ApplyStatistics:
     """What this process's applier did since the store was opened (for logs, tests and benchmarks)."""
@@ -105,30 +176,35 @@ class ApplyStatistics:
     events: int = 0
     #: The most events one batch applied.
     largest: int = 0
-    #: Batches the database refused, applied again event by event; events moved to ``lineage_unapplied_events``.
+    #: Batches the database refused (or that took too long), applied again event by event; events moved to
+    #: ``lineage_unapplied_events``, and of those, the ones set aside because applying them took too long.
     split: int = 0
     unapplied: int = 0
+    timed_out: int = 0
     #: Attempts that failed because the store itself did (retried).
     store_failures: int = 0
     #: Reads that found events to wait for.
     waited_reads: int = 0
+    #: Ingest requests refused because the log was over its bound.
+    refused_ingests: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Pending:
     seq: int
     event_key: str
-    payload: str | None  # None: its raw event has gone (a reset or prune raced it): nothing to apply
+    #: Bytes of its raw event; None: its raw event has gone (a reset or prune raced it): nothing to apply.
+    size: int | None
+    #: Its event once read: parsed, or the reason it cannot be read back (None: gone).
+    event: LineageEvent | str | None = None
 
 
 class DeferredApply:
-    """The applier of ``store``'s ingest log in this process (see the module)."""
+    """The applier of ``store``'s ingest log in this process, within ``bounds`` (see the module)."""
 
-    def __init__(self, store: LineageStore, batch_events: int = APPLY_BATCH_EVENTS) -> None:
-        if batch_events < 1:
-            raise ValueError(f"batch_events must be at least 1, got {batch_events}")
+    def __init__(self, store: LineageStore, bounds: ApplyBounds | None = None) -> None:
         self.store = store
-        self.batch_events = batch_events
+        self.bounds = bounds or ApplyBounds()
         self.statistics = ApplyStatistics()
         self._changed = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -137,17 +213,74 @@ class DeferredApply:
         #: Bumped after each committed batch (waiting reads look again).
         self._generation = 0
         self._handed: dict[str, LineageEvent] = {}
+        self._handed_bytes = 0
         #: Reads waiting for the applier (it then applies at once).
         self._readers = 0
         #: Set while :meth:`stop` runs: the thread applies what is pending without waiting, then ends.
         self._stopping = False
+        #: What the log holds, as far as this process knows: its last look, plus what it logged since, less what
+        #: it applied since (events, bytes of raw event).
+        self._backlog = [0, 0]
+        self._looked_at = float("-inf")
+        self._looking = False
 
     def logged(self, events: Iterable[LineageEvent]) -> None:
         """``events`` were logged by a transaction of this process that has committed: apply them soon."""
+        events = list(events)
         with self._changed:
-            if len(self._handed) < HANDED_EVENTS:
-                self._handed.update((event.key, event) for event in events)
+            self._backlog[0] += len(events)
+            self._backlog[1] += sum(len(event.payload) for event in events)
+            self._hand(events)
         self.wake()
+
+    def _hand(self, events: Iterable[LineageEvent]) -> None:
+        """Keep ``events`` parsed for the applier, within :data:`HANDED_EVENTS` and :data:`HANDED_BYTES`."""
+        for event in events:
+            size = len(event.payload)
+            if len(self._handed) >= HANDED_EVENTS or self._handed_bytes + size > HANDED_BYTES:
+                return
+            if event.key not in self._handed:
+                self._handed[event.key] = event
+                self._handed_bytes += size
+
+    def admit(self) -> None:
+        """Raise :class:`IngestBacklog` when the ingest log holds ``max_pending_events`` events or
+        ``max_pending_bytes`` bytes of raw events or more (by this process's count, looked up in the log at most
+        every :data:`LOOK_SECONDS`): called before an ingest writes anything."""
+        if time.monotonic() - self._looked_at >= LOOK_SECONDS:
+            self._look()
+        bounds = self.bounds
+        with self._changed:
+            events, size = self._backlog
+            if events < bounds.max_pending_events and size < bounds.max_pending_bytes:
+                return
+            self.statistics.refused_ingests += 1
+        self.wake()
+        raise IngestBacklog(
+            f"the lineage store's ingest log is full ({events:,} events, {size:,} bytes waiting to be applied;"
+            f" at most {bounds.max_pending_events:,} events or {bounds.max_pending_bytes:,} bytes): nothing of this"
+            f" request was stored; retry in {BACKLOG_RETRY_SECONDS} s"
+        )
+
+    def _look(self) -> None:
+        """Read what the log holds (one thread at a time; a failing store keeps the count as it was: the write that
+        follows reports the failure)."""
+        with self._changed:
+            if self._looking:
+                return
+            self._looking = True
+        try:
+            with self.store.engine.connect() as conn:
+                events, size = conn.execute(_backlog_query(conn.dialect.name)).one()
+                conn.rollback()
+            with self._changed:
+                self._backlog = [int(events or 0), int(size or 0)]
+        except SQLAlchemyError as error:
+            log.debug("lineage store: could not look at the ingest log: %s", error)
+        finally:
+            with self._changed:
+                self._looking = False
+                self._looked_at = time.monotonic()
 
     def wake(self) -> None:
         """Make sure an applier thread looks at the log now (starting one if none runs)."""
@@ -232,7 +365,12 @@ class DeferredApply:
     def _due(self) -> bool:
         """Whether to apply now rather than wait for more (a read waits, a full batch is logged, or the applier
         is being stopped)."""
-        return self._stopping or self._readers > 0 or len(self._handed) >= self.batch_events
+        return (
+            self._stopping
+            or self._readers > 0
+            or len(self._handed) >= self.bounds.batch_events
+            or self._handed_bytes >= self.bounds.batch_bytes
+        )
 
     def _moved_on(self, generation: int) -> bool:
         return self._generation != generation
@@ -279,77 +417,158 @@ class DeferredApply:
                     self._thread = None
 
     def _apply_batch(self) -> int:
-        """Apply the oldest pending events not taken by another applier; how many log rows were done."""
+        """Apply the oldest pending events not taken by another applier, within the batch bounds; how many log
+        rows were done."""
         batch: list[_Pending] = []
+        started = time.monotonic()
         try:
             with self.store.write(applied=False) as conn:
-                batch = _take(conn, self.batch_events)
+                batch = self._take(conn)
                 if not batch:
                     return 0
-                self._apply(conn, batch)
-                _done(conn, [one.seq for one in batch])
-        except Exception as error:  # a refusal by the database, or a failure of the apply itself (a bug)
-            if _store_failed(error) or not batch:
+                with self._bounded(conn):
+                    self._apply(conn, batch)
+                    _done(conn, [one.seq for one in batch])
+        except Exception as error:  # a refusal by the database, too slow, or a failure of the apply itself (a bug)
+            if not batch:
+                raise
+            slow = self._too_slow(error, started)
+            if not slow and _store_failed(error):
                 raise
             self.statistics.split += 1
-            log.info("lineage store: a batch of %d pending events failed (%s); applying each alone", len(batch), error)
-            for one in batch:
-                self._apply_alone(one)
+            if slow and len(batch) == 1:  # alone already: trying again would take as long
+                self._apply_alone(batch[0], too_slow=True)
+            else:
+                why = "took too long" if slow else f"failed ({error})"
+                log.info("lineage store: a batch of %d pending events %s; applying each alone", len(batch), why)
+                for one in batch:
+                    self._apply_alone(one)
         self._finished(batch)
         return len(batch)
 
-    def _apply(self, conn: Connection, batch: Sequence[_Pending]) -> None:
-        events, unreadable = [], []
-        for one in batch:
-            event = self._event(one)
-            if isinstance(event, str):
-                unreadable.append((one, event))
-            elif event is not None:
-                events.append(event)
-        apply_events(conn, events)
-        for one, reason in unreadable:
-            self._set_aside(conn, one, reason)
+    @contextmanager
+    def _bounded(self, conn: Connection) -> Iterator[None]:
+        """Bound the time of what ``conn`` runs in the block by ``apply_timeout``: a deadline :mod:`.ingest` checks
+        before each statement, and on PostgreSQL a statement timeout (and a lock timeout of half of it, so that
+        waiting for another writer's lock is a failure of the store, retried, not a slow event) for the rest of the
+        transaction, or of the savepoint the block runs in."""
+        timeout = self.bounds.apply_timeout
+        if timeout is None:
+            yield
+            return
+        if conn.dialect.name == "postgresql":
+            ms = max(1, round(timeout * 1000))
+            conn.execute(_TIMEOUTS, {"statement": str(ms), "lock": str(max(1, ms // 2))})
+        conn.info[APPLY_DEADLINE] = time.monotonic() + timeout
+        try:
+            yield
+        finally:
+            conn.info.pop(APPLY_DEADLINE, None)
 
-    def _apply_alone(self, one: _Pending) -> None:
+    def _too_slow(self, error: Exception, started: float) -> bool:
+        """Whether ``error`` says the apply begun at ``started`` ran past ``apply_timeout`` (a cancel that came
+        sooner, by an operator, is the store's failure)."""
+        if isinstance(error, ApplyTimeout):
+            return True
+        timeout = self.bounds.apply_timeout
+        code = getattr(getattr(error, "orig", None), "pgcode", None)
+        return code == _QUERY_CANCELED and timeout is not None and time.monotonic() - started >= timeout * 0.9
+
+    def _slow_reason(self, one: _Pending) -> str:
+        rows = f" (about {event_rows(one.event):,} rows)" if isinstance(one.event, LineageEvent) else ""
+        return (
+            f"applying this event{rows} took longer than {self.bounds.apply_timeout:g} s"
+            " (ingest_apply_timeout_seconds); it was set aside so that the events logged after it are applied:"
+            " raise the bound and requeue it"
+        )
+
+    def _take(self, conn: Connection) -> list[_Pending]:
+        """The oldest pending rows not taken by another applier, locked for this transaction, within the batch's
+        bounds of events, bytes and rows (at least one), their events read."""
+        bounds = self.bounds
+        taken: list[_Pending] = []
+        size = 0
+        for seq, key, length in conn.execute(_candidates(conn.dialect.name), {"most": bounds.batch_events}):
+            if taken and size + (length or 0) > bounds.batch_bytes:
+                break
+            taken.append(_Pending(seq, key, length))
+            size += length or 0
+        if not taken:  # what is still kept parsed was applied by another process's applier, or is being applied
+            with self._changed:
+                self._handed.clear()
+                self._handed_bytes = 0
+            return taken
+        self._read(conn, taken)
+        rows = 0
+        for index, one in enumerate(taken):
+            weight = event_rows(one.event) if isinstance(one.event, LineageEvent) else 1
+            if index and rows + weight > bounds.batch_rows:
+                with self._changed:  # read already: kept for the next batch, which takes them (left locked now)
+                    self._hand(one.event for one in taken[index:] if isinstance(one.event, LineageEvent))
+                return taken[:index]
+            rows += weight
+        return taken
+
+    def _read(self, conn: Connection, taken: Sequence[_Pending]) -> None:
+        """Fill in the events of ``taken``: this process's parsed ones, else read from the store and parsed."""
+        missing: dict[str, _Pending] = {}
+        with self._changed:
+            for one in taken:
+                one.event = self._handed.get(one.event_key)
+                if one.event is None and one.size is not None:
+                    missing[one.event_key] = one
+        e = tables.events.c
+        query = select(e.event_key, e.payload).where(e.event_key.in_(bindparam("keys", expanding=True)))
+        keys = list(missing)
+        for start in range(0, len(keys), 900):
+            for key, payload in conn.execute(query, {"keys": keys[start : start + 900]}):
+                missing[key].event = _parsed(payload)
+
+    def _apply(self, conn: Connection, batch: Sequence[_Pending]) -> None:
+        events = [one.event for one in batch if isinstance(one.event, LineageEvent)]
+        apply_events(conn, events)
+        for one in batch:
+            if isinstance(one.event, str):
+                self._set_aside(conn, one, one.event)
+
+    def _apply_alone(self, one: _Pending, too_slow: bool = False) -> None:
         """Apply one log row in a transaction of its own (unless another applier has done it meanwhile); set its
-        event aside when the database refuses it alone."""
+        event aside when the database refuses it alone or it takes too long (at once when ``too_slow``: it did
+        alone already)."""
+        started = time.monotonic()
         with self.store.write(applied=False) as conn:
             p = tables.pending_events.c
             taken = select(p.seq).where(p.seq == one.seq).with_for_update(skip_locked=True)
             if conn.execute(taken).first() is None:
                 return
-            callbacks = len(conn.info.get(AFTER_COMMIT, ()))
-            try:
-                with conn.begin_nested():
-                    self._apply(conn, [one])
-            except Exception as error:
-                if _store_failed(error):
-                    raise
-                del conn.info.get(AFTER_COMMIT, [])[callbacks:]  # what the failed apply asked for after commit
-                if isinstance(error, SQLAlchemyError):
-                    reason = f"the lineage store refused this event: {failure_reason(error)}"
-                else:  # never expected: a bug; its traceback goes to the log, the event is kept
-                    log.exception("lineage store: applying event %s failed", one.event_key)
-                    reason = f"applying this event failed: {type(error).__name__}: {str(error)[:300]}"
-                self._set_aside(conn, one, reason)
+            slow, reason = too_slow, self._slow_reason(one) if too_slow else None
+            if not too_slow:
+                callbacks = len(conn.info.get(AFTER_COMMIT, ()))
+                try:
+                    with conn.begin_nested(), self._bounded(conn):  # the savepoint's rollback lifts the bound too
+                        self._apply(conn, [one])
+                except Exception as error:
+                    slow = self._too_slow(error, started)
+                    if not slow and _store_failed(error):
+                        raise
+                    del conn.info.get(AFTER_COMMIT, [])[callbacks:]  # what the failed apply asked for after commit
+                    reason = self._reason(one, error, slow)
+            if reason is not None:
+                self._set_aside(conn, one, reason, slow)
             _done(conn, [one.seq])
 
-    def _event(self, one: _Pending) -> LineageEvent | str | None:
-        """The event of a log row (this process's parsed one, else parsed from its stored JSON); None when its
-        raw event has gone; the reason when it cannot be read back (never expected: it was checked when stored)."""
-        with self._changed:
-            handed = self._handed.get(one.event_key)
-        if handed is not None:
-            return handed
-        if one.payload is None:
-            return None
-        try:
-            return parse_event(json.loads(one.payload), max_depth=1_000_000, stored=True)  # checked when stored
-        except (ValueError, EventError) as error:
-            return f"the stored event cannot be read back: {error}"
+    def _reason(self, one: _Pending, error: Exception, slow: bool) -> str:
+        if slow:
+            return self._slow_reason(one)
+        if isinstance(error, SQLAlchemyError):
+            return f"the lineage store refused this event: {failure_reason(error)}"
+        # never expected: a bug; its traceback goes to the log, the event is kept
+        log.error("lineage store: applying event %s failed", one.event_key, exc_info=error)
+        return f"applying this event failed: {type(error).__name__}: {str(error)[:300]}"
 
-    def _set_aside(self, conn: Connection, one: _Pending, reason: str) -> None:
+    def _set_aside(self, conn: Connection, one: _Pending, reason: str, slow: bool = False) -> None:
         self.statistics.unapplied += 1
+        self.statistics.timed_out += slow
         log.error("lineage store: event %s cannot be applied to the graph and was set aside: %s", one.event_key, reason)
         row = {"event_key": one.event_key, "failed_at": datetime.now(timezone.utc), "reason": reason[:2000]}
         conn.execute(insert(tables.unapplied_events).values(row))
@@ -357,7 +576,11 @@ class DeferredApply:
     def _finished(self, batch: Sequence[_Pending]) -> None:
         with self._changed:
             for one in batch:
-                self._handed.pop(one.event_key, None)
+                handed = self._handed.pop(one.event_key, None)
+                if handed is not None:
+                    self._handed_bytes -= len(handed.payload)
+            self._backlog[0] = max(0, self._backlog[0] - len(batch))
+            self._backlog[1] = max(0, self._backlog[1] - sum(one.size or 0 for one in batch))
             self._generation += 1
             self._changed.notify_all()
         stats = self.statistics
@@ -366,23 +589,52 @@ class DeferredApply:
         stats.largest = max(stats.largest, len(batch))
 
 
+def _parsed(payload: str) -> LineageEvent | str:
+    """A stored event parsed again, or the reason it cannot be (never expected: it was checked when stored)."""
+    try:
+        return parse_event(json.loads(payload), max_depth=1_000_000, stored=True)  # checked when stored
+    except (ValueError, EventError) as error:
+        return f"the stored event cannot be read back: {error}"
+
+
 def _store_failed(error: Exception) -> bool:
     """Whether ``error`` is the store's own failure (retry later), not something the batch's events caused."""
     return isinstance(error, SQLAlchemyError) and is_store_failure(error)
 
 
-def _take(conn: Connection, most: int) -> list[_Pending]:
-    """Up to ``most`` of the oldest pending rows, with their raw events, locked for this transaction (rows another
-    applier holds are skipped; SQLite's writer holds the whole store)."""
+#: ``SET LOCAL statement_timeout`` and ``lock_timeout`` in one statement (milliseconds, as text).
+_TIMEOUTS = select(
+    func.set_config("statement_timeout", bindparam("statement"), True),
+    func.set_config("lock_timeout", bindparam("lock"), True),
+)
+
+
+def _raw_bytes(dialect: str) -> Any:
+    """SQL: the size of a pending row's raw event (bytes on PostgreSQL, read from the value's header; characters on
+    SQLite, whose ``octet_length`` is recent)."""
+    payload = tables.events.c.payload
+    return func.octet_length(payload) if dialect == "postgresql" else func.length(payload)
+
+
+def _candidates(dialect: str) -> Any:
+    """Up to ``:most`` of the oldest pending rows with the size of their raw events, locked for the transaction
+    (rows another applier holds are skipped; SQLite's writer holds the whole store)."""
     p, e = tables.pending_events.c, tables.events.c
-    query = (
-        select(p.seq, p.event_key, e.payload)
+    return (
+        select(p.seq, p.event_key, _raw_bytes(dialect))
         .select_from(tables.pending_events.outerjoin(tables.events, e.event_key == p.event_key))
         .order_by(p.seq)
-        .limit(most)
+        .limit(bindparam("most"))
         .with_for_update(of=tables.pending_events, skip_locked=True)
     )
-    return [_Pending(seq, key, payload) for seq, key, payload in conn.execute(query)]
+
+
+def _backlog_query(dialect: str) -> Any:
+    """What the log holds: events, and bytes of their raw events."""
+    p, e = tables.pending_events.c, tables.events.c
+    return select(func.count(p.seq), func.coalesce(func.sum(_raw_bytes(dialect)), 0)).select_from(
+        tables.pending_events.outerjoin(tables.events, e.event_key == p.event_key)
+    )
 
 
 def _done(conn: Connection, seqs: list[int]) -> None:

@@ -21,16 +21,23 @@ on PostgreSQL most of what a small batch still costs is the round trips.
 On psycopg2 the statements are also prepared on the server (:class:`ServerSide`): psycopg2 sends each statement
 as text, which the server parses and plans every time — for the ingest's big ``INSERT ... SELECT FROM unnest(...)
 ON CONFLICT DO UPDATE`` upserts most of what a small batch costs the server. Each DBAPI connection gets
-``PREPARE lineage_ingest_<hash> (types) AS ...`` once, sent with the first ``EXECUTE lineage_ingest_<hash>
-(...)`` (in the same string, so no round trip is added), then only the ``EXECUTE``; which statements a connection
-has prepared is kept in its pool record's ``info``, so a new connection (one replaced after invalidation too)
-prepares again. ``PREPARE`` is not transactional: a statement prepared in a transaction that rolls back stays
-prepared, but one whose ``PREPARE`` failed does not exist; after any error on the driver's cursor the
-connection's list is read again from ``pg_prepared_statements`` before its next statement. psycopg (3) prepares
-on its own (after five executions of a statement). Named prepared statements do not survive a pooler that hands
-each transaction another server connection (PgBouncer in transaction mode): turn them off with
-``LINEAGE_STORE_PREPARED_STATEMENTS=off`` in the environment, or the engine execution option
-``lineage_prepared_statements=False`` (:data:`PREPARED_STATEMENTS_OPTION`).
+``PREPARE lineage_ingest_<hash> (types) AS ...`` once, then only ``EXECUTE lineage_ingest_<hash> (...)``; which
+statements a connection has prepared is kept in its pool record's ``info``, so a new connection (one replaced after
+invalidation too) prepares again. A ``PREPARE`` goes in a string of its own, never with data: the server keeps the
+whole string a statement was prepared from for the life of the session, so a ``PREPARE`` sent with its first
+``EXECUTE`` would keep that execution's arrays (and those of every write sent with it) in the backend's memory.
+``PREPARE`` is not transactional: a statement prepared in a transaction that rolls back stays prepared, but one
+whose ``PREPARE`` failed does not exist; after any error on the driver's cursor the connection's list is read again
+from ``pg_prepared_statements`` before its next statement. psycopg (3) prepares on its own (after five executions
+of a statement). Named prepared statements do not survive a pooler that hands each transaction another server
+connection (PgBouncer in transaction mode): turn them off with ``LINEAGE_STORE_PREPARED_STATEMENTS=off`` in the
+environment, or the engine execution option ``lineage_prepared_statements=False``
+(:data:`PREPARED_STATEMENTS_OPTION`).
+
+psycopg2 sends a Python list as an ``ARRAY[...]`` constructor, which the server parses into an expression per
+element and folds into an array: hundreds of bytes of backend memory and about a microsecond per element, several
+times what the values weigh. The arrays go as one array literal each instead (``'{...}'::TEXT[]``, read by the
+server's array input in one pass): :func:`array_text`, :func:`integer_array_text`.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ARRAY, Connection, bindparam
+from sqlalchemy import ARRAY, Connection, Integer, bindparam
 from sqlalchemy.engine import Dialect
 
 from airflow_lineage_provider.consumer.store.statements import Statement
@@ -75,6 +82,9 @@ PREPARED_STATEMENTS = os.environ.get("LINEAGE_STORE_PREPARED_STATEMENTS", "on").
 }
 #: What the names of the statements this module prepares start with.
 NAME_PREFIX = "lineage_ingest_"
+#: Most bytes of writes :func:`one_round_trip` holds before it sends them (what it holds is sent in order, so
+#: sending early changes nothing but the round trips; this bounds the string on both ends).
+HELD_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -157,10 +167,44 @@ class Prepared:
         return values if self.positional else dict(zip(self.names, values, strict=True))
 
 
+def _quoted(value: Any) -> str:
+    text = value if isinstance(value, str) else str(value)
+    if '"' in text or "\\" in text:
+        text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+def array_text(values: Sequence[Any]) -> str:
+    """``values`` (text or ``None``) as a PostgreSQL array literal: ``{"a","b\\"c",NULL}``."""
+    if not values:
+        return "{}"
+    # Most arrays: text and NULLs, nothing to escape (the only quotes are the separators'). A NULL goes as NUL
+    # first (no stored text holds one), then as NULL, unquoted.
+    nulls = values.count(None)
+    texts = ["\x00" if value is None else value for value in values] if nulls else values
+    try:
+        joined = '","'.join(texts)
+    except TypeError:  # a value that is not text
+        joined = '"'
+    if joined.count('"') != 2 * (len(texts) - 1) or "\\" in joined or joined.count("\x00") != nulls:
+        return "{" + ",".join(["NULL" if value is None else _quoted(value) for value in values]) + "}"
+    literal = '{"' + joined + '"}'
+    return literal.replace('"\x00"', "NULL") if nulls else literal
+
+
+def integer_array_text(values: Sequence[Any]) -> str:
+    """``values`` (integers or ``None``) as a PostgreSQL array literal: ``{1,2,NULL}``."""
+    if None in values:
+        return "{" + ",".join(["NULL" if value is None else f"{value:d}" for value in values]) + "}"
+    return "{" + ",".join([f"{value:d}" for value in values]) + "}"
+
+
 def _processor(bind: Any, dialect: Dialect) -> Processor:
     if dialect.name == "sqlite" and isinstance(bind.type, UtcDateTime):
         return _sqlite_time_or_none
     impl = bind.type.dialect_impl(dialect)
+    if isinstance(impl, ARRAY) and dialect.driver == "psycopg2":  # one literal per array (see the module)
+        return integer_array_text if isinstance(impl.item_type, Integer) else array_text
     if isinstance(impl, ARRAY) and impl.item_type.dialect_impl(dialect).bind_processor(dialect) is None:
         return None  # SQLAlchemy's would copy the list (of scalars, the arrays of .statements): the same values
     processor: Processor = impl.bind_processor(dialect)
@@ -281,16 +325,18 @@ def _forget(conn: Connection, driver: Any) -> None:
         conn.info[_PREPARED] = (driver, None)
 
 
-def _sql(conn: Connection, driver: Any, prepared: Prepared, preparing: set[str] | None = None) -> tuple[str, str]:
-    """The SQL to send for ``prepared`` on ``conn``, and the name of the statement it prepares on the server (``""``
-    for none): the statement itself, or its ``EXECUTE``, after its ``PREPARE`` when neither the connection nor
-    ``preparing`` (what is held to be sent before it) has it."""
+def _sql(
+    conn: Connection, driver: Any, prepared: Prepared, preparing: set[str] | None = None
+) -> tuple[str, ServerSide | None]:
+    """The SQL to send for ``prepared`` on ``conn`` (the statement itself, or its ``EXECUTE``), and the statement to
+    prepare on the server before it, when neither the connection nor ``preparing`` (what is held to be sent before
+    it) has it."""
     server = _server_side(conn, prepared)
     if server is None:
-        return prepared.sql, ""
+        return prepared.sql, None
     if server.name in _known(conn, driver) or (preparing is not None and server.name in preparing):
-        return server.execute, ""
-    return f"{server.prepare};\n{server.execute}", server.name
+        return server.execute, None
+    return server.execute, server
 
 
 def _run(conn: Connection, driver: Any, prepared: Prepared, variables: Sequence[Any]) -> list[Any]:
@@ -299,9 +345,12 @@ def _run(conn: Connection, driver: Any, prepared: Prepared, variables: Sequence[
     sql, preparing = _sql(conn, driver, prepared)
     cursor = driver.cursor()
     try:
+        if preparing is not None:
+            sql = preparing.prepare  # named in the error, if it fails
+            cursor.execute(sql, ())  # a string of its own (see the module); () turns its %% into %
+            _known(conn, driver).add(preparing.name)
+            sql = preparing.execute
         cursor.execute(sql, parameters)
-        if preparing:
-            _known(conn, driver).add(preparing)
         return cursor.fetchall() if cursor.description is not None else []
     except conn.dialect.loaded_dbapi.Error as error:
         _forget(conn, driver)
@@ -317,10 +366,13 @@ _HELD = "lineage_driver_sql_held"
 
 @dataclass
 class _Held:
-    """The writes held: their SQL, parameters bound, and the statements they prepare on the server."""
+    """The writes held: their SQL, parameters bound (and its bytes in all), and the statements to prepare on the
+    server before they are sent (``PREPARE`` texts in pyformat, their names)."""
 
     sql: list[bytes]
     preparing: set[str]
+    prepares: list[str]
+    size: int = 0
 
 
 @contextmanager
@@ -338,7 +390,7 @@ def one_round_trip(conn: Connection) -> Iterator[None]:
     if conn.dialect.driver != "psycopg2" or driver_connection(conn) is None or _HELD in conn.info:
         yield
         return
-    conn.info[_HELD] = _Held([], set())
+    conn.info[_HELD] = _Held([], set(), [])
     try:
         yield
         flush(conn)
@@ -352,18 +404,24 @@ def flush(conn: Connection) -> None:
     if held is None or not held.sql:
         return
     sql = b";\n".join(held.sql)
-    preparing = set(held.preparing)
+    preparing, prepares = set(held.preparing), ";\n".join(held.prepares)
     held.sql.clear()
     held.preparing.clear()
+    held.prepares.clear()
+    held.size = 0
     driver = conn.connection.dbapi_connection
     cursor = driver.cursor()  # type: ignore[union-attr]
+    sent: str | bytes = prepares
     try:
-        cursor.execute(sql)
-        if preparing:
+        if prepares:  # a string of their own, before the data (see the module)
+            cursor.execute(prepares, ())
             _known(conn, driver).update(preparing)
+        sent = sql
+        cursor.execute(sql)
     except conn.dialect.loaded_dbapi.Error as error:
         _forget(conn, driver)
-        conn._handle_dbapi_exception(error, sql.decode(errors="replace"), None, cursor, None)
+        shown = sent.decode(errors="replace") if isinstance(sent, bytes) else sent
+        conn._handle_dbapi_exception(error, shown, None, cursor, None)
     finally:
         cursor.close()
 
@@ -376,11 +434,16 @@ def _hold(conn: Connection, driver: Any, prepared: Prepared, variables: Sequence
     sql, preparing = _sql(conn, driver, prepared, held.preparing)
     cursor = driver.cursor()
     try:
-        held.sql.append(cursor.mogrify(sql, prepared.parameters(variables)))
+        bound = cursor.mogrify(sql, prepared.parameters(variables))
     finally:
         cursor.close()
-    if preparing:
-        held.preparing.add(preparing)
+    held.sql.append(bound)
+    held.size += len(bound)
+    if preparing is not None:
+        held.preparing.add(preparing.name)
+        held.prepares.append(preparing.prepare)
+    if held.size > HELD_BYTES:
+        flush(conn)
     return True
 
 

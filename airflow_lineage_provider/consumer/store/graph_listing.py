@@ -23,6 +23,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from airflow_lineage_provider.consumer.nodeids import node_id
 from airflow_lineage_provider.consumer.store import dataset_aliases, nodes, subgraph, tables
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCard, GraphCards
+from airflow_lineage_provider.consumer.store.queries import Admit, stored_size
 from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.visibility import NODE_KINDS, Visible, namespace_in
 
@@ -74,9 +75,11 @@ def graph_page(
     namespace: str | None = None,
     visible: Visible = None,
     cards: GraphCards | None = None,
+    admit: Admit | None = None,
 ) -> GraphPage:
     """Nodes ``offset`` to ``offset + limit`` of the graph (only ``namespace``'s, if given), their outgoing
-    edges and their datasets' symlinks, and how many nodes all pages hold."""
+    edges and their datasets' symlinks, and how many nodes all pages hold; ``admit`` is told the size of each
+    node's stored schema before any node is read."""
     n, dialect = tables.nodes.c, conn.dialect.name
     chosen: list[ColumnElement[bool]] = [n.kind.in_(NODE_KINDS)]
     if namespace is not None:
@@ -95,6 +98,8 @@ def graph_page(
         .limit(limit)
         .offset(offset)
     )
+    if admit is not None:
+        admit(_schema_sizes(conn, picked))
     if grouped:
         found, shown = _grouped_page(conn, picked, cards, visible)
     else:
@@ -106,6 +111,14 @@ def graph_page(
     nodes = [GraphCard(node.id, node.type, node.data) for node in found.values()]
     edges = _edges(conn, shown, found, visible, grouped)
     return GraphPage(nodes, edges, _symlinks(conn, ids, found, visible), total)
+
+
+def _schema_sizes(conn: Connection, picked: Any) -> list[int]:
+    """Bytes of each picked node's stored schema (what its card shows of the store's values), in page order."""
+    page, d = picked.subquery("sized_page"), tables.datasets.c
+    size = stored_size(d.fields, conn.dialect.name)
+    query = select(size).select_from(page.outerjoin(tables.datasets, d.node_id == page.c.node_id))
+    return list(conn.execute(query.order_by(page.c.depth)).scalars())
 
 
 def _grouped_page(

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
@@ -58,13 +59,64 @@ def io_group_key(job: NodeKey, inputs: Iterable[NodeKey], outputs: Iterable[Node
     return hashlib.sha1(text.encode()).hexdigest()
 
 
+#: Most rows one statement writes: a larger write is sent as several statements, in order, so what one statement
+#: costs the database in memory (its arrays, parsed and unnested) is bounded whatever the batch or event.
+STATEMENT_ROWS = 5_000
+#: ``Connection.info`` key of when the write transaction must be done by (``time.monotonic()``; deferred apply's
+#: time bound): :func:`_execute` raises :class:`ApplyTimeout` past it.
+APPLY_DEADLINE = "lineage_apply_deadline"
+
+
+class ApplyTimeout(RuntimeError):
+    """The write transaction ran past its deadline (:data:`APPLY_DEADLINE`)."""
+
+
+def event_rows(event: LineageEvent) -> int:
+    """About how many rows applying ``event`` writes, to size batches by: one for its job (or dataset) and run, and
+    per dataset it names one, plus one per symlink and column-lineage input field of its facets. Each counts a
+    handful of table rows (node, dataset, edge, run input or output, io group member), the same for every event."""
+    refs = (event.dataset,) if event.dataset is not None else event.inputs + event.outputs
+    rows = 1 + len(refs)
+    for ref in refs:
+        if ref.facets:
+            rows += _facet_rows(ref.facets)
+    return rows
+
+
+def _facet_rows(facets: dict[str, Any]) -> int:
+    rows = 0
+    lineage = facets.get("columnLineage")
+    if isinstance(lineage, dict) and isinstance(lineage.get("fields"), dict):
+        for mapping in lineage["fields"].values():
+            if isinstance(mapping, dict) and isinstance(mapping.get("inputFields"), list):
+                rows += len(mapping["inputFields"])
+    symlinks = facets.get("symlinks")
+    if isinstance(symlinks, dict) and isinstance(symlinks.get("identifiers"), list):
+        rows += len(symlinks["identifiers"])
+    return rows
+
+
 def _execute(conn: Connection, statement: Statement, rows: list[dict[str, Any]], answers: bool = True) -> list[Any]:
     """Run a prebuilt insert with ``rows``: on the driver's cursor where :mod:`.driver_sql` can, else through
-    SQLAlchemy. The rows it answers (``RETURNING``); none without ``answers`` (see
-    :func:`.driver_sql.one_round_trip`)."""
+    SQLAlchemy, in statements of at most :data:`STATEMENT_ROWS` rows. The rows it answers (``RETURNING``); none
+    without ``answers`` (see :func:`.driver_sql.one_round_trip`)."""
+    deadline = conn.info.get(APPLY_DEADLINE)
+    if deadline is not None and time.monotonic() > deadline:
+        raise ApplyTimeout("the apply ran past its time bound")
     # Rows go in key order so that concurrent transactions lock shared rows in the same order
     # (PostgreSQL would otherwise detect deadlocks between two batches that share jobs or datasets).
-    rows.sort(key=lambda row: tuple(row[k] for k in statement.order))
+    rows.sort(key=itemgetter(*statement.order))
+    if len(rows) <= STATEMENT_ROWS:
+        return _execute_sorted(conn, statement, rows, answers)
+    answered: list[Any] = []
+    for start in range(0, len(rows), STATEMENT_ROWS):
+        if deadline is not None and time.monotonic() > deadline:
+            raise ApplyTimeout("the apply ran past its time bound")
+        answered += _execute_sorted(conn, statement, rows[start : start + STATEMENT_ROWS], answers)
+    return answered
+
+
+def _execute_sorted(conn: Connection, statement: Statement, rows: list[dict[str, Any]], answers: bool) -> list[Any]:
     answered = driver_sql.write_rows(conn, statement, rows, answers)
     if answered is not None:
         return answered

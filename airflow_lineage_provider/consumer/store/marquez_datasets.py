@@ -42,6 +42,7 @@ from sqlalchemy import Connection, and_, func, select
 from airflow_lineage_provider.consumer.marquez_values import dataset_type
 from airflow_lineage_provider.consumer.store import dataset_aliases, tables, tags
 from airflow_lineage_provider.consumer.store.ingest import node_key
+from airflow_lineage_provider.consumer.store.queries import Admit, dataset_size
 from airflow_lineage_provider.consumer.store.sources import source_of
 from airflow_lineage_provider.consumer.store.text import iso, loads
 from airflow_lineage_provider.consumer.store.visibility import Visible, scrub
@@ -334,10 +335,11 @@ def has_field(conn: Connection, dataset_id: int, field: str, visible: Visible = 
 
 
 def list_datasets(
-    conn: Connection, namespace: str, limit: int, offset: int, visible: Visible = None
+    conn: Connection, namespace: str, limit: int, offset: int, visible: Visible = None, admit: Admit | None = None
 ) -> tuple[list[dict[str, Any]], int]:
     """The datasets of ``namespace`` by name, a page of them, and how many there are: a dataset known under
-    several names is listed (and counted) once, in its representative's namespace (:mod:`.dataset_aliases`)."""
+    several names is listed (and counted) once, in its representative's namespace (:mod:`.dataset_aliases`).
+    ``admit`` is told the size of each dataset's stored schema and facets before they are read."""
     if visible is not None and namespace not in visible:
         return [], 0
     n = tables.nodes.c
@@ -351,6 +353,10 @@ def list_datasets(
     if grouped and not expected:
         where = and_(plain, dataset_aliases.listed(n, visible, conn.dialect.name))
         total = conn.execute(select(func.count()).select_from(tables.nodes).where(where)).scalar_one()
-    ids = list(conn.execute(select(n.id).where(where).order_by(n.name).limit(limit).offset(offset)).scalars())
+    sized = select(n.id, dataset_size(n.id, conn.dialect.name)).where(where).order_by(n.name)
+    rows = conn.execute(sized.limit(limit).offset(offset)).all()
+    if admit is not None:
+        admit([size for _, size in rows])
+    ids = [node for node, _ in rows]
     found = datasets(conn, ids, visible, has_groups=bool(grouped))
     return [found[node] for node in ids], total

@@ -39,6 +39,7 @@ from airflow_lineage_provider.consumer.store.marquez_runs import (
     runs_with_io_query,
     version_location,
 )
+from airflow_lineage_provider.consumer.store.queries import Admit, sized_page, stored_size
 from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.tags import NODE
 from airflow_lineage_provider.consumer.store.text import loads
@@ -78,12 +79,15 @@ def list_jobs(
     states: list[str] | None = None,
     visible: Visible = None,
     cache: JobObjects | None = None,
+    admit: Admit | None = None,
 ) -> tuple[list[Any], int]:
     """A page of Jobs by namespace and name, and how many there are; ``states``: only jobs whose latest run
     is in one of them.
 
     With ``cache`` (and no namespace limit), the Jobs come from it at their node's current version, as
-    encoded JSON (:class:`msgspec.Raw`); only the jobs missing there are read and built.
+    encoded JSON (:class:`msgspec.Raw`); only the jobs missing there are read and built. ``admit`` is told each
+    Job's size before any is built: a cached one's, or what the store holds of the values it shows
+    (:func:`job_sizes`).
     """
     query = select(_n.id, _n.version).where(_n.kind == "job").order_by(_n.namespace, _n.name)
     if namespace is not None:
@@ -100,9 +104,12 @@ def list_jobs(
         query = query.where(namespace_in(_n.namespace, visible, conn.dialect.name))
     rows, total = page(conn, query, limit, offset)
     if cache is not None and visible is None:
-        found = cached_job_objects(conn, {row.id: row.version for row in rows}, cache)
+        found = cached_job_objects(conn, {row.id: row.version for row in rows}, cache, admit)
         return [found[row.id] for row in rows], total
     ids = [row.id for row in rows]
+    if admit is not None:
+        sizes = job_sizes(conn, ids)
+        admit([sizes.get(node, 0) for node in ids])
     jobs = job_objects(conn, ids, visible)
     return [jobs[node] for node in ids], total
 
@@ -111,15 +118,62 @@ def list_jobs(
 JobObjects = VersionedCache[msgspec.Raw]
 
 
-def cached_job_objects(conn: Connection, versions: dict[int, int], cache: JobObjects) -> dict[int, msgspec.Raw]:
+#: Largest encoded Job kept in :data:`JobObjects`: the cache is bounded by count, and a job whose facets hold
+#: megabytes is rebuilt when listed rather than held for good.
+CACHED_JOB_BYTES = 256 * 1024
+
+
+def cached_job_objects(
+    conn: Connection, versions: dict[int, int], cache: JobObjects, admit: Admit | None = None
+) -> dict[int, msgspec.Raw]:
     """``id → Job`` (encoded) for the jobs of ``versions`` (``id → node version`` read in this transaction):
-    from ``cache`` at those versions, the others built (with no namespace limit) and kept there."""
+    from ``cache`` at those versions, the others built (with no namespace limit) and kept there when small
+    (:data:`CACHED_JOB_BYTES`); ``admit`` is told their sizes, in the order of ``versions``, before any is built."""
     found, missing = cache.lookup(versions)
+    if admit is not None:
+        sizes = {node: len(job) for node, job in found.items()}
+        if missing:
+            sizes.update(job_sizes(conn, missing))
+        admit([sizes.get(node, 0) for node in versions])
     if missing:
         built = [(node, versions[node], msgspec.Raw(_encode(job))) for node, job in job_objects(conn, missing).items()]
-        cache.keep(built)
+        cache.keep([item for item in built if len(item[2]) <= CACHED_JOB_BYTES])
         found.update((node, job) for node, _, job in built)
     return found
+
+
+def job_sizes(conn: Connection, ids: list[int]) -> dict[int, int]:
+    """``id → bytes`` of the stored values a Job shows, read without loading them: its facets, and the facets of
+    its newest runs (run facets count twice: ``latestRun`` repeats one of ``latestRuns``) with the job facets
+    each run's version is computed from."""
+    found: dict[int, int] = {}
+    statement = _job_sizes_statement(conn.dialect.name)
+    for start in range(0, len(ids), RUNS_CHUNK):
+        found.update(
+            (node, int(size)) for node, size in conn.execute(statement, {"ids": ids[start : start + RUNS_CHUNK]})
+        )
+    return found
+
+
+@cache
+def _job_sizes_statement(dialect: str) -> Any:
+    """``(job id, bytes)`` for the jobs of ``:ids`` (expanding): see :func:`job_sizes`. A job's newest runs come
+    from its ``(job_id, created_at)`` index, no further than the :data:`LATEST_RUNS`-th."""
+    newest = (
+        select(_r.facets, _r.job_facets)
+        .where(_r.job_id == _n.id)
+        .order_by(_r.created_at.desc())
+        .limit(LATEST_RUNS)
+        .correlate(tables.nodes)
+        .subquery("newest")
+    )
+    runs_bytes = select(
+        func.sum(2 * stored_size(newest.c.facets, dialect) + stored_size(newest.c.job_facets, dialect))
+    ).scalar_subquery()
+    own = select(stored_size(_j.facets, dialect)).where(_j.node_id == _n.id).scalar_subquery()
+    ids: BindParameter[Any] = bindparam("ids", expanding=True)
+    size = func.coalesce(own, 0) + func.coalesce(runs_bytes, 0)
+    return select(_n.id, size).where(_n.id.in_(ids))
 
 
 _encode = msgspec.json.Encoder().encode
@@ -286,10 +340,18 @@ def _job_objects(conn: Connection, ids: list[int], visible: Visible) -> dict[int
     return jobs
 
 
-def list_job_runs(conn: Connection, job_id: int, limit: int, offset: int, visible: Visible = None) -> tuple[list, int]:
-    """A page of a job's Runs, newest first (by creation, then run id), and how many it has."""
-    query = runs_with_io_query(conn.dialect.name).where(_r.job_id == job_id)
-    rows, total = page(conn, query.order_by(_r.created_at.desc(), _r.run_uuid.desc()), limit, offset)
+def list_job_runs(
+    conn: Connection, job_id: int, limit: int, offset: int, visible: Visible = None, admit: Admit | None = None
+) -> tuple[list, int]:
+    """A page of a job's Runs, newest first (by creation, then run id), and how many it has; ``admit`` is told the
+    size of each run's stored facets (and of the job facets its version is computed from) before they are read."""
+    dialect = conn.dialect.name
+    query = select(_r.run_uuid).where(_r.job_id == job_id).order_by(_r.created_at.desc(), _r.run_uuid.desc())
+    size = stored_size(_r.facets, dialect) + stored_size(_r.job_facets, dialect)
+    listed, total = sized_page(conn, query, size, limit, offset, admit)
+    ids = [row.run_uuid for row in listed]
+    read = {row.run_uuid: row for row in conn.execute(runs_with_io_query(dialect).where(_r.run_uuid.in_(ids)))}
+    rows = [read[run] for run in ids if run in read]
     versions = run_versions(conn, rows)
     visible = None if visible is None else frozenset(visible)
     return [run_object(row, versions[row.run_uuid], visible) for row in rows], total

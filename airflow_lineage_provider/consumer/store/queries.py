@@ -23,12 +23,12 @@ window (``runId``/``after``/``before`` narrow it). Unlimited keys read as before
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import msgspec
 from sqlalchemy import Connection, Row, and_, func, not_, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -42,6 +42,37 @@ from airflow_lineage_provider.consumer.store.visibility import Visible, names_hi
 def _page(conn: Connection, query: Any, limit: int, offset: int) -> tuple[list[Any], int]:
     total = conn.execute(select(func.count()).select_from(query.order_by(None).subquery())).scalar() or 0
     return list(conn.execute(query.limit(limit).offset(offset))), total
+
+
+#: Told the sizes of a page's stored values, item by item, before they are loaded; raises to refuse the page
+#: (:meth:`..answer_limits.AnswerBound.admit`).
+Admit = Callable[[Sequence[int]], None]
+
+
+def stored_size(column: Any, dialect: str) -> ColumnElement[int]:
+    """Bytes of a stored text value (0 for NULL), read without loading it where the database can: PostgreSQL's
+    ``octet_length`` reads a (compressed, out-of-line) value's size from its header; SQLite's ``length`` counts
+    characters, bytes for the ASCII JSON the store writes."""
+    size = func.octet_length(column) if dialect == "postgresql" else func.length(column)
+    return func.coalesce(size, 0)
+
+
+def sized_page(
+    conn: Connection, query: Any, size: ColumnElement[int], limit: int, offset: int, admit: Admit | None
+) -> tuple[list[Any], int]:
+    """:func:`_page` with column ``size`` on the page's rows (not in the count), told to ``admit``."""
+    total = conn.execute(select(func.count()).select_from(query.order_by(None).subquery())).scalar() or 0
+    rows = list(conn.execute(query.add_columns(size.label("size")).limit(limit).offset(offset)))
+    if admit is not None:
+        admit([row.size for row in rows])
+    return rows, total
+
+
+def dataset_size(node_id: Any, dialect: str) -> ColumnElement[int]:
+    """What a dataset's listing shows of its stored values: its schema and facets, in bytes."""
+    d = tables.datasets.c
+    both = stored_size(d.fields, dialect) + stored_size(d.facets, dialect)
+    return func.coalesce(select(both).where(d.node_id == node_id).scalar_subquery(), 0)
 
 
 #: Marquez's owner of a namespace nobody created by hand: what it answers for namespaces made by OpenLineage
@@ -129,8 +160,10 @@ def list_nodes(
     offset: int,
     name_contains: str | None = None,
     visible: Visible = None,
+    admit: Admit | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Jobs or datasets (with schema, facets and latest run), by namespace and name, paged.
+    """Jobs or datasets (with schema, facets and latest run), by namespace and name, paged; ``admit`` is told the
+    sizes of the page's stored facets and schemas before they are read.
 
     A dataset known under several names is listed once, under its representative's name, and counted once
     (:mod:`.dataset_aliases`); ``name_contains`` matches any of its visible names, ``namespace`` the
@@ -138,8 +171,10 @@ def list_nodes(
     names, or claims a name, rides along with the count, so a store without either pays no statement more.
     """
     dialect = conn.dialect.name
+    n = tables.nodes.c
     if kind != "dataset":
-        rows, total = _page(conn, _node_ids(kind, namespace, name_contains, visible, dialect, False), limit, offset)
+        query = _node_ids(kind, namespace, name_contains, visible, dialect, False)
+        rows, total = sized_page(conn, query, _job_size(n.id, dialect), limit, offset, admit)
         details = node_details(conn, [row.id for row in rows], visible)
         return [details[row.id] for row in rows], total
     expected = dataset_aliases.expect_groups(conn)
@@ -151,10 +186,21 @@ def list_nodes(
     if aliasing.groups and not expected:
         ids_query = _node_ids(kind, namespace, name_contains, visible, dialect, grouped=True)
         total = conn.execute(select(func.count()).select_from(ids_query.order_by(None).subquery())).scalar() or 0
-    ids = list(conn.execute(ids_query.limit(limit).offset(offset)).scalars())
+    sized = conn.execute(ids_query.add_columns(dataset_size(n.id, dialect)).limit(limit).offset(offset)).all()
+    if admit is not None:
+        admit([size for _, size in sized])
+    ids = [node for node, _ in sized]
     details = node_details(conn, ids, visible)
     _with_aliases(conn, ids, details, visible, aliasing)
     return [details[node] for node in ids], total
+
+
+def _job_size(node_id: Any, dialect: str) -> ColumnElement[int]:
+    """What a job's listing shows of its stored values: its facets and its latest run's, in bytes."""
+    j, r = tables.jobs.c, tables.runs.c
+    run = select(stored_size(r.facets, dialect)).where(r.run_uuid == j.latest_run_uuid).scalar_subquery()
+    both = stored_size(j.facets, dialect) + func.coalesce(run, 0)
+    return func.coalesce(select(both).where(j.node_id == node_id).scalar_subquery(), 0)
 
 
 def _with_aliases(
@@ -237,6 +283,7 @@ def search(
     sort: str = "name",
     before: datetime | None = None,
     after: datetime | None = None,
+    admit: Admit | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Jobs and datasets whose name matches ``text`` as Marquez matches it, with the total count.
 
@@ -245,7 +292,8 @@ def search(
     is a percent sign). ``kind`` (``job``/``dataset``) and ``namespace`` narrow it; ``before``/``after`` keep
     the nodes updated strictly before / strictly after those instants. ``sort`` is ``name`` (name, then
     namespace, in code point order on both stores) or ``updated_at`` (most recently updated first). Case
-    folding of non-ASCII letters is PostgreSQL's; SQLite folds ASCII only.
+    folding of non-ASCII letters is PostgreSQL's; SQLite folds ASCII only. ``admit`` is told the size of each
+    result's names.
     """
     if sort not in SEARCH_ORDERS:
         raise ValueError(f"sort must be one of {SEARCH_ORDERS}, got {sort!r}")
@@ -266,6 +314,8 @@ def search(
         dataset_aliases.note_groups(conn, present)
     if kind != "job" and not expected and (present or (not rows and dataset_aliases.has_groups(conn))):
         rows, total, _ = _search_rows(conn, asked, grouped=True)
+    if admit is not None:  # names only, read already: what each result shows of them (twice, in nodeId too)
+        admit([2 * (len(r.namespace) + len(r.name)) for r in rows])
     results = [
         {
             "type": r.kind.upper(),
@@ -343,14 +393,15 @@ def _search_rows(conn: Connection, asked: _Search, grouped: bool) -> tuple[Seque
     return rows, total, False
 
 
-def _run_dict(row: Any, visible: Visible = None) -> dict[str, Any]:
+def _run_dict(row: Any, facets: str | None, visible: Visible = None) -> dict[str, Any]:
     data = run_data(row, row.created_at, row.updated_at)
     assert data is not None
-    data.update(jobNamespace=row.namespace, jobName=row.name, facets=visible_facets(row.facets, visible))
+    data.update(jobNamespace=row.namespace, jobName=row.name, facets=visible_facets(facets, visible))
     return data
 
 
-def _runs_query() -> Any:
+def _runs_query(*facets: Any) -> Any:
+    """The runs with their jobs' names, and ``facets`` (the ``lineage_runs.facets`` column, or none)."""
     r, n = tables.runs.c, tables.nodes.c
     return select(
         r.run_uuid,
@@ -362,29 +413,32 @@ def _runs_query() -> Any:
         r.nominal_start_time,
         r.nominal_end_time,
         r.parent_run_uuid,
-        r.facets,
+        *facets,
         n.namespace,
         n.name,
     ).join_from(tables.runs, tables.nodes, n.id == r.job_id)
 
 
 def list_runs(
-    conn: Connection, job_id: int, limit: int, offset: int, visible: Visible = None
+    conn: Connection, job_id: int, limit: int, offset: int, visible: Visible = None, admit: Admit | None = None
 ) -> tuple[list[dict[str, Any]], int]:
-    """Runs of one job, newest first (the caller checks that the job is visible)."""
+    """Runs of one job, newest first (the caller checks that the job is visible); ``admit`` is told the sizes of
+    the page's stored facets, which are read after it."""
     r = tables.runs.c
     query = _runs_query().where(r.job_id == job_id).order_by(r.created_at.desc(), r.run_uuid)
-    rows, total = _page(conn, query, limit, offset)
+    rows, total = sized_page(conn, query, stored_size(r.facets, conn.dialect.name), limit, offset, admit)
+    wanted = [row.run_uuid for row in rows if row.size]
+    facets = dict(conn.execute(select(r.run_uuid, r.facets).where(r.run_uuid.in_(wanted))).all()) if wanted else {}
     visible = None if visible is None else frozenset(visible)
-    return [_run_dict(row, visible) for row in rows], total
+    return [_run_dict(row, facets.get(row.run_uuid), visible) for row in rows], total
 
 
 def get_run(conn: Connection, run_uuid: str, visible: Visible = None) -> dict[str, Any] | None:
     """One run with the datasets it read and wrote, or None (also when its job is hidden)."""
-    row = conn.execute(_runs_query().where(tables.runs.c.run_uuid == run_uuid.lower())).first()
+    row = conn.execute(_runs_query(tables.runs.c.facets).where(tables.runs.c.run_uuid == run_uuid.lower())).first()
     if row is None or (visible is not None and row.namespace not in visible):
         return None
-    data = _run_dict(row, None if visible is None else frozenset(visible))
+    data = _run_dict(row, row.facets, None if visible is None else frozenset(visible))
     io, n = tables.run_io.c, tables.nodes.c
     query = (
         select(io.direction, n.namespace, n.name)
@@ -412,7 +466,8 @@ def list_events(
     kind: str | None = None,
     ascending: bool = False,
     job_namespace: str | None = None,
-) -> tuple[list[dict[str, Any]], int]:
+    admit: Admit | None = None,
+) -> tuple[list[Any], int]:
     """Raw events as received, optionally of one run, one kind (``run``, ``job``, ``dataset``), one job
     namespace (the events of its jobs) or a time window.
 
@@ -421,10 +476,13 @@ def list_events(
     time keep the order they were stored in (ties broken by the stored row's id, in the same direction),
     so paging with ``offset`` never repeats or skips one. With ``visible``, only events that name no hidden
     namespace (see the module docstring); the total is counted under the same conditions.
+
+    ``admit`` is told the page's payload sizes before the payloads are read. Each event is answered as stored
+    (:class:`msgspec.Raw`): the stored text is the event's canonical JSON, so it is not decoded and encoded again.
     """
     e = tables.events.c
     order = (e.event_time.asc(), e.id.asc()) if ascending else (e.event_time.desc(), e.id.desc())
-    query = select(e.payload).order_by(*order)
+    query = select(e.id).order_by(*order)
     conditions = []
     if run_uuid is not None:
         conditions.append(e.run_uuid == run_uuid.lower())
@@ -440,8 +498,10 @@ def list_events(
         conditions.append(events_visible(conn, visible))
     if conditions:
         query = query.where(and_(*conditions))
-    rows, total = _page(conn, query, limit, offset)
-    return [json.loads(row.payload) for row in rows], total
+    rows, total = sized_page(conn, query, stored_size(e.payload, conn.dialect.name), limit, offset, admit)
+    ids = [row.id for row in rows]
+    payloads = dict(conn.execute(select(e.id, e.payload).where(e.id.in_(ids))).all()) if ids else {}
+    return [msgspec.Raw(payloads[row.id]) for row in rows], total
 
 
 def events_visible(conn: Connection, visible: Collection[str]) -> ColumnElement[bool]:

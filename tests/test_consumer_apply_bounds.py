@@ -1,0 +1,395 @@
+"""Deferred apply within bounds: batches sized by the rows they write, an ingest log that pushes back when full, an
+event too slow to apply set aside, and memory that stays bounded under wide events.
+
+On real SQLite and PostgreSQL, and against real ``airflow-lineage serve`` processes on 127.0.0.1 (PostgreSQL: the
+statement timeout, a lock held by another session, a trigger that sleeps, and the memory of the server and its
+backends read from ``/proc/<pid>/status``). Nothing is timed: each test waits for a condition, with a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import sqlalchemy as sa
+from support.consumer_helpers import dataset, run_event
+from support.environment import PG_URL, postgres_schema_url, require_postgres
+from support.served import Served, serve_consumer
+
+from airflow_lineage_provider.consumer.service import requeue_unapplied, write_events
+from airflow_lineage_provider.consumer.store import LineageStore, driver_sql, tables
+from airflow_lineage_provider.consumer.store.deferred_apply import ApplyBounds, DeferredApply
+from airflow_lineage_provider.consumer.store.ingest import event_rows, log_events
+from airflow_lineage_provider.consumer.store.retention import statistics
+from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event
+
+pytest_plugins = ("support.consumer_fixtures",)
+
+
+def _narrow(job: str) -> LineageEvent:
+    return parse_event(run_event("COMPLETE", job, inputs=[dataset(f"{job}_in")], outputs=[dataset(f"{job}_out")]))
+
+
+def _wide(job: str, width: int) -> LineageEvent:
+    inputs = [dataset(f"{job}_in_{i}") for i in range(width)]
+    outputs = [dataset(f"{job}_out_{i}") for i in range(width)]
+    return parse_event(run_event("COMPLETE", job, inputs=inputs, outputs=outputs))
+
+
+def _jobs(store: LineageStore) -> set[str]:
+    with store.read() as conn:
+        n = tables.nodes.c
+        return set(conn.execute(sa.select(n.name).where(n.kind == "job")).scalars())
+
+
+def _wait(condition: Callable[[], Any], what: str, seconds: float = 60.0) -> Any:
+    deadline = time.monotonic() + seconds
+    while True:
+        found = condition()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"{what}: not within {seconds:g} s"
+        time.sleep(0.1)
+
+
+def test_event_rows_count_the_datasets_an_event_names_and_their_column_lineage() -> None:
+    assert event_rows(_narrow("a")) == 3  # the job and run, one input, one output
+    assert event_rows(_wide("w", 50)) == 101
+    columns = {"id": [("warehouse", "src", "id"), ("warehouse", "src2", "key")]}
+    with_lineage = parse_event(run_event("COMPLETE", "c", outputs=[dataset("dst", fields=["id"], columns=columns)]))
+    assert event_rows(with_lineage) == 2 + 2
+
+
+def test_batches_are_sized_by_the_rows_they_write_and_a_wide_event_goes_alone(store_url: str) -> None:
+    """Narrow events fill a batch up to the row bound; a wide event past it is applied alone, and the narrow
+    events logged after it are not held back by it."""
+    store = LineageStore(store_url, ingest_apply="inline")  # logs only through log_events: no applier of its own
+    try:
+        with store.write() as conn:
+            log_events(conn, [_narrow("n1"), _narrow("n2"), _narrow("n3")])
+        with store.write() as conn:
+            log_events(conn, [_wide("wide", 60)])  # 121 rows
+        with store.write() as conn:
+            log_events(conn, [_narrow("n4"), _narrow("n5"), _narrow("n6"), _narrow("n7")])
+        applier = DeferredApply(store, ApplyBounds(batch_rows=10))  # 3 narrow events: 9 rows
+        sizes = []
+        while done := applier._apply_batch():
+            sizes.append(done)
+        assert sizes == [3, 1, 3, 1]
+        assert _jobs(store) == {"n1", "n2", "n3", "wide", "n4", "n5", "n6", "n7"}
+        assert (applier.statistics.events, applier.statistics.largest, applier.statistics.unapplied) == (8, 3, 0)
+        with store.write() as conn:
+            log_events(conn, [_narrow(f"b{i}") for i in range(4)])
+        by_bytes = DeferredApply(store, ApplyBounds(batch_bytes=1))  # any event is past it: each goes alone
+        sizes = []
+        while done := by_bytes._apply_batch():
+            sizes.append(done)
+        assert sizes == [1, 1, 1, 1]
+    finally:
+        store.dispose()
+
+
+def test_a_group_of_requests_is_written_in_transactions_bounded_in_bytes_too() -> None:
+    """The ingest log's own writes: a group of requests is cut into transactions of at most so many events and so
+    many bytes of raw events, a request larger than that alone."""
+    from airflow_lineage_provider.consumer.grouped_ingest import _parts, _Request
+
+    wide, narrow = _wide("w", 100), _narrow("n")
+    requests_ = [_Request([narrow]), _Request([wide]), _Request([narrow, narrow]), _Request([wide, wide])]
+    most = len(wide.payload) + 2 * len(narrow.payload)
+    assert [[len(r.events) for r in part] for part in _parts(requests_, 500, most)] == [[1, 1], [2], [2]]
+    assert [[len(r.events) for r in part] for part in _parts(requests_, 500, 10**9)] == [[1, 1, 2, 2]]
+
+
+def test_an_apply_past_its_time_bound_sets_its_events_aside_to_be_requeued(store_url: str) -> None:
+    """With a time bound no apply can meet, the batch is applied again event by event and each event, too slow
+    alone, is set aside with the reason; a requeue with the usual bound applies them."""
+    store = LineageStore(store_url, ingest_apply="deferred", apply_bounds=ApplyBounds(apply_timeout=1e-6))
+    try:
+        write_events(store, [_narrow("slow1"), _narrow("slow2")])
+        assert _jobs(store) == set()  # the read waited for the applier: both set aside
+        with store.read() as conn:
+            held = statistics(conn)
+            reasons = conn.execute(sa.select(tables.unapplied_events.c.reason)).scalars().all()
+        assert (held.pending, held.unapplied) == (0, 2)
+        assert all("took longer than 1e-06 s (ingest_apply_timeout_seconds)" in reason for reason in reasons)
+        assert store.deferred is not None and store.deferred.statistics.timed_out == 2
+    finally:
+        store.dispose()
+    usual = LineageStore(store_url, ingest_apply="deferred")
+    try:
+        done, left = requeue_unapplied(usual)
+        assert (done.requeued, left) == (2, 0)
+        assert _jobs(usual) == {"slow1", "slow2"}
+    finally:
+        usual.dispose()
+
+
+@pytest.mark.postgres
+def test_array_parameters_travel_as_literals_and_read_back_the_same() -> None:
+    """The arrays psycopg2 sends (one literal each, not an ARRAY[...] of elements) hold any text as it was."""
+    require_postgres()
+    texts = [
+        "plain",
+        'a "quoted" word',
+        "back\\slash",
+        "{braces},commas",
+        "  spaces  ",
+        "",
+        "NULL",
+        "é ✓",
+        "a\nb",
+        None,
+    ]
+    engine = sa.create_engine(PG_URL)
+    try:
+        with engine.connect() as conn:
+            sent = driver_sql.array_text(texts)
+            assert conn.exec_driver_sql("SELECT %(a)s::TEXT[]", {"a": sent}).scalar() == texts
+            numbers = [1, None, -(2**62)]
+            assert (
+                conn.exec_driver_sql("SELECT %(a)s::BIGINT[]", {"a": driver_sql.integer_array_text(numbers)}).scalar()
+                == numbers
+            )
+    finally:
+        engine.dispose()
+
+
+def _post(url: str, event: dict[str, Any]) -> requests.Response:
+    return requests.post(f"{url}/api/v1/lineage", json=event, timeout=120)
+
+
+@pytest.mark.postgres
+def test_a_full_ingest_log_answers_503_with_retry_after_and_takes_ingests_again_once_drained(tmp_path: Path) -> None:
+    """Another session holds the graph's nodes locked, so the applier cannot apply: the log fills to its bound
+    (3 events), the next ingests are answered 503 with Retry-After and stored nowhere; once the lock goes, the log
+    drains and ingests are accepted again, and every event answered 201 is in the graph."""
+    with postgres_schema_url() as url:
+        options = ("--ingest-apply", "deferred", "--ingest-log-max-events", "3")
+        with serve_consumer(url, tmp_path, *options) as served:
+            holder = sa.create_engine(url).connect()
+            try:
+                holder.exec_driver_sql("LOCK TABLE lineage_nodes IN EXCLUSIVE MODE")  # reads go on, writes wait
+                answers = [_post(served.url, run_event("COMPLETE", f"job{i}")) for i in range(5)]
+                assert [answer.status_code for answer in answers] == [201, 201, 201, 503, 503]
+                refused = answers[3]
+                assert refused.headers["Retry-After"] == "5"
+                assert "ingest log is full" in refused.json()["detail"]
+            finally:
+                holder.rollback()
+                holder.close()
+            for i in (3, 4):  # sent again, as a sender told to retry does
+                event = run_event("COMPLETE", f"job{i}")
+                _wait(lambda event=event: _post(served.url, event).status_code == 201, "an ingest accepted again")
+            listed = requests.get(f"{served.url}/api/v1/namespaces/pipelines/jobs", timeout=120).json()["jobs"]
+            assert {job["name"] for job in listed} == {f"job{i}" for i in range(5)}
+            held = requests.get(f"{served.url}/api/v1/retention", timeout=120).json()["statistics"]
+            assert (held["pendingEvents"], held["unappliedEvents"]) == (0, 0)
+
+
+@pytest.mark.postgres
+def test_an_event_stuck_in_the_database_is_set_aside_and_the_log_behind_it_applied(tmp_path: Path) -> None:
+    """A trigger makes one event's apply sleep a minute (an apply that never ends, as far as readers can tell):
+    past the apply time bound (2 s) its statement is cancelled and the event set aside with the reason; the events
+    logged after it are applied, and reads are answered meanwhile instead of waiting 30 s for a 503. Once the
+    trigger is gone, a requeue applies it."""
+    with postgres_schema_url() as url:
+        options = ("--ingest-apply", "deferred", "--ingest-apply-timeout", "2")
+        with serve_consumer(url, tmp_path, *options) as served:
+            engine = sa.create_engine(url)
+            try:
+                with engine.begin() as conn:
+                    conn.exec_driver_sql(
+                        "CREATE FUNCTION stuck() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                        " IF NEW.name = 'stuck' THEN PERFORM pg_sleep(60); END IF; RETURN NEW; END $$"
+                    )
+                    conn.exec_driver_sql(
+                        "CREATE TRIGGER stuck BEFORE INSERT ON lineage_nodes FOR EACH ROW EXECUTE FUNCTION stuck()"
+                    )
+                for name in ("stuck", "after1", "after2"):
+                    assert _post(served.url, run_event("COMPLETE", name)).status_code == 201
+                read = requests.get(f"{served.url}/api/v1/namespaces/pipelines/jobs", timeout=120)
+                assert read.status_code == 200
+                assert {job["name"] for job in read.json()["jobs"]} == {"after1", "after2"}
+                listed = requests.get(f"{served.url}/api/v1/ingest-log/unapplied", timeout=120).json()
+                [row] = listed["unapplied"]
+                assert row["jobName"] == "stuck"
+                assert "took longer than 2 s (ingest_apply_timeout_seconds)" in row["reason"]
+                with engine.begin() as conn:
+                    conn.exec_driver_sql("DROP TRIGGER stuck ON lineage_nodes")
+                again = requests.post(f"{served.url}/api/v1/ingest-log/unapplied/requeue", timeout=120).json()
+                assert again == {"requeued": 1, "gone": 0, "unapplied": 0}
+                jobs = requests.get(f"{served.url}/api/v1/namespaces/pipelines/jobs", timeout=120).json()["jobs"]
+                assert {job["name"] for job in jobs} == {"stuck", "after1", "after2"}
+            finally:
+                engine.dispose()
+
+
+#: Inputs, and outputs, of each event of the wide load.
+WIDTH = 2000
+#: What the server process and one PostgreSQL backend may reach while the wide load is applied (a backend's is
+#: over its share of shared_buffers, which it counts as it touches them). Before the bounds, one batch of such
+#: events took gigabytes on both.
+SERVER_MB = 600
+BACKEND_MB = 300
+
+
+def _memory_mb(pid: int) -> tuple[float, float]:
+    """``(VmRSS, VmHWM)`` of ``pid`` in MB; zeros once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0, 0.0
+    found = dict(line.split(":", 1) for line in status.splitlines() if line.startswith(("VmRSS", "VmHWM")))
+    rss, hwm = (int(found.get(key, "0 kB").split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))
+    return rss, hwm
+
+
+def _wide_body(sender: int, number: int) -> bytes:
+    """A RunEvent of :data:`WIDTH` inputs and outputs, every name new (built by hand: 4,000 datasets through
+    openlineage-python's classes take longer than the load)."""
+    tag = f"{sender}_{number}_{uuid.uuid4().hex[:6]}"
+    event = {
+        "eventType": "COMPLETE",
+        "eventTime": datetime.now(timezone.utc).isoformat(),
+        "run": {"runId": str(uuid.uuid4())},
+        "job": {"namespace": "load", "name": f"wide_{sender}"},
+        "inputs": [{"namespace": "warehouse", "name": f"in_{tag}_{i}"} for i in range(WIDTH)],
+        "outputs": [{"namespace": "warehouse", "name": f"out_{tag}_{i}"} for i in range(WIDTH)],
+        "producer": "https://github.com/acme/airflow-lineage-provider/tests",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+    }
+    return json.dumps(event).encode()
+
+
+class _Memory:
+    """The most memory the server (``pid``) and its backends (``application_name``) were seen holding."""
+
+    def __init__(self, application: str) -> None:
+        self.application = application
+        self.pid = 0
+        self.server = self.backend = 0.0
+        self.backends_seen: set[int] = set()
+        self._engine = sa.create_engine(PG_URL, pool_size=1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def sample(self) -> None:
+        with self._engine.connect() as conn:
+            pids = conn.exec_driver_sql(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %(name)s", {"name": self.application}
+            ).scalars()
+            for pid in pids:
+                self.backends_seen.add(pid)
+                self.backend = max(self.backend, *_memory_mb(pid))
+        if self.pid:
+            self.server = max(self.server, _memory_mb(self.pid)[1])
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.2):
+            self.sample()
+
+    @contextmanager
+    def watching(self, served: Served) -> Iterator[_Memory]:
+        self.pid = served.pid
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            self._thread.join()
+            self.sample()
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+
+def _pending(engine: sa.Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(tables.pending_events)).scalar() or 0)
+
+
+def _send_wide(url: str, sender: int, until: float, answers: Counter[int], lock: threading.Lock) -> None:
+    session = requests.Session()
+    number = 0
+    while time.monotonic() < until:
+        number += 1
+        headers = {"Content-Type": "application/json"}
+        code = session.post(f"{url}/api/v1/lineage", data=_wide_body(sender, number), headers=headers, timeout=120)
+        with lock:
+            answers[code.status_code] += 1
+        if code.status_code == 503:
+            assert "Retry-After" in code.headers
+            time.sleep(0.5)
+
+
+@pytest.mark.postgres
+def test_wide_events_against_a_real_server_stay_in_bounded_memory_and_drain_after_a_kill(tmp_path: Path) -> None:
+    """Three senders post events of 2,000 inputs and 2,000 outputs (new names every time) to ``airflow-lineage
+    serve`` on PostgreSQL for a few seconds: the server and every backend it uses stay under the stated bound, reads
+    are answered, and the log drains. Killed with SIGKILL while the log still holds events, the server started again
+    drains what it left, within the same bounds."""
+    require_postgres()
+    with postgres_schema_url() as base:
+        application = f"alp_bounds_{uuid.uuid4().hex[:8]}"
+        url = f"{base}&application_name={application}"
+        engine = sa.create_engine(base)
+        memory = _Memory(application)
+        try:
+            answers: Counter[int] = Counter()
+            with serve_consumer(url, tmp_path / "first", "--ingest-apply", "deferred") as served:
+                with memory.watching(served):
+                    lock = threading.Lock()
+                    until = time.monotonic() + 6
+                    senders = [
+                        threading.Thread(target=_send_wide, args=(served.url, n, until, answers, lock))
+                        for n in range(3)
+                    ]
+                    for sender in senders:
+                        sender.start()
+                    read = requests.get(f"{served.url}/api/v1/namespaces", timeout=120)
+                    for sender in senders:
+                        sender.join()
+                    assert read.status_code == 200
+                    assert answers[201] >= 3 and set(answers) <= {201, 503}, answers
+                    left = _pending(engine)
+                    served.process.kill()  # SIGKILL: nothing applied at shutdown
+                    served.process.wait()
+            first = (memory.server, memory.backend)
+            with engine.connect() as conn:  # a killed client's backend lingers until it next writes to it
+                conn.exec_driver_sql(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %(name)s",
+                    {"name": application},
+                )
+            memory.server = memory.backend = 0.0
+            with serve_consumer(url, tmp_path / "again", "--ingest-apply", "deferred") as again:
+                with memory.watching(again):
+                    _wait(lambda: _pending(engine) == 0, f"the {left} events left by the killed server applied", 300)
+            with engine.connect() as conn:
+                applied = conn.execute(sa.select(sa.func.count()).select_from(tables.runs)).scalar()
+                unapplied = conn.execute(sa.select(sa.func.count()).select_from(tables.unapplied_events)).scalar()
+            assert (applied, unapplied) == (answers[201], 0)  # every event answered 201, applied once
+            assert memory.backends_seen, "no backend of the server was seen"
+            for server_mb, backend_mb in (first, (memory.server, memory.backend)):
+                assert server_mb < SERVER_MB, f"the server reached {server_mb:.0f} MB"
+                assert backend_mb < _shared_buffers_mb(engine) + BACKEND_MB, f"a backend reached {backend_mb:.0f} MB"
+        finally:
+            memory.close()
+            engine.dispose()
+
+
+def _shared_buffers_mb(engine: sa.Engine) -> float:
+    with engine.connect() as conn:
+        return float(conn.exec_driver_sql("SELECT pg_size_bytes(current_setting('shared_buffers'))").scalar()) / 2**20
