@@ -163,7 +163,9 @@ def _port(url: str) -> int:
 def test_listing_answers_count_against_the_answers_in_flight(store_url: str) -> None:
     app = create_app(store_url=store_url, anonymous=Access.ADMIN, walk_answer_bytes=MiB)
     path = "/api/v1/events?limit=10"
-    with served(app, stall_seconds=1.0) as url:
+    # The stalled reader is dropped after stall_seconds: long enough that the two requests below, on a loaded
+    # machine, still find its answer held.
+    with served(app, stall_seconds=5.0) as url:
         for index in range(2):
             post(url, large_event(index))
         whole = requests.get(url + path, timeout=60)

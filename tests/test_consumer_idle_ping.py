@@ -18,7 +18,7 @@ pytestmark = pytest.mark.postgres
 @pytest.fixture
 def store() -> Iterator[LineageStore]:
     with postgres_schema_url() as url:
-        opened = LineageStore(url)
+        opened = LineageStore(url, ingest_apply="inline")  # no applier thread taking a pooled connection meanwhile
         opened.engine  # noqa: B018 - created and migrated
         yield opened
         opened.dispose()
