@@ -21,6 +21,7 @@ from airflow_lineage_provider.consumer.guards import GuardFactory, KeyGuard
 from airflow_lineage_provider.consumer.hosts import AllowedHosts
 from airflow_lineage_provider.consumer.marquez_paths import SegmentPaths
 from airflow_lineage_provider.consumer.nodeids import NodeIdError
+from airflow_lineage_provider.consumer.other_bodies import OtherBodies
 from airflow_lineage_provider.consumer.path_limits import PathLimits
 from airflow_lineage_provider.consumer.routers import (
     column_lineage,
@@ -172,6 +173,7 @@ def create_app(
         config.max_concurrent_walks, config.max_waiting_walks, config.walk_answer_bytes, config.walk_timeout_seconds
     )
     app.add_middleware(SegmentPaths)  # Marquez's percent-encoded names in paths (marquez_paths.py)
+    app.add_middleware(OtherBodies, upload_seconds=config.upload_seconds)  # small bodies, read before auth runs
     app.add_middleware(PathLimits)  # before routing: no NUL or over-long segment reaches a store (path_limits.py)
     if config.allowed_hosts:
         app.add_middleware(AllowedHosts, hosts=config.allowed_hosts)

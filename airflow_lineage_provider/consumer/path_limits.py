@@ -32,7 +32,7 @@ def path_problem(raw_path: bytes, query: bytes) -> str | None:
         return f"the path is {len(raw_path)} bytes long; at most {MAX_PATH_BYTES} are read"
     if b"%00" in query or b"\x00" in query:
         return "a query parameter holds NUL (%00): no name, namespace or value the consumer stores can"
-    if b"%" not in raw_path and len(raw_path) <= MAX_NAME_LENGTH:
+    if b"%" not in raw_path and b"\x00" not in raw_path and len(raw_path) <= MAX_NAME_LENGTH:
         return None
     for index, part in enumerate(raw_path.split(b"/")):
         segment = unquote_to_bytes(part) if b"%" in part else part

@@ -56,7 +56,9 @@ TagName = Annotated[str, Path(max_length=1000, pattern=NO_NUL, description="The 
 class CreatedTag(BaseModel):
     """Marquez's ``CreatedTag``: the body of ``PUT /api/v1/tags/{tag}``."""
 
-    description: str | None = Field(default=None, max_length=10_000, description="The description of the tag.")
+    description: str | None = Field(
+        default=None, max_length=10_000, pattern=NO_NUL, description="The description of the tag (no NUL)."
+    )
 
 
 def _checked(tag: str) -> str:
