@@ -14,6 +14,8 @@ Namespaces: ``fin-db`` and ``fin-jobs`` match the limited keys' ``fin*``; ``secr
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
@@ -400,3 +402,121 @@ def test_a_limited_key_tags_what_it_sees_with_existing_tags_only(client: TestCli
     assert [tag["name"] for tag in _tags(client)] == ["GOLD"]
     assert client.delete(orders("GOLD"), headers=FIN_WRITER).json()["tags"] == []
     assert client.post(orders("SILVER"), headers=PRODUCER_KEY).json()["tags"] == ["SILVER"]  # unlimited: created
+
+
+def test_the_reset_checks_again_in_its_own_transaction(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A link made between the first check (a read transaction) and the reset's own is still refused: the reset
+    checks again, in the transaction that deletes."""
+    from airflow_lineage_provider.consumer import service
+
+    _post(client, [*_clean_events(), ENTANGLEMENTS["a hidden job writes a dataset of it"]()])
+    before = _rows(client)
+    monkeypatch.setattr(service, "check_confined", lambda *_args: None)  # as if the link came after it
+    answer = client.post("/api/v1/reset", params={"namespace": "fin-db"}, headers=FIN_ADMIN)
+    assert answer.status_code == 409, answer.text
+    assert _rows(client) == before
+
+
+def _wait_for(condition: Callable[[], Any], what: str, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {seconds:g} s"
+        time.sleep(0.05)
+
+
+def _lock_waited_for(engine: sa.Engine, table: str) -> bool:
+    """Whether a session waits for a lock on ``table``."""
+    with engine.connect() as conn:
+        query = "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = CAST(%(table)s AS regclass)"
+        return bool(conn.exec_driver_sql(query, {"table": table}).scalar())
+
+
+@pytest.mark.postgres
+def test_a_limited_key_is_refused_without_holding_off_any_writer(pg_store_url: str) -> None:
+    """The refusal comes from a read transaction: while another writer holds its lock on the nodes (an ingest or
+    the applier in the middle of its transaction), a limited key's reset of a shared namespace is refused at once
+    instead of waiting for it — and making every writer behind it wait."""
+    from airflow_lineage_provider.consumer.service import reset_now, write_events
+    from airflow_lineage_provider.consumer.store import LineageStore
+    from airflow_lineage_provider.consumer.store.reset import SharedNamespace
+    from airflow_lineage_provider.consumer.validation import parse_event
+
+    store = LineageStore(pg_store_url, ingest_apply="deferred")
+    engine = sa.create_engine(pg_store_url)
+    holder = engine.connect()
+    try:
+        shared = [*_clean_events(), ENTANGLEMENTS["a hidden job writes a dataset of it"]()]
+        write_events(store, [parse_event(event) for event in shared])
+        holder.exec_driver_sql("LOCK TABLE lineage_nodes IN ROW EXCLUSIVE MODE")  # as a writer mid-transaction
+        refused: list[BaseException] = []
+
+        def reset() -> None:
+            try:
+                reset_now(store, "fin-db", namespaces=FIN)
+            except SharedNamespace as error:
+                refused.append(error)
+
+        resetting = threading.Thread(target=reset, daemon=True)
+        resetting.start()
+        _wait_for(lambda: not resetting.is_alive(), "the limited key's reset refused while a writer holds its lock")
+        assert [str(error) for error in refused] == [SHARED]
+    finally:
+        holder.rollback()
+        holder.close()
+        engine.dispose()
+        store.dispose()
+
+
+@pytest.mark.postgres
+def test_an_event_logged_during_a_limited_keys_reset_waits_for_it_and_is_not_deleted_unchecked(
+    pg_store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A limited key resets fin-db, which it sees whole. Right after the reset's check in its own transaction, an
+    unlimited producer logs an event of a fin-db job that reads a hidden dataset (deferred apply: only the ingest
+    log is written): the ingest waits for the reset, so the reset deletes exactly the events it checked, and the
+    new event is stored and applied after it."""
+    from airflow_lineage_provider.consumer.service import reset_now, write_events
+    from airflow_lineage_provider.consumer.store import LineageStore
+    from airflow_lineage_provider.consumer.store import reset as reset_module
+    from airflow_lineage_provider.consumer.validation import parse_event
+
+    store = LineageStore(pg_store_url, ingest_apply="deferred")
+    engine = sa.create_engine(pg_store_url)
+    late = parse_event(
+        run_event("COMPLETE", "late", None, 5, [dataset("a", "secret-db")], [dataset("x", "fin-db")], "fin-db")
+    )
+    logging: list[threading.Thread] = []
+    checks: list[bool] = []
+    check = reset_module._reaches_beyond
+
+    def checked_then_logged(conn: Any, plan: Any, visible: Any) -> bool:
+        found = check(conn, plan, visible)
+        checks.append(found)
+        held = "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND mode = 'ShareRowExclusiveLock'"
+        if conn.exec_driver_sql(held).scalar():  # the check in the reset's own transaction, not a read's
+            thread = threading.Thread(target=write_events, args=(store, [late]), daemon=True)
+            thread.start()
+            logging.append(thread)
+            _wait_for(
+                lambda: not thread.is_alive() or _lock_waited_for(engine, "lineage_pending_events"),
+                "the producer's ingest done or waiting for the reset",
+            )
+        return found
+
+    try:
+        write_events(store, [parse_event(event) for event in _clean_events()])
+        monkeypatch.setattr(reset_module, "_reaches_beyond", checked_then_logged)
+        counts = reset_now(store, "fin-db", namespaces=FIN)
+        assert checks and not any(checks)
+        assert counts.events == 1  # the fin-db job's own event, checked
+        logging[0].join(60)
+        assert not logging[0].is_alive()
+        e = tables.events.c
+        with store.read() as conn:  # after what was logged is applied
+            assert conn.execute(sa.select(e.job_name).where(e.job_namespace == "fin-db")).scalars().all() == ["late"]
+            n = tables.nodes.c
+            jobs = conn.execute(sa.select(n.namespace, n.name).where(n.kind == "job")).all()
+        assert sorted(tuple(job) for job in jobs) == [("fin-db", "late"), ("secret-ns", "other")]
+    finally:
+        engine.dispose()
+        store.dispose()

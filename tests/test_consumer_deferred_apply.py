@@ -449,3 +449,26 @@ def test_a_namespace_reset_or_a_prune_takes_the_set_aside_rows_of_the_events_it_
         assert (_count(store, tables.events), _count(store, tables.unapplied_events)) == (0, 0)
     finally:
         store.dispose()
+
+
+def test_a_namespace_reset_removes_the_log_rows_of_pending_events_it_deletes_and_none_is_applied(
+    store_url: str,
+) -> None:
+    """Events logged and not applied yet when a reset deletes them (logged after the reset waited for the log):
+    their log rows go with them, and the applier does not apply them from what it keeps parsed."""
+    from airflow_lineage_provider.consumer.store.deferred_apply import DeferredApply
+
+    store = LineageStore(store_url, ingest_apply="inline")  # logs only through log_events: no applier of its own
+    try:
+        late = _events(["late"])
+        with store.write() as conn:
+            log_events(conn, late)
+        applier = DeferredApply(store)
+        with applier._changed:
+            applier._hand(late)
+        reset_now(store, "pipelines")
+        assert (_count(store, tables.events), _count(store, tables.pending_events)) == (0, 0)
+        assert applier._apply_batch() == 0
+        assert _graph(store) == (set(), 0)
+    finally:
+        store.dispose()

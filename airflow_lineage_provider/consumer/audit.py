@@ -4,6 +4,7 @@ Lines go to the ``airflow_lineage_provider.consumer.audit`` logger and name who 
 Airflow user's name, or ``anonymous`` — never a secret), what (events, namespaces, days) and the outcome::
 
     lineage audit: ingest by key 'producers': 3 received, 2 stored, 1 duplicate, 0 refused; namespaces airflow -> 200
+    lineage audit: ingest by key 'producers' refused (the ingest log is full); nothing stored -> 503
     lineage audit: prune by user 'admin': older than 30 days; removed 1200 events, 80 runs -> 200
     lineage audit: limited prune by key 'fin-ops' (namespaces fin*): older than 30 days; removed 9 events, 2 runs -> 200
     lineage audit: reset by key 'ops': namespace staging; removed 40 events, 12 runs, 3 jobs, 9 datasets -> 200
@@ -66,6 +67,12 @@ def ingest(
         _listed(namespaces),
         status,
     )
+
+
+def ingest_refused(principal: Principal, *, reason: str, status: int) -> None:
+    """Log one ingest request refused before anything of it was stored, for a reason that is not its events'
+    (the ingest log full: 503)."""
+    log.info("lineage audit: ingest by %s refused (%s); nothing stored -> %d", principal.who, reason, status)
 
 
 def prune(principal: Principal, *, days: float, events: int | None, runs: int | None, status: int) -> None:

@@ -32,8 +32,10 @@ The guarantees of a request written alone hold:
   with :class:`.StoreUnavailable` (503, the sender retries): none was answered as stored, so a server killed
   while a group is written loses nothing a sender was told is stored;
 * with deferred apply, the requests of a group taken while the ingest log is over its bound fail with
-  :class:`.IngestBacklog` (503 with ``Retry-After``) before anything of them is written
-  (:meth:`.DeferredApply.admit`): the log takes no more debt than the applier can pay.
+  :class:`.IngestBacklog` (503 with ``Retry-After``) before anything of them is decoded or written
+  (:meth:`.DeferredApply.admit`): the log takes no more debt than the applier can pay. (The HTTP route refuses
+  sooner, before reading a body, when the process's own count says the log is full:
+  :meth:`.DeferredApply.check_room`.)
 
 Each event is counted stored for the first request of its group that holds it and duplicate for any other, as
 a batch counts an event it holds twice.
@@ -85,6 +87,8 @@ class _Request:
 
     events: list[LineageEvent] = field(default_factory=list)
     prepare: Callable[[], Sequence[LineageEvent]] | None = None
+    #: Bytes of the body ``prepare`` decodes (what it costs to prepare, before its events are known).
+    size: int = 0
     done: bool = False
     result: IngestResult = field(default_factory=IngestResult)
     errors: dict[int, str] = field(default_factory=dict)
@@ -195,15 +199,16 @@ class GroupedIngest:
         request.finished.wait()  # type: ignore[union-attr]
         return request.outcome()
 
-    async def submit(self, prepare: Callable[[], Sequence[LineageEvent]]) -> Outcome:
+    async def submit(self, prepare: Callable[[], Sequence[LineageEvent]], size: int = 0) -> Outcome:
         """Store the events ``prepare`` returns, as :meth:`ingest` does, answered on the running event loop.
 
         ``prepare`` runs in a writer thread just before its group is written, so CPU work such as decoding and
         checking a request body stays off the event loop without a thread hand-off of its own. What it raises is
         raised here, and nothing of that request is written; the other requests of its group are not affected.
+        ``size``: the bytes of the body it decodes, which bound a group (:meth:`_take`).
         """
         loop = asyncio.get_running_loop()
-        request = _Request(prepare=prepare, loop=loop, future=loop.create_future())
+        request = _Request(prepare=prepare, size=size, loop=loop, future=loop.create_future())
         self._queue(request)
         return await request.future  # type: ignore[misc]
 
@@ -308,11 +313,16 @@ class GroupedIngest:
 
     def _take(self) -> list[_Request]:
         """The next group: waiting requests in arrival order, up to :attr:`max_group_events` events (a request
-        whose events are not known yet — its body is checked by the writer — counts as one)."""
+        whose events are not known yet — its body is checked by the writer — counts as one) and
+        :data:`MAX_GROUP_BYTES` of bodies to decode or raw events (at least one request): what a group holds
+        decoded at once is bounded, whatever its requests' bodies."""
         group = [self._pending.popleft()]
-        total = max(len(group[0].events), 1)
-        while self._pending and total + max(len(self._pending[0].events), 1) <= self.max_group_events:
-            total += max(len(self._pending[0].events), 1)
+        total, size = max(len(group[0].events), 1), _weight(group[0])
+        while self._pending:
+            events, weight = max(len(self._pending[0].events), 1), _weight(self._pending[0])
+            if total + events > self.max_group_events or size + weight > MAX_GROUP_BYTES:
+                break
+            total, size = total + events, size + weight
             group.append(self._pending.popleft())
         self._senders.taken(len(group))
         self._writing += len(group)
@@ -322,11 +332,11 @@ class GroupedIngest:
         return group
 
     def _write(self, group: list[_Request]) -> None:
-        """Prepare the requests that need it, then write the group's events, in transactions of at most
-        :attr:`max_group_events` events and :data:`MAX_GROUP_BYTES` of raw events (a request larger than that
-        alone)."""
+        """Unless the ingest log is full (:meth:`_admitted`: then nothing of the group is decoded), prepare the
+        requests that need it, then write the group's events, in transactions of at most :attr:`max_group_events`
+        events and :data:`MAX_GROUP_BYTES` of raw events (a request larger than that alone)."""
         try:
-            ready = self._admitted([member for member in group if _prepared(member)])
+            ready = [member for member in self._admitted(group) if _prepared(member)]
             with self._changed:
                 self.statistics.events += sum(len(member.events) for member in ready)
             for part in _parts(ready, self.max_group_events, MAX_GROUP_BYTES):
@@ -396,6 +406,13 @@ class GroupedIngest:
                 loop.call_soon_threadsafe(_settle, members)
             except RuntimeError:  # the loop has closed: nobody waits for these answers any more
                 log.debug("an event loop closed before %d ingest requests were answered", len(members))
+
+
+def _weight(request: _Request) -> int:
+    """Bytes ``request`` holds: its body until prepared, then its raw events."""
+    if request.events:
+        return sum(len(event.payload) for event in request.events)
+    return request.size
 
 
 def _prepared(request: _Request) -> bool:

@@ -24,7 +24,7 @@ from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.deferred_apply import DeferredApply
 from airflow_lineage_provider.consumer.store.failures import failure_reason, is_store_failure
 from airflow_lineage_provider.consumer.store.ingest import IngestResult, ingest_events, log_events
-from airflow_lineage_provider.consumer.store.reset import ResetCounts, reset_all, reset_namespace
+from airflow_lineage_provider.consumer.store.reset import ResetCounts, check_confined, reset_all, reset_namespace
 from airflow_lineage_provider.consumer.store.retention import PruneRecord, last_scheduled_prune, prune, record_prune
 from airflow_lineage_provider.consumer.store.unapplied import Requeued, count_unapplied, requeue
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -290,6 +290,11 @@ def reset_now(
         if dry_run:
             with store.read() as conn:
                 return work(conn)
+        if namespace is not None and namespaces is not None:  # a cheap refusal first: no lock, nobody held off
+            with store.read() as conn:
+                visible = visible_namespaces(conn, namespaces)
+                if visible is not None:
+                    check_confined(conn, namespace, visible)
         counts = _retrying("a lineage reset", work, store)  # after what was logged before it is applied: it goes too
     except OperationalError as error:
         raise StoreUnavailable(f"the lineage store is unavailable: {failure_reason(error)}") from error

@@ -17,6 +17,7 @@ from airflow_lineage_provider.consumer.authorized_route import AuthorizedRoute
 from airflow_lineage_provider.consumer.models import IngestSummary, Problem, StoredEvent
 from airflow_lineage_provider.consumer.request_body import read_body
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
+from airflow_lineage_provider.consumer.store.deferred_apply import IngestBacklog
 from airflow_lineage_provider.consumer.store.identity import data_source_alias
 from airflow_lineage_provider.consumer.store.ingest import IngestResult
 from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_body, parse_event, shown
@@ -154,13 +155,22 @@ async def ingest_body(body: bytes, state: Any, principal: Principal, batch: bool
             return [event for _, event in checked.valid]
         return []
 
-    ingested.result, ingested.refused = await state.ingest.submit(prepare)
+    ingested.result, ingested.refused = await state.ingest.submit(prepare, len(body))
     return ingested
 
 
-async def _ingested(request: Request, principal: Principal) -> Ingested:
-    body = await read_body(request)
-    return await ingest_body(body, request.app.state, principal)
+async def _ingested(request: Request, principal: Principal, batch: bool = False) -> Ingested:
+    """Read and ingest the body; with deferred apply, refused (503) before the body is read while this process
+    counts the ingest log full, and again, exactly, when its group is written (:class:`IngestBacklog`)."""
+    try:
+        deferred = request.app.state.store.deferred
+        if deferred is not None:
+            deferred.check_room()  # the process's count only: no look at the store, nothing read
+        body = await read_body(request)
+        return await ingest_body(body, request.app.state, principal, batch)
+    except IngestBacklog:
+        audit.ingest_refused(principal, reason="the ingest log is full", status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        raise
 
 
 @router.post(
@@ -210,7 +220,7 @@ def _audit(
     summary="Ingest an array of events: 200 if all stored, 207 with per-event errors if some were not",
 )
 async def post_batch(request: Request, principal: Writer) -> Any:
-    ingested = await ingest_body(await read_body(request), request.app.state, principal, batch=True)
+    ingested = await _ingested(request, principal, batch=True)
     return _store_batch(request, ingested, principal)
 
 

@@ -17,9 +17,13 @@ column-lineage fields and symlinks) — always at least one event, so an oversiz
 The debt is bounded too: while the log holds ``max_pending_events`` events or ``max_pending_bytes`` bytes of raw
 events, new ingests are refused with :class:`IngestBacklog` (503 with ``Retry-After``) before anything of them
 is written (:meth:`DeferredApply.admit`: a count kept by the process, corrected by a look at the log at most
-every :data:`LOOK_SECONDS`). And an apply that takes longer than ``apply_timeout`` seconds (a statement timeout on
-PostgreSQL, a deadline checked between statements on both stores) is given up: its batch is applied again event
-by event, and an event that is still too slow alone is set aside, so the log behind it moves on.
+every :data:`LOOK_SECONDS`; :meth:`DeferredApply.check_room`, by the count alone, before a request's body is even
+read). And an apply that takes longer than ``apply_timeout`` seconds (a statement timeout on PostgreSQL, a
+deadline checked between statements on both stores) is given up: its batch is applied again event by event, for
+as long as a read waits (:meth:`DeferredApply._retry_slow`), and the next batches take half its rows. An event is
+set aside as too slow only when it ran past the bound alone with the graph — every other writer of the graph
+held off, so that the time was its own work, not waiting for another transaction's locks — and the log behind
+it moves on.
 
 Why: eight single-event senders make groups of at most eight events, and on PostgreSQL most of what such a group
 costs is per transaction and per statement — a dozen upserts that cost nearly as much for 8 rows as for 500.
@@ -35,7 +39,8 @@ Several processes may share a store: each one's applier takes pending rows with 
 refuses is applied again event by event; an event it still refuses alone is moved to ``lineage_unapplied_events``
 with the reason (its raw event stays stored), counted in the statistics of ``GET /api/v1/retention``,
 never silently dropped. A failure of the store itself (unreachable, restarted, a deadlock, a lock waited for past
-half the apply timeout) leaves the rows pending and is retried with a growing pause.
+half the apply timeout) leaves the rows pending and is retried with a growing pause. An event whose raw event a
+reset or prune deleted while it was pending is not applied (its log row goes), even if it is kept parsed.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
@@ -223,6 +228,9 @@ class DeferredApply:
         self._backlog = [0, 0]
         self._looked_at = float("-inf")
         self._looking = False
+        #: Most rows a batch takes now: ``batch_rows``, or less since a batch ran past the time bound (see
+        #: :meth:`_apply_batch`). Used by the applier thread only.
+        self._batch_rows = self.bounds.batch_rows
 
     def logged(self, events: Iterable[LineageEvent]) -> None:
         """``events`` were logged by a transaction of this process that has committed: apply them soon."""
@@ -249,6 +257,25 @@ class DeferredApply:
         every :data:`LOOK_SECONDS`): called before an ingest writes anything."""
         if time.monotonic() - self._looked_at >= LOOK_SECONDS:
             self._look()
+        self._refuse_when_full()
+
+    def check_room(self) -> None:
+        """:meth:`admit` by this process's count alone, never waiting for the store: what an ingest request
+        checks before it reads its body, so that while the log is full a refusal costs neither the upload nor the
+        decoding. When the count is older than :data:`LOOK_SECONDS` and says full, a look at the log is started in
+        the background (other processes may have applied what this one counts), for the requests that follow."""
+        with self._changed:
+            events, size = self._backlog
+            if events < self.bounds.max_pending_events and size < self.bounds.max_pending_bytes:
+                return
+            stale = not self._looking and time.monotonic() - self._looked_at >= LOOK_SECONDS
+        if stale:
+            looker = threading.Thread(target=self._look, name="lineage-log-look", daemon=True)
+            with suppress(RuntimeError):  # no thread can start now: admit() looks at the next write
+                looker.start()
+        self._refuse_when_full()
+
+    def _refuse_when_full(self) -> None:
         bounds = self.bounds
         with self._changed:
             events, size = self._backlog
@@ -256,10 +283,11 @@ class DeferredApply:
                 return
             self.statistics.refused_ingests += 1
         self.wake()
+        # Neither what the log holds nor how much: the log spans every namespace, and any writer is told this.
         raise IngestBacklog(
-            f"the lineage store's ingest log is full ({events:,} events, {size:,} bytes waiting to be applied;"
-            f" at most {bounds.max_pending_events:,} events or {bounds.max_pending_bytes:,} bytes): nothing of this"
-            f" request was stored; retry in {BACKLOG_RETRY_SECONDS} s"
+            "the lineage store's ingest log is full (it holds ingest_log_max_events events or ingest_log_max_bytes"
+            " bytes of raw events waiting to be applied to the graph): nothing of this request was stored; retry"
+            f" in {BACKLOG_RETRY_SECONDS} s"
         )
 
     def _look(self) -> None:
@@ -418,17 +446,26 @@ class DeferredApply:
 
     def _apply_batch(self) -> int:
         """Apply the oldest pending events not taken by another applier, within the batch bounds; how many log
-        rows were done."""
+        rows were done (at least one when any was taken)."""
         batch: list[_Pending] = []
+        done: list[_Pending] = []
         started = time.monotonic()
+        alone = False
         try:
             with self.store.write(applied=False) as conn:
                 batch = self._take(conn)
                 if not batch:
                     return 0
-                with self._bounded(conn):
+                # One event, on SQLite (whose writer is alone) or since a batch ran past the bound: applied alone
+                # with the graph, so that running past the bound is its own doing (see _bounded).
+                alone = len(batch) == 1 and (
+                    conn.dialect.name != "postgresql" or self._batch_rows < self.bounds.batch_rows
+                )
+                with self._bounded(conn, alone) as started:
                     self._apply(conn, batch)
                     _done(conn, [one.seq for one in batch])
+            done = batch
+            self._sized(batch, time.monotonic() - started)
         except Exception as error:  # a refusal by the database, too slow, or a failure of the apply itself (a bug)
             if not batch:
                 raise
@@ -436,38 +473,95 @@ class DeferredApply:
             if not slow and _store_failed(error):
                 raise
             self.statistics.split += 1
-            if slow and len(batch) == 1:  # alone already: trying again would take as long
+            if slow:
+                self._sized(batch, None)
+            if slow and alone:  # too slow alone with the graph: trying again would take as long
                 self._apply_alone(batch[0], too_slow=True)
+                done.append(batch[0])
+            elif slow:
+                self._retry_slow(batch, started, done)
             else:
-                why = "took too long" if slow else f"failed ({error})"
-                log.info("lineage store: a batch of %d pending events %s; applying each alone", len(batch), why)
+                log.info(
+                    "lineage store: a batch of %d pending events failed (%s); applying each alone",
+                    len(batch),
+                    error,
+                )
                 for one in batch:
                     self._apply_alone(one)
-        self._finished(batch)
-        return len(batch)
+                    done.append(one)
+        finally:
+            if done:
+                self._finished(done)
+        return len(done)
+
+    def _sized(self, batch: Sequence[_Pending], took: float | None) -> None:
+        """Adjust the rows the next batches take after ``batch`` was applied in ``took`` seconds (None: it ran past
+        the time bound): halved to half of ``batch``'s rows after a batch too slow, so that its events are not all
+        tried together again, and doubled back (up to ``batch_rows``) after each batch applied within half the
+        time bound. A sustained load of wide events then loses a bound's time once, not on every batch."""
+        timeout = self.bounds.apply_timeout
+        if timeout is None:
+            return
+        if took is None:
+            rows = sum(event_rows(one.event) if isinstance(one.event, LineageEvent) else 1 for one in batch)
+            self._batch_rows = max(1, min(self._batch_rows, rows) // 2)
+        elif took < timeout / 2:
+            self._batch_rows = min(self.bounds.batch_rows, self._batch_rows * 2)
+
+    def _retry_slow(self, batch: Sequence[_Pending], started: float, done: list[_Pending]) -> None:
+        """``batch`` ran past the time bound (begun at ``started``): apply its events again one by one, each with
+        the bound and alone with the graph (:meth:`_apply_alone`), the ones done added to ``done``. Retries go on
+        while they can end within :data:`READ_WAIT_SECONDS` of ``started`` — the first always, so the log moves
+        on — and the events not retried stay pending, for the next batches (at most half as many rows now).
+
+        Why one by one rather than in halves: a half that runs past the bound costs the whole bound again, so
+        halving a batch of 500 ordinary events around one stuck event costs about nine bounds where one by one
+        costs one bound and 499 short transactions; and events that are each within the bound but together
+        past it are applied in the time they take, after the one bound lost."""
+        timeout = self.bounds.apply_timeout or 0.0
+        log.info("lineage store: a batch of %d pending events took too long; applying each alone", len(batch))
+        for index, one in enumerate(batch):
+            if done and time.monotonic() + timeout > started + READ_WAIT_SECONDS:
+                log.info(
+                    "lineage store: %d pending events of a batch that took too long are left for the next batches",
+                    len(batch) - index,
+                )
+                return
+            self._apply_alone(one)
+            done.append(one)
 
     @contextmanager
-    def _bounded(self, conn: Connection) -> Iterator[None]:
+    def _bounded(self, conn: Connection, alone: bool = False) -> Iterator[float]:
         """Bound the time of what ``conn`` runs in the block by ``apply_timeout``: a deadline :mod:`.ingest` checks
         before each statement, and on PostgreSQL a statement timeout (and a lock timeout of half of it, so that
         waiting for another writer's lock is a failure of the store, retried, not a slow event) for the rest of the
-        transaction, or of the savepoint the block runs in."""
+        transaction, or of the savepoint the block runs in. Yields when the bound starts.
+
+        ``alone``: first make every other writer of the graph wait until the transaction ends (on PostgreSQL the
+        lock a reset takes, ``SHARE ROW EXCLUSIVE`` on ``lineage_nodes``, which every graph write of the consumer
+        conflicts with; reads and the ingest log's writes go on; SQLite's writer is alone anyway), and start the
+        bound once it is held: an apply that still runs past the bound spent the time on its own work, not waiting
+        for another transaction's locks, so it is too slow alone (waiting longer than the lock timeout for that
+        lock is a failure of the store, retried later)."""
         timeout = self.bounds.apply_timeout
         if timeout is None:
-            yield
+            yield time.monotonic()
             return
         if conn.dialect.name == "postgresql":
             ms = max(1, round(timeout * 1000))
             conn.execute(_TIMEOUTS, {"statement": str(ms), "lock": str(max(1, ms // 2))})
-        conn.info[APPLY_DEADLINE] = time.monotonic() + timeout
+            if alone:
+                conn.exec_driver_sql("LOCK TABLE lineage_nodes IN SHARE ROW EXCLUSIVE MODE")
+        started = time.monotonic()
+        conn.info[APPLY_DEADLINE] = started + timeout
         try:
-            yield
+            yield started
         finally:
             conn.info.pop(APPLY_DEADLINE, None)
 
     def _too_slow(self, error: Exception, started: float) -> bool:
-        """Whether ``error`` says the apply begun at ``started`` ran past ``apply_timeout`` (a cancel that came
-        sooner, by an operator, is the store's failure)."""
+        """Whether ``error`` says the apply whose bound started at ``started`` ran past ``apply_timeout`` (a cancel
+        that came sooner, by an operator, is the store's failure)."""
         if isinstance(error, ApplyTimeout):
             return True
         timeout = self.bounds.apply_timeout
@@ -488,21 +582,26 @@ class DeferredApply:
         bounds = self.bounds
         taken: list[_Pending] = []
         size = 0
-        for seq, key, length in conn.execute(_candidates(conn.dialect.name), {"most": bounds.batch_events}):
+        with self._changed:
+            kept = set(self._handed)
+        candidates = conn.execute(_candidates(conn.dialect.name), {"most": bounds.batch_events}).all()
+        if len(candidates) < bounds.batch_events:
+            # Every pending row no other applier holds: what is kept parsed and not among them was applied by
+            # another process's applier, or is being applied (kept from before the look: what was logged since
+            # may not be in it). Forgotten, so that stale events neither fill the room nor make _due() true.
+            self._forget(kept - {key for _seq, key, _length in candidates})
+        for seq, key, length in candidates:
             if taken and size + (length or 0) > bounds.batch_bytes:
                 break
             taken.append(_Pending(seq, key, length))
             size += length or 0
-        if not taken:  # what is still kept parsed was applied by another process's applier, or is being applied
-            with self._changed:
-                self._handed.clear()
-                self._handed_bytes = 0
+        if not taken:
             return taken
         self._read(conn, taken)
         rows = 0
         for index, one in enumerate(taken):
             weight = event_rows(one.event) if isinstance(one.event, LineageEvent) else 1
-            if index and rows + weight > bounds.batch_rows:
+            if index and rows + weight > self._batch_rows:
                 with self._changed:  # read already: kept for the next batch, which takes them (left locked now)
                     self._hand(one.event for one in taken[index:] if isinstance(one.event, LineageEvent))
                 return taken[:index]
@@ -514,8 +613,10 @@ class DeferredApply:
         missing: dict[str, _Pending] = {}
         with self._changed:
             for one in taken:
+                if one.size is None:  # its raw event has gone (a reset or prune): not applied, even if kept parsed
+                    continue
                 one.event = self._handed.get(one.event_key)
-                if one.event is None and one.size is not None:
+                if one.event is None:
                     missing[one.event_key] = one
         e = tables.events.c
         query = select(e.event_key, e.payload).where(e.event_key.in_(bindparam("keys", expanding=True)))
@@ -532,20 +633,31 @@ class DeferredApply:
                 self._set_aside(conn, one, one.event)
 
     def _apply_alone(self, one: _Pending, too_slow: bool = False) -> None:
-        """Apply one log row in a transaction of its own (unless another applier has done it meanwhile); set its
-        event aside when the database refuses it alone or it takes too long (at once when ``too_slow``: it did
-        alone already)."""
+        """Apply one log row in a transaction of its own, alone with the graph (unless another applier has done it
+        meanwhile); set its event aside when the database refuses it alone or it takes too long (at once when
+        ``too_slow``: it did alone already). Waiting for another writer past the lock timeout raises, as a
+        failure of the store: the row stays pending."""
         started = time.monotonic()
         with self.store.write(applied=False) as conn:
-            p = tables.pending_events.c
-            taken = select(p.seq).where(p.seq == one.seq).with_for_update(skip_locked=True)
-            if conn.execute(taken).first() is None:
+            p, e = tables.pending_events.c, tables.events.c
+            taken = (
+                select(p.seq, e.event_key)
+                .select_from(tables.pending_events.outerjoin(tables.events, e.event_key == p.event_key))
+                .where(p.seq == one.seq)
+                .with_for_update(of=tables.pending_events, skip_locked=True)
+            )
+            row = conn.execute(taken).first()
+            if row is None:
+                return
+            if row.event_key is None:  # its raw event went (a reset or prune) since it was read: nothing to apply
+                _done(conn, [one.seq])
                 return
             slow, reason = too_slow, self._slow_reason(one) if too_slow else None
             if not too_slow:
                 callbacks = len(conn.info.get(AFTER_COMMIT, ()))
                 try:
-                    with conn.begin_nested(), self._bounded(conn):  # the savepoint's rollback lifts the bound too
+                    # alone with the graph (see _bounded); the savepoint's rollback lifts the bound too
+                    with conn.begin_nested(), self._bounded(conn, alone=True) as started:
                         self._apply(conn, [one])
                 except Exception as error:
                     slow = self._too_slow(error, started)
@@ -573,12 +685,17 @@ class DeferredApply:
         row = {"event_key": one.event_key, "failed_at": datetime.now(timezone.utc), "reason": reason[:2000]}
         conn.execute(insert(tables.unapplied_events).values(row))
 
-    def _finished(self, batch: Sequence[_Pending]) -> None:
+    def _forget(self, keys: Iterable[str]) -> None:
+        """Stop keeping the events of ``keys`` parsed."""
         with self._changed:
-            for one in batch:
-                handed = self._handed.pop(one.event_key, None)
+            for key in keys:
+                handed = self._handed.pop(key, None)
                 if handed is not None:
                     self._handed_bytes -= len(handed.payload)
+
+    def _finished(self, batch: Sequence[_Pending]) -> None:
+        self._forget(one.event_key for one in batch)
+        with self._changed:
             self._backlog[0] = max(0, self._backlog[0] - len(batch))
             self._backlog[1] = max(0, self._backlog[1] - sum(one.size or 0 for one in batch))
             self._generation += 1

@@ -34,7 +34,10 @@ are those the reset itself reports in the same state.
 A namespace-limited key (``visible``: the namespaces it sees) may reset a namespace only when the reset stays
 inside what it sees: no event that would go names another namespace (the events listing's rule), and no
 surviving node whose edges, io groups, column edges, runs or dataset groups would change, and no claimed name
-that would go, lies in another. Otherwise :class:`SharedNamespace` is raised before anything changes.
+that would go, lies in another. Otherwise :class:`SharedNamespace` is raised before anything changes. The caller
+checks that first in a read transaction (:func:`check_confined`: a refusal takes no lock and holds nobody off);
+the reset checks it again in its own transaction, with ingests held off (:func:`_hold_off_ingests`), so what it
+deletes is what it checked: no event can be stored between the check and the deletes.
 """
 
 from __future__ import annotations
@@ -159,9 +162,17 @@ def reset_all(conn: Connection, dry_run: bool = False) -> ResetCounts:
 
 
 def _hold_off_ingests(conn: Connection) -> None:
-    """On PostgreSQL, make concurrent ingests wait for the reset (SQLite writers are serialised already): an
-    ingest writes nodes first, and this lock conflicts with its row writes but not with reads."""
+    """On PostgreSQL, make concurrent ingests and appliers wait for the reset (SQLite writers are serialised
+    already), so that no event is stored, and none applied, between what the reset reads and what it deletes.
+
+    * ``lineage_pending_events`` ``EXCLUSIVE``: a deferred ingest logs its new events there in the transaction that
+      stores them, and the applier locks the rows it applies (``FOR UPDATE``): the reset waits for a batch being
+      applied, and neither logs nor batches begin until it commits;
+    * ``lineage_nodes`` ``SHARE ROW EXCLUSIVE``: an inline ingest (and every other graph write) writes nodes.
+
+    Both conflict with writes, not with reads. Taken in this order, the applier's (log rows, then nodes)."""
     if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("LOCK TABLE lineage_pending_events IN EXCLUSIVE MODE")
         conn.exec_driver_sql("LOCK TABLE lineage_nodes IN SHARE ROW EXCLUSIVE MODE")
 
 
@@ -251,14 +262,26 @@ def reset_namespace(
         _hold_off_ingests(conn)
     plan = _plan(conn, _Scope(namespace))
     if visible is not None and _reaches_beyond(conn, plan, visible):
-        raise SharedNamespace(
-            f"namespace {namespace!r} is shared with namespaces this key cannot see (events, edges, runs, io "
-            "groups, column lineage or claimed names link them): a reset needs a key without namespace limits"
-        )
+        raise _shared(namespace)
     if dry_run:
         return _planned_counts(conn, plan)
     new_store_id(conn)  # what any process remembers of this store (recorded producers) no longer holds
     return _apply(conn, plan)
+
+
+def check_confined(conn: Connection, namespace: str, visible: Collection[str]) -> None:
+    """Raise :class:`SharedNamespace` when a reset of ``namespace`` would reach beyond ``visible`` in what
+    ``conn`` sees (a read transaction: no lock is taken and nothing is held off, so a limited key refused costs
+    the writers nothing). :func:`reset_namespace` checks again in its own transaction."""
+    if _reaches_beyond(conn, _plan(conn, _Scope(namespace)), visible):
+        raise _shared(namespace)
+
+
+def _shared(namespace: str) -> SharedNamespace:
+    return SharedNamespace(
+        f"namespace {namespace!r} is shared with namespaces this key cannot see (events, edges, runs, io "
+        "groups, column lineage or claimed names link them): a reset needs a key without namespace limits"
+    )
 
 
 def _plan(conn: Connection, scope: _Scope) -> _Plan:
@@ -453,9 +476,11 @@ def _apply(conn: Connection, plan: _Plan) -> ResetCounts:
     """Carry ``plan`` out: what refers to the namespace's nodes first, the nodes last, then the bumps."""
     scope, e, n = plan.scope, tables.events.c, tables.nodes.c
     counts = ResetCounts()
+    # By condition, yet exactly the events planned and checked: ingests are held off (_hold_off_ingests).
     counts.events = _deleted(conn, tables.events, e.job_namespace == scope.namespace)
     counts.events += sum(_deleted(conn, tables.events, e.id.in_(ids)) for ids in _chunks(plan.events))
     forget_gone(conn)  # set-aside rows (deferred apply) of the events that went
+    _forget_pending_gone(conn)  # and log rows of events logged, not applied yet, that went
     counts.io_groups, counts.io_groups_narrowed = _apply_groups(conn, plan.groups)
     _deleted(conn, tables.run_io, scope.run_io)
     counts.runs = _deleted(conn, tables.runs, scope.runs)
@@ -495,6 +520,13 @@ def _apply_groups(conn: Connection, plan: _GroupPlan) -> tuple[int, int]:
         conn.execute(delete(tables.io_members).where(m.group_id.in_(ids)))
         conn.execute(delete(tables.io_groups).where(g.id.in_(ids)))
     return len(gone), len(plan.narrowed)
+
+
+def _forget_pending_gone(conn: Connection) -> None:
+    """Remove the ingest log's rows whose raw event has gone: nothing is left to apply of them. No applier holds
+    one: a reset holds them off (:func:`_hold_off_ingests`; on SQLite the writer is alone)."""
+    p, e = tables.pending_events.c, tables.events.c
+    conn.execute(delete(tables.pending_events).where(~exists().where(e.event_key == p.event_key)))
 
 
 def _bump(conn: Connection, nodes: Iterable[int]) -> None:
