@@ -232,3 +232,53 @@ def test_the_walk_timeout_and_answer_limit_are_checked() -> None:
     for bad in ({"walk_timeout_seconds": 0}, {"max_answer_bytes": 10}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             create_app(store_url=f"sqlite:///{Path('/nonexistent/never-opened.db')}", anonymous=Access.ADMIN, **bad)
+
+
+@pytest.mark.postgres
+def test_a_walk_waiting_for_deferred_apply_is_stopped_at_its_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A walk's read first waits until what was logged before it is applied (deferred apply); a walk stopped
+    meanwhile ends there, answered 504 at its time, instead of holding its turn and a connection for as long as
+    the read would wait (an hour here)."""
+    from airflow_lineage_provider.consumer.store import deferred_apply
+
+    monkeypatch.setattr(deferred_apply, "READ_WAIT_SECONDS", 3600.0)
+    with postgres_schema_url() as url:
+        app = create_app(store_url=url, anonymous=Access.ADMIN, ingest_apply="deferred", walk_timeout_seconds=1.0)
+        walks: WalkLimiter = app.state.walks
+        with TestClient(app) as client:
+            event = {
+                "eventType": "COMPLETE",
+                "eventTime": datetime.now(timezone.utc).isoformat(),
+                "run": {"runId": str(uuid.uuid4())},
+                "job": {"namespace": "wh", "name": "first"},
+                "outputs": [{"namespace": "wh", "name": "t"}],
+                "producer": PRODUCER,
+            }
+            assert client.post("/api/v1/lineage", json=event).status_code == 201
+            assert client.get("/api/v1/lineage", params={"nodeId": "dataset:wh:t", "depth": 1}).status_code == 200
+            locker = create_engine(url)
+            with locker.connect() as held:  # the applier cannot write the graph while this lock is held
+                held.execute(text("LOCK TABLE lineage_nodes IN ACCESS EXCLUSIVE MODE"))
+                event = {**event, "run": {"runId": str(uuid.uuid4())}, "job": {"namespace": "wh", "name": "second"}}
+                assert client.post("/api/v1/lineage", json=event).status_code == 201
+                answers: list[Any] = []
+                walker = threading.Thread(
+                    target=lambda: answers.append(
+                        client.get("/api/v1/lineage", params={"nodeId": "dataset:wh:t", "depth": 1})
+                    ),
+                    daemon=True,
+                )
+                walker.start()
+                walker.join(DEADLINE)
+                assert answers, "the walk was still waiting for deferred apply long after its time"
+                answer = answers[0]
+                assert answer.status_code == 504, answer.text[:300]
+                assert "walk_timeout_seconds (1 s)" in answer.json()["detail"]
+                assert walks.running == 0 and walks.stopped == 1
+                held.rollback()
+            locker.dispose()
+            wait_for(
+                lambda: client.get("/api/v1/lineage", params={"nodeId": "dataset:wh:t", "depth": 1}).status_code == 200,
+                "the walk answered once the lock was gone",
+            )
+        app.state.store.dispose()

@@ -87,7 +87,7 @@ class Walk:
     def reading(self, store: LineageStore) -> Iterator[Connection]:
         """``store.read()``, with the connection registered for :meth:`interrupt` while the block runs (it is
         unregistered before the transaction ends and the connection returns to the pool)."""
-        with store.read() as conn:
+        with store.read(stop=self.check) as conn:  # a walk stopped while it waits for deferred apply ends there
             driver = conn.connection.driver_connection
             cancel = getattr(driver, "interrupt" if conn.dialect.name == "sqlite" else "cancel", None)
             with self._lock:

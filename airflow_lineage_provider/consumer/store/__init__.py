@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -133,12 +133,13 @@ class LineageStore:
             log.info("lineage store: namespace aliases %s applied; %d datasets changed group", aliases, len(changed))
 
     @contextmanager
-    def read(self) -> Iterator[Connection]:
+    def read(self, stop: Callable[[], None] | None = None) -> Iterator[Connection]:
         """A connection in a read transaction; with deferred apply, once the events logged before the call are
-        applied (:meth:`.DeferredApply.wait_applied`)."""
+        applied (:meth:`.DeferredApply.wait_applied`; ``stop``, called while waiting, may end the wait by
+        raising)."""
         with self.engine.connect() as conn:
             if self.deferred is not None:
-                self.deferred.wait_applied(conn)
+                self.deferred.wait_applied(conn, stop)
             with conn.begin():
                 yield conn
 

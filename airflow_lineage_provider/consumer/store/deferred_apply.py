@@ -50,7 +50,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -351,9 +351,12 @@ class DeferredApply:
         if thread.is_alive():
             log.warning("lineage store: the applier thread did not end within %.0f s of being stopped", timeout)
 
-    def wait_applied(self, conn: Connection) -> None:
+    def wait_applied(self, conn: Connection, stop: Callable[[], None] | None = None) -> None:
         """Return once every event logged before this call is applied, reading the log on ``conn`` (outside a
-        transaction: each look is its own). Raises :class:`ApplyBacklog` after :data:`READ_WAIT_SECONDS`."""
+        transaction: each look is its own). Raises :class:`ApplyBacklog` after :data:`READ_WAIT_SECONDS`.
+
+        ``stop`` is called at every look while waiting: whatever it raises ends the wait (a walk whose client
+        has gone)."""
         p = tables.pending_events.c
         head = conn.execute(select(func.max(p.seq))).scalar()
         conn.rollback()
@@ -363,16 +366,18 @@ class DeferredApply:
         with self._changed:
             self._readers += 1
         try:
-            self._wait_for(conn, head)
+            self._wait_for(conn, head, stop)
         finally:
             with self._changed:
                 self._readers -= 1
 
-    def _wait_for(self, conn: Connection, head: int) -> None:
+    def _wait_for(self, conn: Connection, head: int, stop: Callable[[], None] | None) -> None:
         p = tables.pending_events.c
         deadline = time.monotonic() + READ_WAIT_SECONDS
         left = select(p.seq).where(p.seq <= head).limit(1)
         while True:
+            if stop is not None:
+                stop()
             with self._changed:
                 generation = self._generation
             self.wake()
