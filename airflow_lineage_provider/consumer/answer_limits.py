@@ -1,7 +1,8 @@
 """Bounds on listing answers: the stored bytes one page may show, and the answer bytes held in memory at once.
 
-A page of a listing shows stored values that can be megabytes each: raw event payloads, facets, schemas. Before
-a page's big values are loaded, the store reads their sizes — ``octet_length`` on PostgreSQL, which takes a
+A page of a listing shows stored values that can be megabytes each: raw event payloads, facets, schemas; and
+lists that can be as long: a job's inputs and outputs, a graph node's edges. Before a page's values are loaded,
+the store reads their sizes (and sums the names of those lists) — ``octet_length`` on PostgreSQL, which takes a
 value's size from its header without decompressing it; ``length`` on SQLite, whose stored JSON is ASCII — and
 hands them, item by item in page order, to the request's :class:`AnswerBound` (:meth:`AnswerBound.admit`):
 
@@ -37,7 +38,8 @@ class AnswerTooLarge(Exception):
 
     def __init__(self, size: int, limit: int, fits: int) -> None:
         super().__init__(
-            f"this page would show {size:,} bytes of stored values (raw events, facets, schemas), more than one "
+            f"this page would show {size:,} bytes of stored values (raw events, facets, schemas, the names of "
+            "linked datasets), more than one "
             f"answer may hold (max_answer_bytes = {limit:,}): ask for limit={fits} or less (the first {fits} "
             "items of this page fit) and page on with offset"
         )

@@ -97,14 +97,18 @@ async def list_dataset_versions(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Response:
+    bound = answer_bound(request)
+
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
             node = dataset_id(conn, namespace, dataset, visible)
-            items, total = dataset_versions.list_versions(conn, node, namespace, dataset, limit, offset, visible)
+            items, total = dataset_versions.list_versions(
+                conn, node, namespace, dataset, limit, offset, visible, admit=bound.admit
+            )
         return {"versions": items, "totalCount": total}
 
-    return await bounded_answer(answer_bound(request), run)  # counted in flight once built
+    return await bounded_answer(bound, run)
 
 
 @router.get(

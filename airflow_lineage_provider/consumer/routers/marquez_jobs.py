@@ -150,13 +150,16 @@ async def list_job_versions(
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Response:
+    bound = answer_bound(request)
+
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
-            versions = marquez_jobs.job_versions(conn, job_id(conn, namespace, job, visible), visible)
-        return {"versions": versions[offset : offset + limit], "totalCount": len(versions)}
+            node = job_id(conn, namespace, job, visible)
+            items, total = marquez_jobs.list_job_versions(conn, node, limit, offset, visible, admit=bound.admit)
+        return {"versions": items, "totalCount": total}
 
-    return await bounded_answer(answer_bound(request), run)  # counted in flight once built
+    return await bounded_answer(bound, run)
 
 
 @router.get(
@@ -174,11 +177,10 @@ async def get_job_version(
     def run() -> dict:
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
-            versions = marquez_jobs.job_versions(conn, job_id(conn, namespace, job, visible), visible)
-        for found in versions:
-            if found["version"] == version.lower():
-                return found
-        raise job_version_not_found(version)
+            found = marquez_jobs.find_job_version(conn, job_id(conn, namespace, job, visible), version, visible)
+        if found is None:
+            raise job_version_not_found(version)
+        return found
 
     return await marquez_answer(run)
 

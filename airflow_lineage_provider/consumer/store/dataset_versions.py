@@ -19,23 +19,29 @@ A dataset known under several names (:mod:`.dataset_aliases`) has the versions o
 under its representative's name; each version's id is still that of the name the run wrote (so it never changes
 when names join or part), and its ``physicalName`` is that name.
 
-Bounded work: the writing runs come from index lookups (:func:`.marquez_datasets.writes`), and only the
-events of the page's runs are read (``ix_lineage_events_run_uuid``) and decoded.
+Bounded work: a page of versions is chosen in SQL — the runs of the jobs that wrote the dataset (its incoming
+edges, ``ix_lineage_runs_job``) that wrote one of its names (``lineage_run_io``'s key), newest first, with their
+count — and sized before anything of it is read: the bytes of the page runs' stored events and facets
+(``admit``, :mod:`..answer_limits`). Only the events of the page's runs are read (``ix_lineage_events_run_uuid``)
+and decoded. ``GET .../versions/{version}`` hashes the writing runs (:func:`.marquez_datasets.writes`).
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy.sql.elements import BindParameter
 
 from airflow_lineage_provider.consumer.marquez_values import dataset_type
 from airflow_lineage_provider.consumer.store import facets as facet_readers
 from airflow_lineage_provider.consumer.store import tables, tags
 from airflow_lineage_provider.consumer.store.marquez_datasets import (
     NamedWrite,
+    Write,
     dataset_names,
     description,
     marquez_fields,
@@ -44,12 +50,16 @@ from airflow_lineage_provider.consumer.store.marquez_datasets import (
     writes,
 )
 from airflow_lineage_provider.consumer.store.marquez_runs import run_objects, runs_query
+from airflow_lineage_provider.consumer.store.queries import Admit, stored_size
 from airflow_lineage_provider.consumer.store.sources import source_of
 from airflow_lineage_provider.consumer.store.text import iso
 from airflow_lineage_provider.consumer.store.visibility import Visible, scrub
 
 #: Run ids per ``IN (...)`` list when reading events.
 _EVENTS_CHUNK = 900
+#: Bytes of a DatasetVersion without its names and stored values (members, times, ids, its run's members; a
+#: little over).
+VERSION_BYTES = 1024
 
 
 class _Written:
@@ -108,8 +118,10 @@ def _versions(
     _, namespace, name = names[0]
     run_ids = [write.run_uuid for write, _, _ in page]
     found = {row.run_uuid: row for row in conn.execute(runs_query().where(tables.runs.c.run_uuid.in_(run_ids)))}
-    rows = [found[run] for run in run_ids]
-    written = _written(conn, run_ids, {(ns, written_as) for _, ns, written_as in names})
+    # A run gone since the page was chosen (a prune or reset committed in between) is left out.
+    page = [item for item in page if item[0].run_uuid in found]
+    rows = [found[write.run_uuid] for write, _, _ in page]
+    written = _written(conn, [row.run_uuid for row in rows], {(ns, written_as) for _, ns, written_as in names})
     field_tags = _field_tags(conn, names)
     runs = run_objects(conn, rows, shown)
     versions = []
@@ -144,16 +156,117 @@ def _named_writes(
     return names, named_writes(written, names)
 
 
+def _writers(conn: Connection, names: list[tuple[int, str, str]], visible: Visible) -> list[int]:
+    """The jobs (in ``visible`` namespaces) that wrote any of ``names``: the names' incoming edges."""
+    e, n = tables.edges.c, tables.nodes.c
+    jobs = sorted(
+        set(conn.execute(select(e.origin_id).where(e.destination_id.in_([i for i, _, _ in names]))).scalars())
+    )
+    if visible is None or not jobs:
+        return jobs
+    shown = frozenset(visible)
+    return [
+        job for job, namespace in conn.execute(select(n.id, n.namespace).where(n.id.in_(jobs))) if namespace in shown
+    ]
+
+
+def _page_writes(
+    conn: Connection, names: list[tuple[int, str, str]], limit: int, offset: int, visible: Visible, admit: Admit | None
+) -> tuple[list[NamedWrite], int]:
+    """A page of the runs that wrote any of ``names`` (representative first), newest first (by creation, then run
+    id), each with the first of the names it wrote, and how many there are; ``admit`` is told what each version
+    shows of the store (its run's stored events and facets, and names) before anything of it is read.
+
+    Chosen in SQL: the writers' runs (``ix_lineage_runs_job``) with an output row for one of the names
+    (``lineage_run_io``'s key, a lookup per run: a subquery with ``LIMIT``, never a semi-join that PostgreSQL
+    without statistics could start from a scan of the table), the count riding along with the page."""
+    jobs = _writers(conn, names, visible)
+    if not jobs:
+        return [], 0
+    dialect, ids = conn.dialect.name, [node for node, _, _ in names]
+    chosen, page = _writes_statements(dialect)
+    rows = conn.execute(page, {"jobs": jobs, "names": ids, "limit": limit, "offset": offset}).all()
+    if rows:
+        total = rows[0].total
+    elif offset == 0:
+        total = 0
+    else:  # a page past the end carries no count: count apart
+        counted = select(func.count()).select_from(chosen.order_by(None).subquery())
+        total = conn.execute(counted, {"jobs": jobs, "names": ids}).scalar() or 0
+    if admit is not None:
+        longest = max(2 * (len(ns.encode()) + len(name.encode())) for _, ns, name in names)
+        admit([longest + row.size for row in rows])
+    under: dict[str, int] = {}
+    rank = {node: index for index, (node, _, _) in enumerate(names)}
+    if rows:
+        for run_uuid, node in conn.execute(_wrote_as(dialect), {"runs": [row.run_uuid for row in rows], "names": ids}):
+            if run_uuid not in under or rank[node] < rank[under[run_uuid]]:
+                under[run_uuid] = node
+    named = {node: (namespace, name) for node, namespace, name in names}
+    return [
+        (Write(row.run_uuid, row.state, row.created_at, row.ended_at), *named[under[row.run_uuid]])
+        for row in rows
+        if row.run_uuid in under  # its rows gone since the page was chosen: the run is left out
+    ], total
+
+
+@cache
+def _writes_statements(dialect: str) -> tuple[Any, Any]:
+    """The runs of ``:jobs`` (expanding) that wrote one of the datasets ``:names`` (expanding), newest first, each
+    with ``total`` (how many there are); and a page of them (``:limit``, ``:offset``) with each one's ``size`` (its
+    events' and facets' bytes, :data:`VERSION_BYTES` more): built once (see :func:`_page_writes`)."""
+    r, io, e = tables.runs.c, tables.run_io.c, tables.events.c
+    names: BindParameter[Any] = bindparam("names", expanding=True)
+    jobs: BindParameter[Any] = bindparam("jobs", expanding=True)
+    wrote = (
+        select(io.dataset_id)
+        .where(io.run_uuid == r.run_uuid, io.dataset_id.in_(names), io.direction == "output")
+        .limit(1)
+        .scalar_subquery()
+    )
+    chosen = (
+        select(r.run_uuid, r.state, r.created_at, r.ended_at, func.count().over().label("total"))
+        .where(r.job_id.in_(jobs), wrote.is_not(None))
+        .order_by(r.created_at.desc(), r.run_uuid.desc())
+    )
+    page = chosen.limit(bindparam("limit")).offset(bindparam("offset")).subquery("write_page")
+    events = select(func.sum(stored_size(e.payload, dialect))).where(e.run_uuid == page.c.run_uuid)
+    facets = select(stored_size(r.facets, dialect)).where(r.run_uuid == page.c.run_uuid)
+    size = VERSION_BYTES + func.coalesce(events.scalar_subquery(), 0) + func.coalesce(facets.scalar_subquery(), 0)
+    return chosen, select(page, size.label("size")).order_by(page.c.created_at.desc(), page.c.run_uuid.desc())
+
+
+@cache
+def _wrote_as(dialect: str) -> Any:
+    """``(run, dataset)`` of each of the datasets ``:names`` (expanding) the runs ``:runs`` (expanding) wrote."""
+    io = tables.run_io.c
+    runs: BindParameter[Any] = bindparam("runs", expanding=True)
+    names: BindParameter[Any] = bindparam("names", expanding=True)
+    return select(io.run_uuid, io.dataset_id).where(
+        io.run_uuid.in_(runs), io.dataset_id.in_(names), io.direction == "output"
+    )
+
+
 def list_versions(
-    conn: Connection, dataset_id: int, namespace: str, name: str, limit: int, offset: int, visible: Visible = None
+    conn: Connection,
+    dataset_id: int,
+    namespace: str,
+    name: str,
+    limit: int,
+    offset: int,
+    visible: Visible = None,
+    admit: Admit | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """The versions of the dataset (node ``dataset_id``, named ``namespace``/``name``), newest first, a page of
     them, and how many there are; a dataset known under several names has the versions of every (visible)
-    name and shows them under its representative's name (see the module docstring)."""
-    names, written = _named_writes(conn, dataset_id, namespace, name, visible)
+    name and shows them under its representative's name (see the module docstring). ``admit`` is told each
+    version's size before anything of it is read."""
+    names = dataset_names(conn, dataset_id, namespace, name, visible)
     if not names:
         return [], 0
-    return _versions(conn, names, written[offset : offset + limit], visible), len(written)
+    page, total = _page_writes(conn, names, limit, offset, visible, admit)
+    versions = _versions(conn, names, page, visible)
+    return versions, total - (len(page) - len(versions))
 
 
 def get_version(

@@ -13,6 +13,7 @@ same nodes.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import msgspec
@@ -23,7 +24,8 @@ from sqlalchemy.sql.elements import ColumnElement
 from airflow_lineage_provider.consumer.nodeids import node_id
 from airflow_lineage_provider.consumer.store import dataset_aliases, nodes, subgraph, tables
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCard, GraphCards
-from airflow_lineage_provider.consumer.store.queries import Admit, stored_size
+from airflow_lineage_provider.consumer.store.marquez_runs import named
+from airflow_lineage_provider.consumer.store.queries import Admit, name_size, stored_size
 from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.visibility import NODE_KINDS, Visible, namespace_in
 
@@ -78,8 +80,8 @@ def graph_page(
     admit: Admit | None = None,
 ) -> GraphPage:
     """Nodes ``offset`` to ``offset + limit`` of the graph (only ``namespace``'s, if given), their outgoing
-    edges and their datasets' symlinks, and how many nodes all pages hold; ``admit`` is told the size of each
-    node's stored schema before any node is read."""
+    edges and their datasets' symlinks, and how many nodes all pages hold; ``admit`` is told what each node adds
+    to the page (:func:`_node_sizes`) before any node is read."""
     n, dialect = tables.nodes.c, conn.dialect.name
     chosen: list[ColumnElement[bool]] = [n.kind.in_(NODE_KINDS)]
     if namespace is not None:
@@ -98,10 +100,11 @@ def graph_page(
         .limit(limit)
         .offset(offset)
     )
-    if admit is not None:
-        admit(_schema_sizes(conn, picked))
-    if grouped:
-        found, shown = _grouped_page(conn, picked, cards, visible)
+    page = list(conn.execute(picked)) if admit is not None or grouped else None
+    if admit is not None and page is not None:
+        admit(_node_sizes(conn, [row.node_id for row in page], grouped))
+    if grouped and page is not None:
+        found, shown = _grouped_page(conn, page, cards, visible)
     else:
         found, _among = subgraph.subgraph(conn, picked, cards)  # nodes in page order (depth is the position)
         shown = {node: node for node in found}
@@ -113,20 +116,83 @@ def graph_page(
     return GraphPage(nodes, edges, _symlinks(conn, ids, found, visible), total)
 
 
-def _schema_sizes(conn: Connection, picked: Any) -> list[int]:
-    """Bytes of each picked node's stored schema (what its card shows of the store's values), in page order."""
-    page, d = picked.subquery("sized_page"), tables.datasets.c
-    size = stored_size(d.fields, conn.dialect.name)
-    query = select(size).select_from(page.outerjoin(tables.datasets, d.node_id == page.c.node_id))
-    return list(conn.execute(query.order_by(page.c.depth)).scalars())
+#: Bytes of a node of a page without its names and schema (its id, type, members, times), of an edge leaving it
+#: without its ends' names (the ends' kinds, times, flags), of a symlink without its names and type, and of
+#: another name of a grouped dataset without its names and producers (a little over each).
+CARD_BYTES, EDGE_BYTES, SYMLINK_BYTES, ALIAS_BYTES = 512, 192, 96, 96
+
+
+def _names_size(node: Any, dialect: str) -> ColumnElement[int]:
+    return name_size(node.c.namespace, dialect) + name_size(node.c.name, dialect)
+
+
+def _node_sizes(conn: Connection, ids: list[int], grouped: bool) -> list[int]:
+    """Bytes each node of ``ids`` (a page, in order) adds to the page, read without loading them (an upper bound
+    of the encoded page, within a small factor): its card (names, stored schema), the edges leaving it (both
+    ends' names) and its symlinks; with groups (``grouped``), each other name of a grouped dataset too, with
+    its producers, schema and edges."""
+    if not ids:
+        return []
+    dialect = conn.dialect.name
+    parameter = ids if dialect == "postgresql" else msgspec.json.encode(ids).decode()
+    sizes = dict(conn.execute(_node_sizes_statement(dialect, grouped), {"page_ids": parameter}).all())
+    return [int(sizes.get(node, 0)) for node in ids]
+
+
+@cache
+def _node_sizes_statement(dialect: str, grouped: bool) -> Any:
+    """``(node id, bytes)`` of the nodes of ``:page_ids`` (see :func:`_node_sizes`): built once."""
+    d, e, s = tables.datasets.c, tables.edges.c, tables.symlinks.c
+    node = tables.nodes.alias("sized_node")
+    names = _names_size(node, dialect)
+
+    def schema(of: Any) -> Any:
+        found = select(stored_size(d.fields, dialect)).where(d.node_id == of).scalar_subquery()
+        return func.coalesce(found, 0)
+
+    def edges(of: Any, key: str, *outer: Any) -> Any:
+        """The edges leaving ``of``, with the shown node's names (of the outermost statement: ``outer``, the
+        tables of the statements in between, correlated explicitly past them)."""
+        rows, far = named(dialect, e.destination_id, tables.edges, f"{key}_sized_far")
+        found = select(func.sum(EDGE_BYTES + names + _names_size(far, dialect))).select_from(rows)
+        found = found.where(e.origin_id == of)
+        return func.coalesce((found.correlate(*outer) if outer else found).scalar_subquery(), 0)
+
+    symlink = SYMLINK_BYTES + names + name_size(s.namespace, dialect) + name_size(s.name, dialect)
+    symlinks = select(func.sum(symlink + name_size(s.type, dialect))).where(s.dataset_id == node.c.id)
+    size = CARD_BYTES + 4 * names + schema(node.c.id) + edges(node.c.id, "page")
+    size = size + func.coalesce(symlinks.scalar_subquery(), 0)
+    if grouped:
+        m, p = tables.dataset_members.c, tables.node_producers.c
+        member = tables.nodes.alias("sized_member")
+        produced = select(func.sum(4 + name_size(p.producer, dialect))).where(p.node_id == m.member_id)
+        each = (
+            ALIAS_BYTES
+            + _names_size(member, dialect)
+            + func.coalesce(produced.scalar_subquery(), 0)
+            + schema(m.member_id)
+            + edges(m.member_id, "member", node, tables.dataset_members, member)
+        )
+        members = (
+            select(func.sum(each))
+            .join_from(tables.dataset_members, member, member.c.id == m.member_id)
+            .where(m.node_id == node.c.id, m.member_id != node.c.id)
+        )
+        size = size + func.coalesce(members.scalar_subquery(), 0)
+    if dialect == "postgresql":
+        page = node.c.id == any_(bindparam("page_ids", type_=postgresql.ARRAY(BigInteger)))
+    else:
+        listed = func.json_each(bindparam("page_ids", type_=String)).table_valued("value")
+        page = node.c.id.in_(select(listed.c.value))
+    return select(node.c.id, size).where(page)
 
 
 def _grouped_page(
-    conn: Connection, picked: Any, cards: GraphCards | None, visible: Visible
+    conn: Connection, page: list[Any], cards: GraphCards | None, visible: Visible
 ) -> tuple[dict[int, Any], dict[int, int]]:
-    """The page's nodes as the walks show them on a store with groups (a grouped dataset's card holds its
-    aliases), and ``name → shown node`` for every (visible) name of the page's datasets."""
-    page = conn.execute(picked).all()
+    """The page's nodes (``page``: its ``(node_id, depth)`` rows) as the walks show them on a store with groups (a
+    grouped dataset's card holds its aliases), and ``name → shown node`` for every (visible) name of the page's
+    datasets."""
     m, n = tables.dataset_members.c, tables.nodes.c
     ids = [row.node_id for row in page]
     members: dict[int, list[tuple[int, int]]] = {}

@@ -359,4 +359,5 @@ def list_datasets(
         admit([size for _, size in rows])
     ids = [node for node, _ in rows]
     found = datasets(conn, ids, visible, has_groups=bool(grouped))
-    return [found[node] for node in ids], total
+    # A dataset gone since the page was chosen (a prune or reset committed in between) is left out.
+    return [found[node] for node in ids if node in found], total - (len(ids) - len(found))

@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 import msgspec
-from sqlalchemy import BigInteger, Connection, Text, and_, any_, bindparam, cast, func, select, true
+from sqlalchemy import BigInteger, Connection, Text, and_, any_, bindparam, cast, func, literal, select, true
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
@@ -35,11 +35,10 @@ from airflow_lineage_provider.consumer.store.marquez_runs import (
     named,
     run_object,
     run_versions,
-    runs_query,
     runs_with_io_query,
     version_location,
 )
-from airflow_lineage_provider.consumer.store.queries import Admit, sized_page, stored_size
+from airflow_lineage_provider.consumer.store.queries import Admit, name_size, sized_page, stored_size
 from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.tags import NODE
 from airflow_lineage_provider.consumer.store.text import loads
@@ -104,14 +103,15 @@ def list_jobs(
         query = query.where(namespace_in(_n.namespace, visible, conn.dialect.name))
     rows, total = page(conn, query, limit, offset)
     if cache is not None and visible is None:
-        found = cached_job_objects(conn, {row.id: row.version for row in rows}, cache, admit)
-        return [found[row.id] for row in rows], total
-    ids = [row.id for row in rows]
-    if admit is not None:
-        sizes = job_sizes(conn, ids)
-        admit([sizes.get(node, 0) for node in ids])
-    jobs = job_objects(conn, ids, visible)
-    return [jobs[node] for node in ids], total
+        found: dict[int, Any] = cached_job_objects(conn, {row.id: row.version for row in rows}, cache, admit)
+    else:
+        ids = [row.id for row in rows]
+        if admit is not None:
+            sizes = job_sizes(conn, ids)
+            admit([sizes.get(node, 0) for node in ids])
+        found = job_objects(conn, ids, visible)
+    # A job gone since the page was chosen (a prune or reset committed in between) is left out.
+    return [found[row.id] for row in rows if row.id in found], total - (len(rows) - len(found))
 
 
 #: Jobs as encoded JSON by node id, at the version they were built at (see :mod:`.versioned_cache`).
@@ -142,38 +142,87 @@ def cached_job_objects(
     return found
 
 
+#: Bytes of a Job without its names and stored values (members, times, its version id; a little over), of a Run
+#: in it (``latestRuns``, ``latestRun``) without its job's names and facets, of a dataset among its ``inputs`` or
+#: ``outputs`` without its names, and of an input or output of a newest run as read to compute its version.
+JOB_BYTES, RUN_BYTES, EDGE_BYTES, IO_BYTES = 512, 512, 32, 24
+
+
+#: Bytes of the names of a dataset a newest run read or wrote, for a job without edges (see :func:`job_sizes`).
+NAMES_BYTES = 128
+#: What each edge adds to the sum of a job's edges' bytes besides them: the sum carries their count too, above
+#: 32 bits (no job's edges name 4 GiB of datasets), so one subquery per edge index gives both.
+EDGE_COUNTED = 1 << 32
+
+
 def job_sizes(conn: Connection, ids: list[int]) -> dict[int, int]:
-    """``id → bytes`` of the stored values a Job shows, read without loading them: its facets, and the facets of
-    its newest runs (run facets count twice: ``latestRun`` repeats one of ``latestRuns``) with the job facets
-    each run's version is computed from."""
+    """``id → bytes`` a Job shows or is built from, read without loading them (an upper bound of the encoded Job
+    within a small factor): its names and facets, each dataset it read or wrote (``inputs``, ``outputs``: the
+    graph's edges, by the far end's names), its tags, and its newest runs with their facets (counted twice:
+    ``latestRun`` repeats one of ``latestRuns``), the job facets each run's version is computed from and the
+    datasets each run read and wrote (read to compute that version; counted from ``lineage_run_io``'s key, each
+    with the average names of the job's edges — a run's datasets are among them — instead of looking each up)."""
     found: dict[int, int] = {}
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL jit = off")  # as for the page itself (:func:`_job_objects`)
     statement = _job_sizes_statement(conn.dialect.name)
     for start in range(0, len(ids), RUNS_CHUNK):
-        found.update(
-            (node, int(size)) for node, size in conn.execute(statement, {"ids": ids[start : start + RUNS_CHUNK]})
-        )
+        for node, fixed, counted_edges, io_count in conn.execute(statement, {"ids": ids[start : start + RUNS_CHUNK]}):
+            edge_count, edges = divmod(int(counted_edges), EDGE_COUNTED)
+            names = -(-edges // edge_count) - EDGE_BYTES if edge_count else NAMES_BYTES
+            found[node] = int(fixed) + edges + int(io_count) * (IO_BYTES + names)
     return found
+
+
+def _names_size(dataset: Any, dialect: str) -> ColumnElement[int]:
+    return name_size(dataset.c.namespace, dialect) + name_size(dataset.c.name, dialect)
+
+
+def _edges_size(node: Any, dialect: str) -> ColumnElement[int]:
+    """SQL: the bytes of the datasets job ``node`` read and wrote (the edges on either side of it, from the edge
+    indexes) — their names, :data:`EDGE_BYTES` more each — plus their count times :data:`EDGE_COUNTED`."""
+    sizes = []
+    for near, far in (("destination_id", "origin_id"), ("origin_id", "destination_id")):
+        rows, dataset = named(dialect, _e[far], tables.edges, f"sized_{far}")
+        each = EDGE_COUNTED + EDGE_BYTES + _names_size(dataset, dialect)
+        total = select(func.sum(each)).select_from(rows).where(_e[near] == node)
+        sizes.append(func.coalesce(total.scalar_subquery(), 0))
+    return sizes[0] + sizes[1]
 
 
 @cache
 def _job_sizes_statement(dialect: str) -> Any:
-    """``(job id, bytes)`` for the jobs of ``:ids`` (expanding): see :func:`job_sizes`. A job's newest runs come
-    from its ``(job_id, created_at)`` index, no further than the :data:`LATEST_RUNS`-th."""
+    """``(job id, bytes but the edges and runs' datasets, bytes of the edges with their count (:func:`_edges_size`),
+    datasets of its newest runs)`` for the jobs of ``:ids`` (expanding): see :func:`job_sizes`. A job's newest
+    runs come from its ``(job_id, created_at)`` index, no further than the :data:`LATEST_RUNS`-th; their datasets
+    from ``lineage_run_io``'s key, the edges from the edge indexes."""
+    names = _names_size(tables.nodes, dialect)
     newest = (
-        select(_r.facets, _r.job_facets)
+        select(_r.run_uuid, _r.facets, _r.job_facets)
         .where(_r.job_id == _n.id)
         .order_by(_r.created_at.desc())
         .limit(LATEST_RUNS)
         .correlate(tables.nodes)
         .subquery("newest")
     )
-    runs_bytes = select(
-        func.sum(2 * stored_size(newest.c.facets, dialect) + stored_size(newest.c.job_facets, dialect))
-    ).scalar_subquery()
+    io = tables.run_io.c
+    io_count = select(func.count()).select_from(tables.run_io).where(io.run_uuid == newest.c.run_uuid).correlate(newest)
+    run_facets, job_facets = stored_size(newest.c.facets, dialect), stored_size(newest.c.job_facets, dialect)
+    run_bytes = 2 * (RUN_BYTES + names + run_facets) + job_facets
+    runs_bytes = select(func.sum(run_bytes)).select_from(newest).scalar_subquery()
+    runs_io = select(func.sum(io_count.scalar_subquery())).select_from(newest).scalar_subquery()
     own = select(stored_size(_j.facets, dialect)).where(_j.node_id == _n.id).scalar_subquery()
+    t = tables.node_tags.c
+    tags = select(func.sum(4 + name_size(t.tag, dialect))).where(t.node_id == _n.id, t.field_key == NODE)
     ids: BindParameter[Any] = bindparam("ids", expanding=True)
-    size = func.coalesce(own, 0) + func.coalesce(runs_bytes, 0)
-    return select(_n.id, size).where(_n.id.in_(ids))
+    fixed = (
+        JOB_BYTES
+        + 4 * names
+        + func.coalesce(own, 0)
+        + func.coalesce(tags.scalar_subquery(), 0)
+        + func.coalesce(runs_bytes, 0)
+    )
+    return select(_n.id, fixed, _edges_size(_n.id, dialect), func.coalesce(runs_io, 0)).where(_n.id.in_(ids))
 
 
 _encode = msgspec.json.Encoder().encode
@@ -351,34 +400,191 @@ def list_job_runs(
     listed, total = sized_page(conn, query, size, limit, offset, admit)
     ids = [row.run_uuid for row in listed]
     read = {row.run_uuid: row for row in conn.execute(runs_with_io_query(dialect).where(_r.run_uuid.in_(ids)))}
-    rows = [read[run] for run in ids if run in read]
+    rows = [read[run] for run in ids if run in read]  # the others gone since the page was chosen
     versions = run_versions(conn, rows)
     visible = None if visible is None else frozenset(visible)
-    return [run_object(row, versions[row.run_uuid], visible) for row in rows], total
+    return [run_object(row, versions[row.run_uuid], visible) for row in rows], total - (len(ids) - len(rows))
 
 
-def job_versions(conn: Connection, job_id: int, visible: Visible = None) -> list[dict[str, Any]]:
-    """Every version of a job as Marquez's ``JobVersion``, newest first (by its first run).
+#: Bytes of a JobVersion without its names and stored values (members, times, ids, its run's members; a little
+#: over).
+VERSION_BYTES = 1024
+#: Versions per statement when looking for one version among all of a job's.
+VERSIONS_CHUNK = 100
+
+
+def _io_key(dialect: str) -> Any:
+    """SQL: what a run (of :data:`tables.runs`) read and wrote, as canonical text — its ``lineage_run_io`` rows in
+    key order — so that two runs have the same text exactly when they have the same inputs and outputs."""
+    io = tables.run_io.c
+    item = io.direction + ":" + cast(io.dataset_id, Text)
+    if dialect == "postgresql":
+        said = func.string_agg(item, aggregate_order_by(literal(","), io.dataset_id, io.direction))
+        return select(said).where(io.run_uuid == _r.run_uuid).scalar_subquery()
+    # SQLite keeps the order of a subquery that an aggregate reads (it is not flattened into it).
+    rows = select(item.label("item")).where(io.run_uuid == _r.run_uuid).order_by(io.dataset_id, io.direction)
+    listed = rows.correlate(tables.runs).subquery("said")
+    return select(func.group_concat(listed.c.item, ",")).scalar_subquery()
+
+
+def _facets_key(dialect: str) -> Any:
+    """SQL: what a run's version is computed from of its job facets, comparable in a ``PARTITION BY``: on
+    PostgreSQL the MD5 of the text as :func:`.marquez_runs._job_facets` reads it (NUL as U+FFFD), on SQLite the
+    text."""
+    if dialect != "postgresql":
+        return _r.job_facets
+    return func.md5(func.replace(_r.job_facets, "\\u0000", "\\ufffd"))
+
+
+@cache
+def _versions_query(dialect: str) -> Any:
+    """The versions of job ``:job_id``, newest first (by their first run, then their newest run's id): ``run_uuid`` (the
+    version's newest run), ``first`` (its first run's creation) and ``total`` (how many versions it has).
+
+    A version is the runs with the same inputs, outputs and job facets (:mod:`.marquez_runs`): grouped in SQL by
+    :func:`_io_key` and :func:`_facets_key`, from the job's runs (``ix_lineage_runs_job``) and their
+    ``lineage_run_io`` keys — nothing of the runs is loaded."""
+    keyed = (
+        select(_r.run_uuid, _r.created_at, _io_key(dialect).label("io_key"), _facets_key(dialect).label("facets_key"))
+        .where(_r.job_id == bindparam("job_id"))
+        .subquery("keyed")
+    )
+    part = (keyed.c.io_key, keyed.c.facets_key)
+    newest_first = (keyed.c.created_at.desc(), keyed.c.run_uuid.desc())
+    ranked = select(
+        keyed.c.run_uuid,
+        func.min(keyed.c.created_at).over(partition_by=part).label("first"),
+        func.row_number().over(partition_by=part, order_by=newest_first).label("rank"),
+    ).subquery("ranked")
+    return (
+        select(ranked.c.run_uuid, ranked.c.first, func.count().over().label("total"))
+        .where(ranked.c.rank == 1)
+        .order_by(ranked.c.first.desc(), ranked.c.run_uuid.desc())
+    )
+
+
+def _version_rows(conn: Connection, job_id: int, limit: int, offset: int, admit: Admit | None) -> tuple[list[Any], int]:
+    """A page of the job's versions (:func:`_versions_query`) as ``(run_uuid, first, size)`` rows, and how many
+    versions the job has; ``size``: what the version shows of the store, read without loading it (its run's
+    facets, its job facets — twice: ``description`` and ``location`` repeat parts of them — and its inputs' and
+    outputs' names), told to ``admit``."""
+    dialect = conn.dialect.name
+    rows = list(conn.execute(_version_rows_statement(dialect), {"job_id": job_id, "limit": limit, "offset": offset}))
+    if rows:
+        total = rows[0].total
+    elif offset == 0:
+        total = 0
+    else:  # a page past the end carries no count: count apart
+        counted = select(func.count()).select_from(_versions_query(dialect).order_by(None).subquery())
+        total = conn.execute(counted, {"job_id": job_id}).scalar() or 0
+    if admit is not None:
+        admit([row.size for row in rows])
+    return rows, total
+
+
+@cache
+def _version_rows_statement(dialect: str) -> Any:
+    """:func:`_version_rows`'s statement (``:job_id``, ``:limit``, ``:offset``): built once."""
+    page = _versions_query(dialect).limit(bindparam("limit")).offset(bindparam("offset")).subquery("version_page")
+    io = tables.run_io
+    io_rows, io_dataset = named(dialect, io.c.dataset_id, io, "version_io")
+    io_bytes = (
+        select(func.sum(EDGE_BYTES + _names_size(io_dataset, dialect)))
+        .select_from(io_rows)
+        .where(io.c.run_uuid == page.c.run_uuid)
+        .scalar_subquery()
+    )
+    size = (
+        VERSION_BYTES
+        + 3 * _names_size(tables.nodes, dialect)
+        + stored_size(_r.facets, dialect)
+        + 2 * stored_size(_r.job_facets, dialect)
+        + func.coalesce(io_bytes, 0)
+    )
+    return (
+        select(page.c.run_uuid, iso_utc(page.c.first).label("first"), page.c.total, size.label("size"))
+        .select_from(page.join(tables.runs, _r.run_uuid == page.c.run_uuid).join(tables.nodes, _n.id == _r.job_id))
+        .order_by(page.c.first.desc(), page.c.run_uuid.desc())
+    )
+
+
+def _version_objects(conn: Connection, rows: list[Any], visible: Visible) -> list[dict[str, Any]]:
+    """The JobVersions of ``rows`` (``run_uuid`` of each version's newest run, ``first``), in their order; a run
+    gone since the rows were read (a prune or reset committed in between) is left out."""
+    ids = [row.run_uuid for row in rows]
+    read = {run.run_uuid: run for run in conn.execute(_runs_statement(conn.dialect.name), {"ids": ids})}
+    versions = run_versions(conn, read.values())
+    shown = None if visible is None else frozenset(visible)
+    return [
+        _version_object(versions[row.run_uuid], row.first, read[row.run_uuid], shown)
+        for row in rows
+        if row.run_uuid in read
+    ]
+
+
+@cache
+def _runs_statement(dialect: str) -> Any:
+    """The runs of ``:ids`` (expanding) as :func:`.marquez_runs.runs_with_io_query` reads them: built once."""
+    ids: BindParameter[Any] = bindparam("ids", expanding=True)
+    return runs_with_io_query(dialect).where(_r.run_uuid.in_(ids))
+
+
+@cache
+def _content_statement(dialect: str) -> Any:
+    """What the versions of the runs of ``:ids`` (expanding) are computed from (:func:`.marquez_runs.run_versions`),
+    without their facets: built once."""
+    ids: BindParameter[Any] = bindparam("ids", expanding=True)
+    content = select(_r.run_uuid, _r.job_facets, _n.namespace, _n.name, io_column(dialect))
+    return content.join_from(tables.runs, tables.nodes, _n.id == _r.job_id).where(_r.run_uuid.in_(ids))
+
+
+def list_job_versions(
+    conn: Connection, job_id: int, limit: int, offset: int, visible: Visible = None, admit: Admit | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """A page of the job's versions as Marquez's ``JobVersion``, newest first (by its first run; ties by its newest
+    run's id), and how many it has; ``admit`` is told each version's size before anything of it is loaded.
 
     ``createdAt`` is when the first run of the version was created, ``latestRun`` its newest run.
     """
-    rows = list(conn.execute(runs_query().where(_r.job_id == job_id)))
-    versions = run_versions(conn, rows)
-    first: dict[str, Any] = {}
-    newest: dict[str, Any] = {}
-    for row in rows:
-        version = versions[row.run_uuid].id
-        if version not in first or row.created_at < first[version].created_at:
-            first[version] = row
-        known = newest.get(version)
-        if known is None or (row.created_at, row.run_uuid) > (known.created_at, known.run_uuid):
-            newest[version] = row
-    visible = None if visible is None else frozenset(visible)
-    order = sorted(first, key=lambda version: (first[version].created_at, version), reverse=True)
-    return [_version_object(versions[newest[v].run_uuid], first[v], newest[v], visible) for v in order]
+    rows, total = _version_rows(conn, job_id, limit, offset, admit)
+    found = _version_objects(conn, rows, visible)
+    return found, total - (len(rows) - len(found))
 
 
-def _version_object(version: Any, first: Any, latest: Any, visible: Visible) -> dict[str, Any]:
+def job_versions(conn: Connection, job_id: int, visible: Visible = None) -> list[dict[str, Any]]:
+    """Every version of a job (:func:`list_job_versions`), newest first."""
+    found: list[dict[str, Any]] = []
+    while True:
+        page, total = list_job_versions(conn, job_id, VERSIONS_CHUNK, len(found), visible)
+        found += page
+        if not page or len(found) >= total:
+            return found
+
+
+def find_job_version(conn: Connection, job_id: int, version: str, visible: Visible = None) -> dict[str, Any] | None:
+    """The job's version ``version`` as Marquez's ``JobVersion``, or None: the job's versions are looked through
+    :data:`VERSIONS_CHUNK` at a time, reading what a version id is computed from (inputs, outputs and job facets of
+    its newest run), and only the one found is built."""
+    wanted, offset = version.lower(), 0
+    dialect = conn.dialect.name
+    while True:
+        rows, total = _version_rows(conn, job_id, VERSIONS_CHUNK, offset, None)
+        ids = [row.run_uuid for row in rows]
+        versions = run_versions(conn, list(conn.execute(_content_statement(dialect), {"ids": ids}))) if ids else {}
+        for row in rows:
+            found = versions.get(row.run_uuid)
+            if found is not None and found.id == wanted:
+                built = _version_objects(conn, [row], visible)
+                return built[0] if built else None
+        offset += len(rows)
+        if not rows or offset >= total:
+            return None
+
+
+def _version_object(version: Any, first: str, latest: Any, visible: Visible) -> dict[str, Any]:
+    """A JobVersion: ``version`` (its content), ``first`` (when its first run was created, ISO text), ``latest``
+    (its newest run, a row of :func:`.marquez_runs.runs_with_io_query`)."""
+
     def ids(pairs: tuple[tuple[str, str], ...]) -> list[dict[str, str]]:
         return [{"namespace": ns, "name": name} for ns, name in pairs if visible is None or ns in visible]
 
@@ -386,7 +592,7 @@ def _version_object(version: Any, first: Any, latest: Any, visible: Visible) -> 
         "id": {"namespace": latest.namespace, "name": latest.name, "version": version.id},
         "name": latest.name,
         "version": version.id,
-        "createdAt": iso(first.created_at),
+        "createdAt": iso(first),
         "namespace": latest.namespace,
         "type": job_type(version.facets),
         "inputs": ids(version.inputs),

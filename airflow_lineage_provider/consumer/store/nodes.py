@@ -250,6 +250,7 @@ def _attach_io(conn: Connection, jobs: list[int], found: dict[int, dict[str, Any
     for start in range(0, len(missing), CHUNK):
         query = select(n.id, n.namespace, n.name).where(n.id.in_(missing[start : start + CHUNK]))
         names.update((node, (ns, name)) for node, ns, name in conn.execute(query))
+    links = [link for link in links if link[1] in names]  # a dataset gone since its edge was read: left out
     for job, ds, key in sorted(links, key=lambda link: names[link[1]]):
         namespace, name = names[ds]
         if visible is not None and namespace not in visible:

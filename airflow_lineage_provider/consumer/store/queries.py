@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, Row, and_, func, not_, or_, select
+from sqlalchemy import Connection, LargeBinary, Row, and_, cast, func, not_, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer import nodeids
@@ -54,6 +54,13 @@ def stored_size(column: Any, dialect: str) -> ColumnElement[int]:
     ``octet_length`` reads a (compressed, out-of-line) value's size from its header; SQLite's ``length`` counts
     characters, bytes for the ASCII JSON the store writes."""
     size = func.octet_length(column) if dialect == "postgresql" else func.length(column)
+    return func.coalesce(size, 0)
+
+
+def name_size(column: Any, dialect: str) -> ColumnElement[int]:
+    """Bytes of a stored name (UTF-8; 0 for NULL): ``octet_length`` on PostgreSQL; on SQLite the length of the
+    text as a blob (``length`` of the text counts characters, and names need not be ASCII)."""
+    size = func.octet_length(column) if dialect == "postgresql" else func.length(cast(column, LargeBinary))
     return func.coalesce(size, 0)
 
 
@@ -176,7 +183,8 @@ def list_nodes(
         query = _node_ids(kind, namespace, name_contains, visible, dialect, False)
         rows, total = sized_page(conn, query, _job_size(n.id, dialect), limit, offset, admit)
         details = node_details(conn, [row.id for row in rows], visible)
-        return [details[row.id] for row in rows], total
+        # A node gone since the page was chosen (a prune or reset committed in between) is left out.
+        return [details[row.id] for row in rows if row.id in details], total - (len(rows) - len(details))
     expected = dataset_aliases.expect_groups(conn)
     ids_query = _node_ids(kind, namespace, name_contains, visible, dialect, grouped=expected)
     counted = select(func.count(), *dataset_aliases.probes()).select_from(ids_query.order_by(None).subquery())
@@ -189,10 +197,10 @@ def list_nodes(
     sized = conn.execute(ids_query.add_columns(dataset_size(n.id, dialect)).limit(limit).offset(offset)).all()
     if admit is not None:
         admit([size for _, size in sized])
-    ids = [node for node, _ in sized]
-    details = node_details(conn, ids, visible)
+    details = node_details(conn, [node for node, _ in sized], visible)
+    ids = [node for node, _ in sized if node in details]  # the others gone since the page was chosen
     _with_aliases(conn, ids, details, visible, aliasing)
-    return [details[node] for node in ids], total
+    return [details[node] for node in ids], total - (len(sized) - len(ids))
 
 
 def _job_size(node_id: Any, dialect: str) -> ColumnElement[int]:
@@ -501,7 +509,10 @@ def list_events(
     rows, total = sized_page(conn, query, stored_size(e.payload, conn.dialect.name), limit, offset, admit)
     ids = [row.id for row in rows]
     payloads = dict(conn.execute(select(e.id, e.payload).where(e.id.in_(ids))).all()) if ids else {}
-    return [msgspec.Raw(payloads[row.id]) for row in rows], total
+    # An event gone since the page was sized (a prune or reset committed in between: a read transaction on
+    # PostgreSQL sees each statement's committed state) is left out, and out of the count.
+    shown = [msgspec.Raw(payloads[row.id]) for row in rows if row.id in payloads]
+    return shown, total - (len(rows) - len(shown))
 
 
 def events_visible(conn: Connection, visible: Collection[str]) -> ColumnElement[bool]:

@@ -230,10 +230,14 @@ def subgraph(
     cards.store(read, hits=hits)
     nodes = {}
     for row in picked_rows:
-        card = found[row[1]]
-        nodes[row[1]] = GraphNode(card.id, card.type, card.data, [], [], card.declared_only)
+        card = found.get(row[1])
+        if card is not None:  # None: gone since the walk read it (a prune or reset committed in between)
+            nodes[row[1]] = GraphNode(card.id, card.type, card.data, [], [], card.declared_only)
     declared_edges = {(row[1], row[2]): row[3] for row in rows if row[0] == "d"}
-    return nodes, [(row[1], row[2], declared_edges.get((row[1], row[2]), OBSERVED)) for row in rows if row[0] == "e"]
+    edges = [(row[1], row[2], declared_edges.get((row[1], row[2]), OBSERVED)) for row in rows if row[0] == "e"]
+    if len(nodes) < len(picked_rows):
+        edges = [edge for edge in edges if edge[0] in nodes and edge[1] in nodes]
+    return nodes, edges
 
 
 def _declared_flags() -> Any:
@@ -499,9 +503,13 @@ def grouped_subgraph(
     found.update(_plain_cards(conn, {node: row for node, row in first.items() if node not in found}, along, cards))
     nodes = {}
     for node in first:
-        card = found[node]
-        nodes[node] = GraphNode(card.id, card.type, card.data, [], [], card.declared_only)
-    return nodes, _shown_edges(rows, of)
+        card = found.get(node)
+        if card is not None:  # None: gone since the walk read it (a prune or reset committed in between)
+            nodes[node] = GraphNode(card.id, card.type, card.data, [], [], card.declared_only)
+    edges = _shown_edges(rows, of)
+    if len(nodes) < len(first):
+        edges = [edge for edge in edges if edge[0] in nodes and edge[1] in nodes]
+    return nodes, edges
 
 
 def _shown_edges(rows: list[Any], of: dict[int, int]) -> list[tuple[int, int, int]]:
