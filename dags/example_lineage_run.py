@@ -35,6 +35,7 @@ def _engine():
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
+    max_active_runs=1,  # two triggers one after the other run in turn on the shared warehouse
     tags=["lineage", "example"],
     doc_md=__doc__,
 )
@@ -48,11 +49,13 @@ def example_lineage_run():
             outputs=["warehouse/raw_orders", "warehouse/raw_customers"],
             connector=WAREHOUSE,
         ):
-            with _engine().begin() as conn:
-                conn.exec_driver_sql("DROP TABLE IF EXISTS raw_orders")
-                conn.exec_driver_sql("DROP TABLE IF EXISTS raw_customers")
-                conn.exec_driver_sql("CREATE TABLE raw_orders (id INTEGER, customer_id INTEGER, amount NUMERIC(10,2))")
-                conn.exec_driver_sql("CREATE TABLE raw_customers (id INTEGER, name VARCHAR(80))")
+            with _engine().begin() as conn:  # idempotent: a retry or a second run replaces the rows
+                conn.exec_driver_sql(
+                    "CREATE TABLE IF NOT EXISTS raw_orders (id INTEGER, customer_id INTEGER, amount NUMERIC(10,2))"
+                )
+                conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS raw_customers (id INTEGER, name VARCHAR(80))")
+                conn.exec_driver_sql("DELETE FROM raw_orders")
+                conn.exec_driver_sql("DELETE FROM raw_customers")
                 conn.exec_driver_sql("INSERT INTO raw_orders VALUES (?, ?, ?)", orders)
                 conn.exec_driver_sql("INSERT INTO raw_customers VALUES (?, ?)", customers)
         return len(orders)
@@ -77,11 +80,13 @@ def example_lineage_run():
             connector=WAREHOUSE,
         ) as run:
             with _engine().begin() as conn:
-                conn.exec_driver_sql("DROP TABLE IF EXISTS customer_totals")
                 conn.exec_driver_sql(
-                    "CREATE TABLE customer_totals AS SELECT c.id AS customer_id, c.name AS name, "
-                    "SUM(o.amount) AS total FROM raw_orders o JOIN raw_customers c ON o.customer_id = c.id "
-                    "GROUP BY c.id, c.name"
+                    "CREATE TABLE IF NOT EXISTS customer_totals (customer_id INTEGER, name VARCHAR(80), total NUMERIC)"
+                )
+                conn.exec_driver_sql("DELETE FROM customer_totals")
+                conn.exec_driver_sql(
+                    "INSERT INTO customer_totals SELECT c.id, c.name, SUM(o.amount) FROM raw_orders o "
+                    "JOIN raw_customers c ON o.customer_id = c.id GROUP BY c.id, c.name"
                 )
             return run.run_id
 

@@ -4,7 +4,9 @@ Uses the same SQLite warehouse connection as ``example_lineage_run`` (``lineage_
 
 * ``stage_orders`` (``@task.lineage``) writes ``staged_orders``; its schema comes from the database;
 * ``PartitionOrders`` is a custom operator with ``LineageMixin``: it copies the staged orders into a
-  per-day table whose name is a template (``orders_{{ ds_nodash }}``), and so is its declared output;
+  per-day table whose name is a template (``orders_{{ ds_nodash }}``), and so is its declared output. A run
+  without a logical date (triggered from the UI or the REST API) takes the day from when it ran
+  (``run_after``; see docs/task-lineage.md);
 * ``score_customers`` (``@task.lineage``, mapped over regions) reads the partition of the day.
 
 The stock OpenLineage listener emits each task's START/COMPLETE with these datasets; with OpenLineage not
@@ -37,16 +39,20 @@ class PartitionOrders(LineageMixin, BaseOperator):
         self.target = target
 
     def execute(self, context):
-        with _engine().begin() as conn:
-            conn.exec_driver_sql(f"DROP TABLE IF EXISTS {self.target}")
-            conn.exec_driver_sql(f"CREATE TABLE {self.target} AS SELECT * FROM staged_orders")
+        with _engine().begin() as conn:  # idempotent: a retry or a second run replaces the partition's rows
+            conn.exec_driver_sql(
+                f"CREATE TABLE IF NOT EXISTS {self.target} (id INTEGER, region TEXT, amount NUMERIC(10,2))"
+            )
+            conn.exec_driver_sql(f"DELETE FROM {self.target}")
+            conn.exec_driver_sql(f"INSERT INTO {self.target} SELECT id, region, amount FROM staged_orders")
             return conn.exec_driver_sql(f"SELECT COUNT(*) FROM {self.target}").scalar()
 
 
 @dag(
     schedule="@daily",
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
+    catchup=False,  # unpaused, it runs for the latest day only
+    max_active_runs=1,  # a manual trigger waits for the scheduled run instead of racing it on the warehouse
     tags=["lineage", "example"],
     doc_md=__doc__,
 )
@@ -54,9 +60,11 @@ def example_task_lineage():
     @task.lineage(outputs=["warehouse/staged_orders"], connector=WAREHOUSE, retries=2)
     def stage_orders() -> int:
         rows = [(1, "emea", 10.0), (2, "amer", 25.5), (3, "emea", 7.25)]
-        with _engine().begin() as conn:
-            conn.exec_driver_sql("DROP TABLE IF EXISTS staged_orders")
-            conn.exec_driver_sql("CREATE TABLE staged_orders (id INTEGER, region TEXT, amount NUMERIC(10,2))")
+        with _engine().begin() as conn:  # idempotent: a retry or a second run replaces the rows
+            conn.exec_driver_sql(
+                "CREATE TABLE IF NOT EXISTS staged_orders (id INTEGER, region TEXT, amount NUMERIC(10,2))"
+            )
+            conn.exec_driver_sql("DELETE FROM staged_orders")
             conn.exec_driver_sql("INSERT INTO staged_orders VALUES (?, ?, ?)", rows)
         return len(rows)
 

@@ -1,4 +1,5 @@
-"""Dataset names that are Jinja templates (``orders_{{ ds_nodash }}``): kept as written, never rendered.
+"""Dataset names that are Jinja templates (``orders_{{ ds_nodash }}``): kept as written at design time, and
+given the date macros they read at run time when the run has no logical date (:func:`fill_run_dates`).
 
 At design time there is no run, so a templated name has no value. It is published as the pattern it is,
 with the ``airflowLineageProvider_templatedName`` facet saying which parts are templates and giving a regular
@@ -11,9 +12,15 @@ words before naming (:func:`protect`) and put back afterwards (:class:`Protected
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from functools import lru_cache
+from typing import Any
+
+log = logging.getLogger(__name__)
 
 #: Jinja's default delimiters: expressions, statements and comments.
 _TEMPLATE = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
@@ -134,3 +141,53 @@ class Protected:
         if not self.templates:
             return text
         return _PLACEHOLDERS.sub(lambda m: self.templates[int(m.group(1))], text)
+
+
+#: The context keys Airflow derives from a run's logical date that :func:`fill_run_dates` supplies when the run
+#: has none. ``logical_date`` and the data interval themselves are never invented.
+RUN_DATE_MACROS = ("ds", "ds_nodash", "ts", "ts_nodash", "ts_nodash_with_tz")
+
+
+def fill_run_dates(context: MutableMapping[str, Any]) -> str | None:
+    """Supply the date macros (:data:`RUN_DATE_MACROS`) to the Airflow ``context`` of a run that has no logical
+    date, so ``orders_{{ ds_nodash }}`` renders instead of failing with ``'ds_nodash' is undefined``.
+
+    Airflow 3 leaves ``logical_date``, ``ds``, ``ts`` and the data interval out of the context of a run created
+    without a logical date (the REST API's and the UI's default, ``"logical_date": null``, and asset-triggered
+    runs). The macros are then computed the way Airflow computes them from a logical date, from the run's data
+    interval start when it has one, else from its ``run_after`` (when the run was due; for a manual run, when it
+    was triggered). One INFO line in the task log names the source and the value. Keys already in the context
+    are never replaced; a context with a logical date is left as it is.
+
+    Returns what the dates came from (``"run_after"`` or ``"data_interval_start"``), or ``None`` when nothing
+    was supplied.
+    """
+    if context.get("logical_date") is not None or all(key in context for key in RUN_DATE_MACROS):
+        return None
+    dag_run = context.get("dag_run")
+    source, moment = "data_interval_start", getattr(dag_run, "data_interval_start", None)
+    if not isinstance(moment, datetime):
+        source, moment = "run_after", getattr(dag_run, "run_after", None)
+    if not isinstance(moment, datetime):
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    ts = moment.isoformat()
+    macros = {
+        "ds": moment.strftime("%Y-%m-%d"),
+        "ds_nodash": moment.strftime("%Y%m%d"),
+        "ts": ts,
+        "ts_nodash": moment.strftime("%Y%m%dT%H%M%S"),
+        "ts_nodash_with_tz": ts.replace("-", "").replace(":", ""),
+    }
+    for key, value in macros.items():
+        context.setdefault(key, value)
+    log.info(
+        "Lineage: run %r of DAG %r has no logical date; %s render from its %s (%s).",
+        getattr(dag_run, "run_id", "?"),
+        getattr(dag_run, "dag_id", "?"),
+        ", ".join(RUN_DATE_MACROS),
+        source,
+        ts,
+    )
+    return source

@@ -21,6 +21,7 @@ from airflow.sdk import BaseOperator
 from openlineage.client.event_v2 import RunState as EventType
 
 from airflow_lineage_provider.design.declaration import DECLARATION_FIELD, encode_declaration
+from airflow_lineage_provider.design.templates import fill_run_dates
 from airflow_lineage_provider.operators.facets_merge import merge_lineage
 from airflow_lineage_provider.operators.self_emission import wrap_execute
 from airflow_lineage_provider.producer import client
@@ -112,6 +113,7 @@ class LineageMixin(BaseOperator):
     def _do_render_template_fields(
         self, parent: Any, template_fields: Any, context: Any, jinja_env: Any, seen_oids: set[int]
     ) -> None:
+        fill_run_dates(context)  # a run without a logical date: ds, ts, ... from its run_after
         super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
         if parent is self:  # the operator itself (plain or unmapped), not a nested templated object
             self._prepare_lineage(context)
