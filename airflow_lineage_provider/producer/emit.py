@@ -7,13 +7,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any
 
-import attr
 from openlineage.client.event_v2 import Dataset, InputDataset, Job, OutputDataset, Run, RunEvent
 from openlineage.client.event_v2 import RunState as EventType
 from openlineage.client.facet_v2 import DatasetFacet, JobFacet, RunFacet, error_message_run, job_type_job
-from openlineage.client.generated import base as _ol_base
 from openlineage.client.uuid import generate_new_uuid
 
 from airflow_lineage_provider import conf
@@ -25,10 +23,6 @@ from airflow_lineage_provider.reporting import report_misuse, warn_once
 from airflow_lineage_provider.task_context import TaskContext, current_parent
 
 EVENT_TYPES = ", ".join(t.name for t in EventType)
-
-_Attrs = TypeVar("_Attrs")
-#: The class of ``attr.Factory(...)`` defaults (``attr.Factory`` itself is typed as a function).
-_Factory: type[Any] = type(attr.Factory(list))
 
 
 def parse_event_type(value: Any) -> EventType:
@@ -115,45 +109,15 @@ def build_run_event(
     job_facet_objects: dict[str, JobFacet] = {"jobType": _job_type_facet(parent is not None, producer)}
     job_facet_objects.update(facets_from_mapping(job_facets, JobFacet))
     job = Job(namespace=job_namespace, name=job_name, facets=job_facet_objects)
-    time = event_time_iso(event_time)
-    if isinstance(event_time, str) or not _checked_producer(producer):  # a caller's time: validated
-        return RunEvent(
-            eventType=event_type,
-            eventTime=time,
-            run=Run(runId=run_id, facets=run_facet_objects),
-            job=job,
-            inputs=input_datasets(inputs),
-            outputs=output_datasets(outputs),
-            producer=producer,
-        )
-    # Every value was made here or checked already (the run id by checked_run_id, the producer once, the time
-    # is now or a datetime's isoformat): the validators would parse them again, two thirds of the build.
-    schema_url = _direct_layout()
-    if schema_url is not None:  # what built_unvalidated does for these two classes, field by field
-        run = _new(Run)
-        _set(run, "runId", run_id)
-        _set(run, "facets", run_facet_objects)
-        direct: RunEvent = _new(RunEvent)
-        _set(direct, "eventTime", time)
-        _set(direct, "producer", producer or _ol_base.PRODUCER)
-        _set(direct, "schemaURL", schema_url)
-        _set(direct, "run", run)
-        _set(direct, "job", job)
-        _set(direct, "eventType", event_type)
-        _set(direct, "inputs", input_datasets(inputs))
-        _set(direct, "outputs", output_datasets(outputs))
-        return direct
-    event: RunEvent = built_unvalidated(
-        RunEvent,
+    return RunEvent(
         eventType=event_type,
-        eventTime=time,
-        run=built_unvalidated(Run, runId=run_id, facets=run_facet_objects),
+        eventTime=event_time_iso(event_time),
+        run=Run(runId=run_id, facets=run_facet_objects),
         job=job,
         inputs=input_datasets(inputs),
         outputs=output_datasets(outputs),
         producer=producer,
     )
-    return event
 
 
 def error_message_facet(error: BaseException) -> error_message_run.ErrorMessageRunFacet:
@@ -164,88 +128,6 @@ def error_message_facet(error: BaseException) -> error_message_run.ErrorMessageR
         stackTrace="".join(traceback.format_exception(type(error), error, error.__traceback__)),
         producer=conf.producer(),
     )
-
-
-@lru_cache(maxsize=16)
-def _checked_producer(producer: str) -> bool:
-    """Whether openlineage-python's validators accept ``producer`` (asked once per value)."""
-    try:
-        job_type_job.JobTypeJobFacet(processingType="BATCH", jobType="TASK", integration="PYTHON", producer=producer)
-        return True
-    except Exception:
-        return False
-
-
-def built_unvalidated(cls: type[_Attrs], **values: Any) -> _Attrs:
-    """``cls(**values)`` for an openlineage-python attrs class, without its validators: for values already
-    known to be valid. Defaults, factories and ``__attrs_post_init__`` apply as in ``cls(...)``; a class
-    whose fields convert their values is built by ``cls(...)`` itself."""
-    klass: type = cls
-    plan = _init_plan(klass)
-    if plan is None:
-        return cls(**values)
-    fields, schema_url = plan
-    instance: _Attrs = object.__new__(cls)
-    for name, alias, default, factory in fields:
-        if alias in values:
-            value = values[alias]
-        elif factory is not None:
-            value = factory()
-        elif default is not attr.NOTHING:
-            value = default
-        else:
-            raise TypeError(f"{cls.__name__}() missing required argument {alias!r}")
-        object.__setattr__(instance, name, value)
-    if schema_url is not None:  # openlineage-python's event __attrs_post_init__, without re-validating its result
-        if not getattr(instance, "producer", None):
-            object.__setattr__(instance, "producer", _ol_base.PRODUCER)
-        object.__setattr__(instance, "schemaURL", schema_url)
-        return instance
-    post_init = getattr(instance, "__attrs_post_init__", None)
-    if post_init is not None:
-        post_init()
-    return instance
-
-
-_new = object.__new__
-_set = object.__setattr__
-
-
-@lru_cache(maxsize=1)
-def _direct_layout() -> str | None:
-    """``RunEvent``'s schema URL when ``Run`` and ``RunEvent`` have exactly the fields :func:`build_run_event`
-    sets one by one (no converters, no post-init but the base event's), else ``None`` (then it builds them
-    with :func:`built_unvalidated`)."""
-    run_plan, event_plan = _init_plan(Run), _init_plan(RunEvent)
-    if run_plan is None or event_plan is None or hasattr(Run, "__attrs_post_init__"):
-        return None
-    run_fields = {field[0] for field in run_plan[0]}
-    event_fields = {field[0] for field in event_plan[0]}
-    expected = {"eventTime", "producer", "schemaURL", "run", "job", "eventType", "inputs", "outputs"}
-    if run_fields != {"runId", "facets"} or event_fields != expected:
-        return None
-    return event_plan[1]
-
-
-@lru_cache(maxsize=64)
-def _init_plan(cls: type) -> tuple[tuple[tuple[str, str, Any, Any], ...], str | None] | None:
-    """Per field ``(name, alias, default, factory)``; and for an openlineage-python event class whose
-    ``__attrs_post_init__`` is its base event's (default producer, then ``schemaURL = _get_schema()``, set
-    through the field's validator), that schema URL, which :func:`built_unvalidated` then sets itself."""
-    plan = []
-    for field in attr.fields(cls):
-        default: Any = field.default
-        if field.converter is not None or (isinstance(default, _Factory) and default.takes_self):
-            return None
-        factory = default.factory if isinstance(default, _Factory) else None
-        default = attr.NOTHING if factory is not None else default
-        alias = field.alias if field.init else f"\x00{field.name}"  # not settable through values: default only
-        plan.append((field.name, alias, default, factory))
-    schema_url = None
-    if getattr(cls, "__attrs_post_init__", None) is _ol_base.BaseEvent.__attrs_post_init__:
-        schema_url = cls._get_schema()  # type: ignore[attr-defined]
-        _ol_base.BaseEvent.schemaurl_check(None, None, schema_url)  # type: ignore[arg-type]  # checked once
-    return tuple(plan), schema_url
 
 
 def input_datasets(refs: Sequence[DatasetRef | Dataset]) -> list[InputDataset]:
