@@ -69,7 +69,6 @@ ALLOWED: dict[tuple[str, str], str] = {}
 PENDING_CONSUMER_REWORK: frozenset[str] = frozenset(
     {
         "consumer/http_protocol.py",
-        "consumer/authorized_route.py",
         "consumer/store/driver_sql.py",
     }
 )

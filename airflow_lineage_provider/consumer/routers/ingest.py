@@ -13,7 +13,6 @@ from fastapi.responses import JSONResponse, Response
 from airflow_lineage_provider.consumer import audit
 from airflow_lineage_provider.consumer.access import Access, Principal
 from airflow_lineage_provider.consumer.auth import Writer, requires
-from airflow_lineage_provider.consumer.authorized_route import AuthorizedRoute
 from airflow_lineage_provider.consumer.models import IngestSummary, Problem, StoredEvent
 from airflow_lineage_provider.consumer.request_body import read_body
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
@@ -22,9 +21,9 @@ from airflow_lineage_provider.consumer.store.identity import data_source_alias
 from airflow_lineage_provider.consumer.store.ingest import IngestResult
 from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_body, parse_event, shown
 
-# AuthorizedRoute: the auth dependency's check without FastAPI's per-request dependency resolution (the
-# hottest endpoints of the consumer; see authorized_route.py).
-router = APIRouter(tags=["ingest"], dependencies=[Depends(requires(Access.WRITE))], route_class=AuthorizedRoute)
+# The one auth dependency (FastAPI resolves it once per request, for the router's declaration and the endpoints'
+# ``principal`` parameter alike).
+router = APIRouter(tags=["ingest"], dependencies=[Depends(requires(Access.WRITE))])
 
 #: The answer to one event, encoded once: ``{"status": "duplicate"}`` or ``{"status": "stored"}``.
 _ANSWERS = {
