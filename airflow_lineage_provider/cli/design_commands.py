@@ -2,19 +2,33 @@
 
 What the export DAG's ``publish_dags`` task does on a schedule, for a one-off run (after a deployment, for a
 new consumer with ``--all``): DAGs whose serialized version changed since their last publication are
-published as OpenLineage ``JobEvent``s into the outbox, with a progress bar on a terminal and a summary line.
-Exit codes: 0 done, 1 a ``--dag-id`` the metadata database does not know (the others are published), 2 a
-usage error (bad URL, unreachable database).
+published as OpenLineage ``JobEvent``s into the outbox, with a progress bar on a terminal and the summary line
+(printed once, on stdout).
+
+It runs where Airflow's CLI runs and finds connections as ``airflow connections get`` does — secrets
+backends, ``AIRFLOW_CONN_*``, the metadata database (:mod:`~airflow_lineage_provider.design.airflow_lookups`) —
+both ``[lineage_provider] publish_metadata_conn_id`` and the connections that name the declared datasets.
+Exit codes: 0 done, 1 a ``--dag-id`` the metadata database does not know (the others are published), 2 an
+error, told in one line without a traceback (bad URL, unreachable database, undefined connection).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+import warnings
 from typing import Any
 
 from airflow_lineage_provider.cli import CommandError
 from airflow_lineage_provider.cli.progress import progress_bar
+
+log = logging.getLogger(__name__)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(getattr(error, "orig", None) or error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 def run_publish_dags(args: argparse.Namespace) -> int:
@@ -24,6 +38,9 @@ def run_publish_dags(args: argparse.Namespace) -> int:
     from airflow_lineage_provider.design.serialized_dags import MetadataDatabaseError
     from airflow_lineage_provider.outbox.database import OutboxUrlError, redacted
 
+    # A connection found in the metadata database is Airflow's core Connection, whose get_hook() warns about
+    # Airflow's own internals (its ProvidersManager): nothing a user can act on, so not on their terminal.
+    warnings.filterwarnings("ignore", message=r"ProvidersManager\.hooks is deprecated")
     with progress_bar("publishing DAGs") as (plan, advance):
         try:
             report = publish_dags(
@@ -37,9 +54,11 @@ def run_publish_dags(args: argparse.Namespace) -> int:
         except (MetadataDatabaseError, OutboxUrlError) as error:
             raise CommandError(str(error)) from None
         except SQLAlchemyError as error:
-            reason = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
             where = redacted(args.metadata_db or args.outbox or "the configured database")
-            raise CommandError(f"database error ({where}): {reason}") from None
+            raise CommandError(f"database error ({where}): {_first_line(error)}") from None
+        except Exception as error:  # anything else: one line too; the traceback at DEBUG
+            log.debug("publish-dags failed", exc_info=error)
+            raise CommandError(f"could not publish: {type(error).__name__}: {_first_line(error)}") from None
     print(report.summary())
     if report.not_found:
         print(
@@ -61,8 +80,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--metadata-db",
         metavar="URL",
-        help="SQLAlchemy URL of Airflow's metadata database (default: [database] sql_alchemy_conn, or "
-        "[lineage_provider] publish_metadata_conn_id when set)",
+        help="SQLAlchemy URL of Airflow's metadata database (default: the [lineage_provider] "
+        "publish_metadata_conn_id connection when set, else Airflow's own [database] sql_alchemy_conn)",
     )
     parser.add_argument(
         "--all", action="store_true", help="publish every DAG again, not only those changed since the last time"

@@ -17,7 +17,6 @@ Example::
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any
 from openlineage.client.serde import Serde
 
 from airflow_lineage_provider.design import publications
+from airflow_lineage_provider.design.airflow_lookups import as_airflow_cli
 from airflow_lineage_provider.design.job_events import dag_job_events, retirement_events
 from airflow_lineage_provider.design.serialized_dags import (
     DagVersionRow,
@@ -36,8 +36,6 @@ from airflow_lineage_provider.design.serialized_dags import (
     metadata_url,
 )
 from airflow_lineage_provider.design.task_lineage import ConnectorCache
-
-log = logging.getLogger(__name__)
 
 #: DAGs written per outbox transaction.
 DAGS_PER_TRANSACTION = 25
@@ -145,7 +143,24 @@ def publish_dags(
     :param progress: called with the number of DAGs done, after each DAG.
     :param on_plan: called once with the number of DAGs the pass will work on (for a progress bar's total).
     :raises MetadataDatabaseError: the metadata database cannot be reached from this process.
+
+    Connections — the metadata database's, and those naming the declared datasets — are looked up as ``airflow
+    connections get`` looks them up (:func:`.airflow_lookups.as_airflow_cli`): outside a task, connections
+    stored in the metadata database count too. The summary is not logged: the caller prints or logs
+    :meth:`PublicationReport.summary` once.
     """
+    with as_airflow_cli():
+        return _publish(outbox_url, metadata_db_url, dag_ids, republish_all, progress, on_plan)
+
+
+def _publish(
+    outbox_url: str | None,
+    metadata_db_url: str | None,
+    dag_ids: Sequence[str] | None,
+    republish_all: bool,
+    progress: Callable[[int], None] | None,
+    on_plan: Callable[[int], None] | None,
+) -> PublicationReport:
     from airflow_lineage_provider import conf
     from airflow_lineage_provider.outbox.database import outbox_engine
 
@@ -203,5 +218,4 @@ def publish_dags(
                 progress(1)
         batch.write()
     report.seconds = time.perf_counter() - started
-    log.info("Design-time lineage: %s", report.summary())
     return report

@@ -51,19 +51,26 @@ def metadata_url(conn_id: str | None = None) -> str:
     """The SQLAlchemy URL of Airflow's metadata database.
 
     With ``conn_id`` (``[lineage_provider] publish_metadata_conn_id``): that Airflow Connection's URI, the way
-    a task in Airflow 3 can reach it. Otherwise ``[database] sql_alchemy_conn`` of this process, which the CLI
-    and ``airflow dags test`` have and a task process on a worker does not: then :class:`MetadataDatabaseError`
-    says to set the connection.
+    a task in Airflow 3 can reach it, looked up as ``airflow connections get`` looks it up (secrets backends,
+    ``AIRFLOW_CONN_*``, and outside a task the metadata database: :mod:`.airflow_lookups`). Otherwise Airflow's
+    own ``SQL_ALCHEMY_CONN`` (``[database] sql_alchemy_conn``) of this process, which the CLI and ``airflow
+    dags test`` have and a task process on a worker does not: then :class:`MetadataDatabaseError` says to set
+    the connection. Every failure is a :class:`MetadataDatabaseError` with a one-line message.
     """
+    from airflow_lineage_provider.design.airflow_lookups import get_connection, in_task_process
+
     if conn_id:
-        from airflow.sdk import BaseHook
-
-        connection = BaseHook.get_connection(conn_id)
+        try:
+            connection = get_connection(conn_id)
+        except Exception as error:
+            raise MetadataDatabaseError(
+                f"the Airflow connection {conn_id!r} ([lineage_provider] publish_metadata_conn_id) could not be "
+                f"read: {_first_line(error)}. Add it (`airflow connections add {conn_id} --conn-uri ...`), or "
+                "leave the option empty to read Airflow's own [database] sql_alchemy_conn"
+            ) from None
         return _connection_url(connection)
-    from airflow.configuration import conf
-
-    url = conf.get("database", "sql_alchemy_conn", fallback="") or ""
-    if not url or url.startswith(_BLOCKED_URL_PREFIX) or _in_supervised_task():
+    url = _own_metadata_url()
+    if not url or url.startswith(_BLOCKED_URL_PREFIX) or in_task_process():
         raise MetadataDatabaseError(
             "Airflow's metadata database is not reachable from this task process (Airflow 3 tasks have no "
             "database access); set [lineage_provider] publish_metadata_conn_id to an Airflow Connection to the "
@@ -72,13 +79,25 @@ def metadata_url(conn_id: str | None = None) -> str:
     return url
 
 
-def _in_supervised_task() -> bool:
-    """Whether this is a task process whose ORM access Airflow 3's supervisor blocked (its configuration may
-    still name the database, e.g. through an environment variable, but the task is not meant to use it)."""
-    import sys
+def _own_metadata_url() -> str:
+    """This process's ``SQL_ALCHEMY_CONN`` (Airflow's settings, which honour ``sql_alchemy_conn_cmd`` and
+    ``_secret`` too), else ``[database] sql_alchemy_conn`` as configured."""
+    try:
+        from airflow import settings
 
-    settings = sys.modules.get("airflow.settings")
-    return getattr(getattr(settings, "Session", None), "__name__", "") == "BlockedDBSession"
+        url = getattr(settings, "SQL_ALCHEMY_CONN", None)
+    except Exception:  # settings that cannot load here: the configuration says the same
+        url = None
+    if isinstance(url, str) and url:
+        return url
+    from airflow.configuration import conf
+
+    return conf.get("database", "sql_alchemy_conn", fallback="") or ""
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 def _connection_url(connection: Any) -> str:

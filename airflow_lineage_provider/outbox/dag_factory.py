@@ -99,6 +99,7 @@ def publish_changed_dags(outbox_url: str | None) -> dict[str, Any]:
         report = publish_dags(outbox_url=outbox_url)
     except MetadataDatabaseError as error:
         raise AirflowSkipException(f"design-time lineage not published: {error}") from None
+    log.info("Design-time lineage: %s", report.summary())
     return {
         "published": report.published,
         "unchanged": report.unchanged,
