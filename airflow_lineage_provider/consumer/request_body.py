@@ -48,59 +48,66 @@ def _timed_out(detail: str) -> HTTPException:
     return HTTPException(status.HTTP_408_REQUEST_TIMEOUT, detail=detail, headers=_CLOSE)
 
 
+def _dropped(request: Request, idle: bool, upload_seconds: float) -> HTTPException:
+    if not idle:  # the total deadline came first
+        log.info("dropped %s %s: its body took over %g s", request.method, request.url.path, upload_seconds)
+        return _timed_out(
+            f"the body did not arrive within {upload_seconds:g} s (upload_seconds): the request was dropped"
+        )
+    return _timed_out(f"no part of the body arrived for {BODY_IDLE_SECONDS:.0f} s: the request was dropped")
+
+
+def _disconnected(request: Request) -> HTTPException:
+    log.info("a client disconnected while sending %s %s; nothing was stored", request.method, request.url.path)
+    return HTTPException(status.HTTP_400_BAD_REQUEST, detail="the client disconnected mid-upload")
+
+
 if sys.version_info >= (3, 11):
 
-    async def _next_part(parts: AsyncIterator[bytes], seconds: float) -> bytes:
-        """The next part of a body within ``seconds`` (``asyncio.timeout``: no task per part)."""
-        async with asyncio.timeout(seconds):
-            return await parts.__anext__()
-
-else:  # Python 3.10
-
-    async def _next_part(parts: AsyncIterator[bytes], seconds: float) -> bytes:
-        """The next part of a body within ``seconds``."""
-        return await asyncio.wait_for(parts.__anext__(), seconds)
-
-
-def _received_whole(request: Request) -> bool:
-    """Whether the server holds the whole body already, so reading it cannot wait: uvicorn's request cycle (behind
-    the ASGI ``receive`` callable) has seen the body end. A small body usually comes with its head; the timers per
-    part then cost CPU for nothing. Another server, or a ``receive`` wrapped by a middleware: False (timed)."""
-    cycle = getattr(request.receive, "__self__", None)
-    event = getattr(cycle, "message_event", None)
-    return getattr(cycle, "more_body", True) is False and isinstance(event, asyncio.Event) and event.is_set()
-
-
-async def _chunks(request: Request, upload_seconds: float) -> AsyncIterator[bytes]:
-    """The body's parts as they arrive; 408 after :data:`BODY_IDLE_SECONDS` without one or ``upload_seconds`` in
-    all, and one log line (no traceback) when the client goes away mid-upload."""
-    parts = request.stream().__aiter__()
-    if _received_whole(request):
-        async for chunk in parts:
-            yield chunk
-        return
-    deadline = time.monotonic() + upload_seconds
-    while True:
-        left = deadline - time.monotonic()
+    async def _read_parts(request: Request, upload_seconds: float, limit: int) -> list[bytes]:
+        """The body's parts (Starlette's ``request.stream()``) under one timer (``asyncio.timeout``), moved on
+        after each part to :data:`BODY_IDLE_SECONDS` from now or the total deadline, whichever is first: a body
+        that came with its head costs one timer, whatever its parts."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + upload_seconds
+        chunks, size = [], 0
         try:
-            if left <= 0:
-                raise asyncio.TimeoutError
-            chunk = await _next_part(parts, min(BODY_IDLE_SECONDS, left))
-        except StopAsyncIteration:
-            return
-        except asyncio.TimeoutError:
-            if left < BODY_IDLE_SECONDS:  # the total deadline came first
-                log.info("dropped %s %s: its body took over %g s", request.method, request.url.path, upload_seconds)
-                raise _timed_out(
-                    f"the body did not arrive within {upload_seconds:g} s (upload_seconds): the request was dropped"
-                ) from None
-            raise _timed_out(
-                f"no part of the body arrived for {BODY_IDLE_SECONDS:.0f} s: the request was dropped"
-            ) from None
+            async with asyncio.timeout(min(deadline, loop.time() + BODY_IDLE_SECONDS)) as timer:
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise _too_large(limit)
+                    chunks.append(chunk)
+                    timer.reschedule(min(deadline, loop.time() + BODY_IDLE_SECONDS))
+        except TimeoutError:
+            raise _dropped(request, loop.time() < deadline, upload_seconds) from None
         except ClientDisconnect:
-            log.info("a client disconnected while sending %s %s; nothing was stored", request.method, request.url.path)
-            raise HTTPException(status.HTTP_400_BAD_REQUEST, detail="the client disconnected mid-upload") from None
-        yield chunk
+            raise _disconnected(request) from None
+        return chunks
+
+else:  # Python 3.10: a timer per part
+
+    async def _read_parts(request: Request, upload_seconds: float, limit: int) -> list[bytes]:
+        """The body's parts, each within :data:`BODY_IDLE_SECONDS` and all within ``upload_seconds``."""
+        deadline = time.monotonic() + upload_seconds
+        parts: AsyncIterator[bytes] = request.stream().__aiter__()
+        chunks, size = [], 0
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise asyncio.TimeoutError
+                chunk = await asyncio.wait_for(parts.__anext__(), min(BODY_IDLE_SECONDS, left))
+            except StopAsyncIteration:
+                return chunks
+            except asyncio.TimeoutError:
+                raise _dropped(request, left >= BODY_IDLE_SECONDS, upload_seconds) from None
+            except ClientDisconnect:
+                raise _disconnected(request) from None
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
 
 
 async def read_body(request: Request) -> bytes:
@@ -111,13 +118,7 @@ async def read_body(request: Request) -> bytes:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
-    chunks, size = [], 0
-    async for chunk in _chunks(request, settings.upload_seconds):
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
-    body = b"".join(chunks)
+    body = b"".join(await _read_parts(request, settings.upload_seconds, limit))
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding in ("", "identity"):
         return body
