@@ -68,7 +68,6 @@ ALLOWED: dict[tuple[str, str], str] = {}
 #: empties this set; until then their findings are reported here but do not fail the test.
 PENDING_CONSUMER_REWORK: frozenset[str] = frozenset(
     {
-        "consumer/http_protocol.py",
         "consumer/store/driver_sql.py",
     }
 )

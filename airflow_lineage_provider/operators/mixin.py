@@ -32,6 +32,7 @@ from airflow_lineage_provider.reporting import warn_once
 from airflow_lineage_provider.task_context import TaskContext
 
 if TYPE_CHECKING:
+    import jinja2
     from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk.definitions.context import Context
     from airflow.sdk.types import RuntimeTaskInstanceProtocol
@@ -110,19 +111,35 @@ class LineageMixin(BaseOperator):
 
     # -- resolved once, in the task process --------------------------------------------------------
 
-    def _do_render_template_fields(
-        self, parent: Any, template_fields: Any, context: Any, jinja_env: Any, seen_oids: set[int]
-    ) -> None:
-        fill_run_dates(context)  # a run without a logical date: ds, ts, ... from its run_after
-        super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
-        if parent is self:  # the operator itself (plain or unmapped), not a nested templated object
-            self._prepare_lineage(context)
+    def render_template_fields(self, context: Context, jinja_env: jinja2.Environment | None = None) -> None:
+        """Airflow's rendering of the task's templates, then :meth:`_prepare_lineage` (see there)."""
+        super().render_template_fields(context, jinja_env)
+        self._prepare_lineage(context)
+
+    def render_template(
+        self,
+        content: Any,
+        context: Context,
+        jinja_env: jinja2.Environment | None = None,
+        seen_oids: set[int] | None = None,
+    ) -> Any:
+        """Airflow's ``render_template``, given the date macros of a run without a logical date first.
+
+        Every template of the task passes here (its ``template_fields``, a mapped task's expansion too, and the
+        declared lineage), so a run without a logical date renders ``ds``, ``ts``... from its ``run_after``
+        (:func:`~airflow_lineage_provider.design.templates.fill_run_dates`: once per context, one log line)."""
+        fill_run_dates(context)  # type: ignore[arg-type]  # Airflow's Context is a mutable dict at run time
+        return super().render_template(content, context, jinja_env, seen_oids)
 
     def _prepare_lineage(self, context: Any) -> None:
         """Render the declared datasets and resolve their connectors once, right after Airflow renders the
         task's templates and before the listener starts. The listener builds each event in a forked process:
         done here, the forks inherit the result instead of each importing hooks and looking up the Airflow
-        connection again."""
+        connection again.
+
+        Airflow renders a mapped task's expansion through its own non-public method, not the public
+        ``render_template_fields`` this hooks into: a mapped task's START is prepared in the listener's fork
+        (the same result, some milliseconds later), its COMPLETE in :meth:`post_execute`."""
         try:
             if not client.will_emit():
                 return
@@ -144,6 +161,7 @@ class LineageMixin(BaseOperator):
         try:
             if not client.will_emit():
                 return
+            _load_listener_modules()  # a mapped task's first chance (see _prepare_lineage)
             inputs, outputs = self.declared_lineage(context=dict(context))
             add_schemas([ref.copy() for ref in inputs + outputs], self.lineage_connectors(), self._lineage_schemas())
         except Exception as error:
