@@ -79,11 +79,28 @@ def _is_db_api_hook(value: object) -> TypeGuard[DbApiHook]:
 
 
 def held_hooks(operator: object) -> list[DbApiHook]:
-    """The database hooks an operator holds as attributes (including a cached ``_hook``)."""
+    """The database hooks an operator holds as public attributes. Its private ones (a cached ``_hook``) are the
+    operator's own business: an operator that caches its hook there hands it out through ``get_db_hook()``
+    (:func:`used_hooks`)."""
     try:
-        return [value for value in vars(operator).values() if _is_db_api_hook(value)]
+        return [value for name, value in vars(operator).items() if not name.startswith("_") and _is_db_api_hook(value)]
     except TypeError:  # an object without __dict__
         return []
+
+
+def used_hooks(operator: object) -> list[DbApiHook]:
+    """The database hooks an operator ran its SQL with: its public hook attributes and what its ``get_db_hook()``
+    answers (the SQL operators cache their hook, so after ``execute`` that is the hook that ran the SQL)."""
+    hooks = held_hooks(operator)
+    getter = getattr(operator, "get_db_hook", None)
+    if callable(getter):
+        try:
+            hook = getter()
+        except Exception:  # no connection, a hook that cannot be made: nothing ran through it
+            hook = None
+        if _is_db_api_hook(hook) and not any(hook is held for held in hooks):
+            hooks.append(hook)
+    return hooks
 
 
 def operator_db_hook(operator: object) -> DbApiHook | None:
@@ -184,8 +201,10 @@ def _collector_created() -> bool:
 
 def cursor_rows_written(operator: object) -> int | None:
     """Rows written by the SQL the operator's hooks ran, from their cursors' ``rowcount``; ``None`` if unknown."""
-    hooks = held_hooks(operator)
-    if not hooks or not _collector_created():
+    if not _collector_created():
+        return None
+    hooks = used_hooks(operator)
+    if not hooks:
         return None
     try:
         from airflow.providers.common.compat.lineage.hook import get_hook_lineage_collector
