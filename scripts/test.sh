@@ -21,4 +21,15 @@ if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: failing, a green run must run tests" >&2
   exit 1
 fi
+# The whole suite (no pytest arguments, as CI runs it) is followed by the Airflow-facing tests at the declared
+# floors, in their own virtualenv (.venv-compat/floors): the lowest versions pyproject.toml accepts must work too.
+# The whole matrix (each supported Airflow minor) is `bash scripts/compat.sh all`; see docs/compatibility.md.
+if [ $# -eq 0 ]; then
+  echo "==> compatibility: the Airflow-facing tests at the floors"
+  set +e
+  bash scripts/compat.sh floors
+  compat=$?
+  set -e
+  [ "$status" -ne 0 ] || status=$compat
+fi
 exit "$status"

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 
+import airflow
 import pytest
+from packaging.version import Version
 from support.consumer_server import ConsumerServer
 
 from airflow_lineage_provider.hooks.openlineage import OpenLineageConsumerHook
+
+pytestmark = pytest.mark.airflow  # Airflow-facing: run again on every supported set by scripts/compat.sh
 
 
 def use_connection(monkeypatch: pytest.MonkeyPatch, conn_id: str, **fields: object) -> None:
@@ -20,7 +24,13 @@ def test_connection_type_is_registered_by_the_provider() -> None:
     hook = ProvidersManager().hooks["openlineage"]
     assert hook is not None
     assert hook.hook_class_name == "airflow_lineage_provider.hooks.openlineage.OpenLineageConsumerHook"
-    assert ProvidersManager().field_behaviours["openlineage"]["relabeling"]["password"] == "API key"
+    behaviours = ProvidersManager().field_behaviours
+    if Version(airflow.__version__).release < (3, 2):
+        # Airflow 3.1 takes a connection type's form labels only from its hook class, through Flask-AppBuilder
+        # (not installed with Airflow 3): the provider info's ui-field-behaviour is read from 3.2 on.
+        assert "openlineage" not in behaviours or behaviours["openlineage"]["relabeling"]["password"] == "API key"
+    else:
+        assert behaviours["openlineage"]["relabeling"]["password"] == "API key"
 
 
 def test_fields_become_the_consumer_settings(monkeypatch: pytest.MonkeyPatch) -> None:

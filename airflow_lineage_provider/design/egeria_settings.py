@@ -30,14 +30,15 @@ class ParamsView:
 
 def plain_params(params: Any) -> dict[str, Any]:
     """The values set in a (serialized or SDK) params dict, ``None`` included; params without a value are left out."""
-    from airflow.serialization.definitions.notset import is_arg_set
+    from airflow_lineage_provider.airflow_compat import param_is_set
 
     plain: dict[str, Any] = {}
     getter = getattr(params, "get_param", None)
     for key in list(params or {}):
-        value = getter(key).value if callable(getter) else params[key]
-        if is_arg_set(value):
-            plain[key] = value
+        if not callable(getter):
+            plain[key] = params[key]
+        elif param_is_set(param := getter(key)):
+            plain[key] = param.value
     return plain
 
 

@@ -165,9 +165,7 @@ def outputs_of_dags(dags: Iterable[tuple[Any, Any]], task_ids: Sequence[str] | N
 def dags_of_file(path: Path) -> list[tuple[Any, Any]]:
     """The DAGs of one DAG file, parsed with Airflow's ``DagBag`` (that file only, no metadata database) and
     serialized in memory, with the row publication would read for them."""
-    from airflow.dag_processing.dagbag import DagBag
-    from airflow.serialization.serialized_objects import DagSerialization
-
+    from airflow_lineage_provider.airflow_compat import DagBag, DagSerialization
     from airflow_lineage_provider.design.serialized_dags import DagVersionRow, deserialize_dag
 
     if not path.is_file():

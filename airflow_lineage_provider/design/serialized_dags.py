@@ -193,7 +193,7 @@ def _document(data: Any, compressed: bytes | None) -> dict[str, Any]:
 
 def deserialize_dag(document: dict[str, Any]) -> Any:
     """A ``SerializedDAG`` from its serialized document (as stored, or serialized in memory from a parsed DAG)."""
-    from airflow.serialization.serialized_objects import DagSerialization
+    from airflow_lineage_provider.airflow_compat import DagSerialization
 
     # Operator extra links come from plugins and are of no use here: leave the plugins unloaded.
     saved = DagSerialization._load_operator_extra_links

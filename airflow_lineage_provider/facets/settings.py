@@ -24,6 +24,7 @@ from typing import Any
 from openlineage.client.facet_v2 import RunFacet
 
 from airflow_lineage_provider import conf
+from airflow_lineage_provider.airflow_compat import param_is_set, param_source
 from airflow_lineage_provider.facets.egeria import (
     GOVERNANCE_ACTION_FIELDS,
     GOVERNANCE_ACTION_KEY,
@@ -63,11 +64,6 @@ class _Malformed:
     reason: str
 
 
-def _has_no_value(param: Any) -> bool:
-    # Param.has_value is False for both "no default" (NOTSET) and None; only None is a value here.
-    return not param.has_value and param.value is not None
-
-
 def _describe(task: Any) -> tuple[str, str]:
     return str(getattr(task, "dag_id", None) or "?"), str(getattr(task, "task_id", None) or "?")
 
@@ -83,9 +79,9 @@ def _declared(task: Any, key: str) -> tuple[bool, Any, str | None]:
         if not hasattr(holder, "get_param"):  # a plain dict
             return True, holder[key], default_source
         param = holder.get_param(key)
-        if _has_no_value(param):
+        if not param_is_set(param):  # "no default"; None is a value here
             continue
-        return True, param.value, param.source or default_source
+        return True, param.value, param_source(param, key, dag_params) or default_source
     return False, None, None
 
 

@@ -37,8 +37,8 @@ def _writer(outbox_url: str | None) -> Any:
 def ship_pending(outbox_url: str | None, conn_id: str, time_budget: float, batch_size: int) -> dict[str, Any]:
     """Task body: ship to the ``openlineage`` connection ``conn_id``; raise when the consumer stayed away."""
     from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowSkipException
 
+    from airflow_lineage_provider.airflow_compat import AirflowSkipException
     from airflow_lineage_provider.hooks.openlineage import consumer_config_from_connection
     from airflow_lineage_provider.outbox.shipper import DeliveryPolicy, Shipper, default_destination_name
 
@@ -90,8 +90,7 @@ def publish_changed_dags(outbox_url: str | None) -> dict[str, Any]:
     Skipped, with the reason, when the metadata database cannot be reached from the task (Airflow 3 tasks
     need ``[lineage_provider] publish_metadata_conn_id``).
     """
-    from airflow.sdk.exceptions import AirflowSkipException
-
+    from airflow_lineage_provider.airflow_compat import AirflowSkipException
     from airflow_lineage_provider.design.publisher import publish_dags
     from airflow_lineage_provider.design.serialized_dags import MetadataDatabaseError
 

@@ -25,6 +25,7 @@ import logging
 import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from fastapi import HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
@@ -161,8 +162,20 @@ class AirflowGuard:
 
     def login_url(self, request: Request) -> str | None:
         """Airflow's login page, coming back to ``request``'s URL."""
+        next_url = str(request.url)
         try:
-            return _auth_manager().get_url_login(next_url=str(request.url))
+            url = _auth_manager().get_url_login(next_url=next_url)
         except (HTTPException, RuntimeError, AttributeError) as error:  # no auth manager in this process
             log.warning("cannot build Airflow's login URL for the lineage page: %s", error)
             return None
+        return with_next(url, next_url)
+
+
+def with_next(login_url: str, next_url: str) -> str:
+    """``login_url`` with ``next=next_url`` added when the auth manager left it out (Airflow 3.1's
+    SimpleAuthManager ignores ``next_url``, though its login page follows ``next`` after logging in)."""
+    parts = urlsplit(login_url)
+    if "next" in parse_qs(parts.query):
+        return login_url
+    query = f"{parts.query}&" if parts.query else ""
+    return urlunsplit(parts._replace(query=query + urlencode({"next": next_url})))

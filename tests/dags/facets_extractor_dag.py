@@ -12,7 +12,12 @@ from typing import Any
 
 import pendulum
 from airflow.providers.sqlite.hooks.sqlite import SqliteHook
-from airflow.sdk import Asset, BaseOperator, CronDataIntervalTimetable, dag, task
+from airflow.sdk import Asset, BaseOperator, dag, task
+
+try:
+    from airflow.sdk import CronDataIntervalTimetable
+except ImportError:  # Airflow 3.1: not yet in the Task SDK's public names
+    from airflow.timetables.interval import CronDataIntervalTimetable
 
 SETUP = [
     "CREATE TABLE IF NOT EXISTS raw_orders (id INTEGER PRIMARY KEY, amount NUMERIC(10, 2))",
