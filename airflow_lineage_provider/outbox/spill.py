@@ -98,12 +98,12 @@ class SpillFolder:
                 os.close(fd)
         raise OSError(f"could not append to a spill file in {self.folder}")
 
-    def _take(self, finished_only: bool = False) -> Generator[tuple[Path, int], None, None]:
+    def _take(self, finished_only: bool = False, exiting: bool = False) -> Generator[tuple[Path, int], None, None]:
         """Yield ``(draining file, locked fd)`` for every spill file this process could take, oldest first.
 
         ``finished_only``: stop at the first file whose writing process is still running (this one's
-        included), so what is taken is always a prefix in time order and a run's START is never left behind
-        its COMPLETE.
+        included, unless ``exiting``: this process writes no more), so what is taken is always a prefix in time
+        order and a run's START is never left behind its COMPLETE.
         """
         try:
             names = sorted(
@@ -112,7 +112,7 @@ class SpillFolder:
         except FileNotFoundError:
             return
         for name in names:
-            if finished_only and not name.endswith(DRAINING) and _writer_running(name):
+            if finished_only and not name.endswith(DRAINING) and _writer_running(name, exiting):
                 return
             path = self.folder / name
             try:
@@ -130,17 +130,22 @@ class SpillFolder:
             yield path, fd
 
     def drain(
-        self, store: Callable[[list[str]], None], budget: float | None = None, finished_only: bool = False
+        self,
+        store: Callable[[list[str]], None],
+        budget: float | None = None,
+        finished_only: bool = False,
+        exiting: bool = False,
     ) -> int:
         """Move spilled events into the outbox with ``store(payloads)``; return how many were moved.
 
         ``store`` must be idempotent and raise when the outbox cannot take them (the file then stays).
         Stops taking new files once ``budget`` seconds have passed. ``finished_only``: only the oldest
-        files up to the first one a running process still writes (see :meth:`_take`).
+        files up to the first one a running process still writes (see :meth:`_take`); ``exiting``: this
+        process's own files count as finished.
         """
         started = time.monotonic()
         moved = 0
-        taken = self._take(finished_only)
+        taken = self._take(finished_only, exiting)
         for path, fd in taken:
             try:
                 with open(path, encoding="utf-8") as spilled:
@@ -167,8 +172,9 @@ class SpillFolder:
             return 0
 
 
-def _writer_running(name: str) -> bool:
-    """Whether the process that named the spill file ``spill-<time_ns>-<pid>.ndjson`` is still running.
+def _writer_running(name: str, exiting: bool = False) -> bool:
+    """Whether the process that named the spill file ``spill-<time_ns>-<pid>.ndjson`` is still running (this
+    process is, unless ``exiting``).
 
     A reused pid reads as running: the file then waits for a shipper, which takes every file."""
     try:
@@ -176,7 +182,7 @@ def _writer_running(name: str) -> bool:
     except (IndexError, ValueError):
         return False
     if pid == os.getpid():
-        return True
+        return not exiting
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -20,6 +20,14 @@ Those files are moved into the outbox database by every shipper and export, by :
 and, every few seconds, by a background thread of any writer (a second after its event, so a process that ends
 sooner starts nothing), which takes only the files of processes that have ended.
 
+Ephemeral workers. A spill folder lives on the worker's own disk, which a KubernetesExecutor-style worker loses
+when the task's pod ends. So when the outbox is a database server (PostgreSQL: shared by every worker, unlike an
+SQLite file, whose folder the spill folder shares), a process that journaled or spilled an event moves the spill
+folder into the outbox when it exits (:func:`atexit`, which Airflow's task runner runs at the end of every task
+process, after the listener's last event): its own journal, and the files of the stock listener's forks, which
+end before it. Only a killed process (``kill -9``, an OOM kill) or an outbox unreachable for
+:data:`EXIT_DRAIN_BUDGET` seconds leaves events behind, and the log says how many files stayed, and where.
+
 Concurrent appenders. Task processes appending to one SQLite outbox at once take turns on its write lock, and
 SQLite's busy handler sleeps between tries (up to 100 ms each), so an unlucky appender could keep losing the lock
 to the others until its busy timeout ran out: 8 processes appending together saw appends wait 2 s and events
@@ -30,15 +38,17 @@ spilled for "database is locked". Appends (and the moves of spilled events) ther
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError, SQLAlchemyError
 
 from airflow_lineage_provider.outbox import store
 from airflow_lineage_provider.outbox.database import (
@@ -65,6 +75,9 @@ JOURNAL_DRAIN_INTERVAL = 5.0
 #: ... and how long after the event that starts one the move begins: a process that ends sooner (the stock
 #: listener's forks live for an event or two) never starts a transaction it would leave unfinished.
 JOURNAL_DRAIN_DELAY = 1.0
+#: Seconds a process exiting may spend moving the spill folder into an outbox on a database server (see the
+#: module docstring, "Ephemeral workers"): a background move under way is waited for, then the rest is moved.
+EXIT_DRAIN_BUDGET = 30.0
 
 
 class OutboxWriter:
@@ -94,6 +107,8 @@ class OutboxWriter:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._writers = writers_of(self.sqlite_file)
+        #: The process whose exit moves the spill folder into the outbox (:meth:`_drain_at_exit`), once registered.
+        self._exit_drain_pid = 0
         #: Events that reached neither the outbox nor the spill folder, only the log (see :meth:`wait_drained`).
         self.only_logged = 0
 
@@ -126,6 +141,8 @@ class OutboxWriter:
         Never raises: when the folder cannot be written the event goes into the database as with
         ``durability="machine"``, and when that cannot be done either, to the log, whole. Every
         :data:`JOURNAL_DRAIN_INTERVAL` seconds it starts moving ended processes' files into the database."""
+        if self._exit_drain_pid != os.getpid():
+            self._drain_at_exit_of_this_process()
         try:
             self.spill.append(payload, sync=False)
         except Exception as error:
@@ -184,16 +201,19 @@ class OutboxWriter:
         )
 
     def _spill(self, payload: str) -> None:
+        if self._exit_drain_pid != os.getpid():
+            self._drain_at_exit_of_this_process()
         try:
             self.spill.append(payload)
         except Exception as error:
             self.only_logged += 1
             report_spill_failure(self.spill.folder, error, payload)
 
-    def drain_spill(self, budget: float | None = None, finished_only: bool = False) -> int:
+    def drain_spill(self, budget: float | None = None, finished_only: bool = False, exiting: bool = False) -> int:
         """Move spilled events into the outbox now; return how many. Raises when the database is down.
 
-        ``finished_only``: only files of processes that have ended, oldest first (:meth:`SpillFolder.drain`)."""
+        ``finished_only``: only files of processes that have ended, oldest first (:meth:`SpillFolder.drain`);
+        ``exiting``: this process's own count as ended."""
 
         def store_payloads(payloads: list[str]) -> None:
             records = [store.record_from_payload(p) for p in payloads]
@@ -207,7 +227,43 @@ class OutboxWriter:
                 if not file_in_place(conn):  # the file went away under the commit: keep the spill file
                     raise OSError(f"the outbox file {self.sqlite_file} was removed or replaced while storing")
 
-        return self.spill.drain(store_payloads, budget, finished_only)
+        return self.spill.drain(store_payloads, budget, finished_only, exiting)
+
+    def _drain_at_exit_of_this_process(self) -> None:
+        """With an outbox on a database server, move the spill folder into it when this process exits (once per
+        process and writer; a fork registers its own when it writes)."""
+        self._exit_drain_pid = os.getpid()
+        if self.sqlite_file is None:
+            _drain_at_exit(self)
+
+    def drain_before_exit(self, budget: float) -> bool:
+        """Move the spill files of ended processes — this one's journal included, its forks' files — into the
+        outbox, oldest first up to the first file of a process still running (which moves its own at its exit),
+        retrying within ``budget`` seconds while the database cannot be reached; first waits for a background
+        move under way. ``False``, with an error in the log naming what stays on this machine's disk, when the
+        outbox could not take them. What a process does at its exit with an outbox on a database server."""
+        deadline = time.monotonic() + budget
+        drainer = self._drainer
+        if drainer is not None and drainer.is_alive():
+            drainer.join(max(0.0, deadline - time.monotonic()))
+        while True:
+            try:
+                self.drain_spill(budget=max(0.0, deadline - time.monotonic()), finished_only=True, exiting=True)
+                return True
+            except Exception as error:
+                unreachable = isinstance(error, OperationalError | InterfaceError | DisconnectionError)
+                if not unreachable or time.monotonic() + 1.0 >= deadline:
+                    log.error(
+                        "Lineage outbox: %d spill file(s) in %s could not be moved into the outbox %s before this "
+                        "process exited (%s: %s); they are lost if this machine's disk goes away with it",
+                        self.spill.count_files(),
+                        self.spill.folder,
+                        redacted(self.url),
+                        type(error).__name__,
+                        _reason(error),
+                    )
+                    return False
+                time.sleep(1.0)
 
     def _start_draining(self, finished_only: bool = False) -> None:
         with self._lock:
@@ -281,6 +337,35 @@ class OutboxWriter:
             )
             return False
         return not self.spill.has_events()
+
+
+#: The writers whose spill folders this process moves into their outboxes when it exits (see "Ephemeral
+#: workers" above), held weakly: a writer nothing uses any more (a test's) is not drained at exit; the
+#: OpenLineage client holds its transport's for the life of the process.
+_exit_writers: weakref.WeakSet[OutboxWriter] = weakref.WeakSet()
+_exit_registered_pid = 0
+_exit_lock = threading.Lock()
+
+
+def _drain_at_exit(writer: OutboxWriter) -> None:
+    """Have ``writer``'s spill folder moved into its outbox when this process exits."""
+    global _exit_registered_pid
+    with _exit_lock:
+        if _exit_registered_pid != os.getpid():  # the first in this process (a fork starts its own list)
+            _exit_writers.clear()
+            _exit_registered_pid = os.getpid()
+            atexit.register(_drain_writers_at_exit, os.getpid())
+        _exit_writers.add(writer)
+
+
+def _drain_writers_at_exit(pid: int) -> None:
+    """At the exit of process ``pid``: every registered writer's :meth:`OutboxWriter.drain_before_exit`, within
+    :data:`EXIT_DRAIN_BUDGET` seconds for them all. A fork that exits normally leaves it to its parent."""
+    if os.getpid() != pid:
+        return
+    deadline = time.monotonic() + EXIT_DRAIN_BUDGET
+    for writer in list(_exit_writers):
+        writer.drain_before_exit(max(0.0, deadline - time.monotonic()))
 
 
 def _sqlite_connection(conn: Connection, opened: tuple[str, FileIdentity] | None) -> Any | None:
