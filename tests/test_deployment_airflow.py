@@ -10,6 +10,7 @@ resolving to a run the consumer has.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -244,8 +245,10 @@ def test_every_event_emitted_is_delivered_to_the_consumer_in_the_api_server(outc
     assert stored == emitted, (emitted - stored, stored - emitted)
     statuses = {status for (_, status) in outcome.deliveries}
     assert statuses == {"delivered"}, outcome.deliveries
+    host = re.search(r"--conn-host (\S+)", recipe_blocks()["connections"])
+    assert host, "the recipe's connection names no host"
     destinations = {name for (name, _) in outcome.deliveries}
-    assert destinations == {f"{outcome.deployment.url.replace('127.0.0.1', 'localhost')}/lineage/api/v1/lineage"}
+    assert destinations == {f"{outcome.deployment.url.replace('127.0.0.1', host[1])}/lineage/api/v1/lineage"}
     print(f"{len(emitted)} events emitted, {sum(stored.values())} delivered; whole test {outcome.seconds:.0f} s")
 
 
@@ -259,6 +262,21 @@ def test_every_event_is_valid_and_task_events_carry_the_recipes_egeria_supply_ch
         facet = event["run"]["facets"].get("egeria_informationSupplyChain")
         assert facet == {**facet, "iscQualifiedName": chain}, (event["job"]["name"], event["eventType"])
     assert {e["job"]["namespace"] for e in outcome.consumer_events if "run" in e} == {outcome.namespace}
+
+
+def test_the_export_dag_publishes_the_declared_lineage_of_the_dags(outcome: Outcome) -> None:
+    declared = {e["job"]["name"]: e for e in outcome.consumer_events if "run" not in e}  # JobEvents
+    tasks = {f"{dag_id}.{t}" for dag_id in EXAMPLES for t in ("stage_orders", "partition_orders", "load_raw")}
+    assert {name for name in tasks if name in declared} == {
+        "example_task_lineage.stage_orders",
+        "example_task_lineage.partition_orders",
+        "example_lineage_run.load_raw",
+    }
+    (output,) = declared["example_task_lineage.partition_orders"]["outputs"]
+    assert (output["namespace"], output["name"]) == (
+        f"sqlite://{outcome.deployment.home / 'warehouse.db'}",
+        "main.orders_{{ ds_nodash }}",
+    )
 
 
 def test_every_parent_link_resolves_to_a_run_the_consumer_has(outcome: Outcome) -> None:
