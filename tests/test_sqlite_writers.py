@@ -282,3 +282,62 @@ def test_a_late_turn_gives_the_connection_its_busy_timeout_back(tmp_path: Path) 
         assert connection.execute("PRAGMA busy_timeout").fetchone()[0] == 600
     _released_at(process, said)
     connection.close()
+
+
+#: Another program writing the database outside the queue: BEGIN IMMEDIATE, say so in argv[2], hold SQLite's write
+#: lock argv[3] seconds, write a row of its own, commit, and write when it committed into argv[2].
+OUTSIDER = textwrap.dedent(
+    """
+    import sqlite3, sys, time
+    from pathlib import Path
+    conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("CREATE TABLE IF NOT EXISTS outsider (x INTEGER)")
+    Path(sys.argv[2]).write_text("held")
+    time.sleep(float(sys.argv[3]))
+    conn.execute("INSERT INTO outsider VALUES (1)")
+    conn.execute("COMMIT")
+    Path(sys.argv[2]).write_text(f"released {time.time()} 0")
+    """
+)
+
+
+def test_sqlite_s_own_lock_still_decides_for_a_writer_outside_the_queue(tmp_path: Path) -> None:
+    """The queue's contract (kept as a documented exception, docs/producer-api.md): it only orders the writers
+    that use it; SQLite's lock, taken by ``BEGIN IMMEDIATE`` and waited for up to the busy timeout, still keeps
+    out a writer that never queued (another program, a migration tool). A queued append finds its turn free,
+    waits in SQLite's busy handler until the outsider commits, and both writes are kept."""
+    import json
+    import uuid
+
+    import sqlalchemy as sa
+
+    from airflow_lineage_provider.outbox import store
+    from airflow_lineage_provider.outbox.database import dispose_engines, sqlite_file
+    from airflow_lineage_provider.outbox.writer import OutboxWriter
+
+    url = f"sqlite:///{tmp_path / 'outbox.db'}"
+    writer = OutboxWriter(url, timeout=10)
+    run_id = str(uuid.uuid4())
+    try:
+        assert writer.append(store.record_from_payload(_event("START", run_id)))
+        database = sqlite_file(url)
+        assert database is not None
+        said = tmp_path / "outsider.txt"
+        process = subprocess.Popen([sys.executable, "-c", OUTSIDER, database, str(said), "0.5"])
+        deadline = time.monotonic() + 60
+        while not said.exists() or said.read_text() != "held":
+            assert process.poll() is None and time.monotonic() < deadline, "the outsider never took the lock"
+            time.sleep(0.01)
+        assert writer.append(store.record_from_payload(_event("COMPLETE", run_id)))  # stored, not spilled
+        appended = time.time()
+        assert appended >= _released_at(process, said)
+        assert not writer.spill.has_events()
+        engine = sa.create_engine(url)
+        with engine.connect() as conn:
+            payloads = [json.loads(row[0]) for row in conn.exec_driver_sql("SELECT payload FROM lineage_outbox_events")]
+            outsider = conn.exec_driver_sql("SELECT count(*) FROM outsider").scalar()
+        engine.dispose()
+        assert [p["eventType"] for p in payloads] == ["START", "COMPLETE"] and outsider == 1
+    finally:
+        dispose_engines()
