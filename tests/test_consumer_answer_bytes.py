@@ -176,11 +176,11 @@ def _port(url: str) -> int:
 
 
 def test_listing_answers_count_against_the_answers_in_flight(store_url: str) -> None:
-    app = create_app(store_url=store_url, anonymous=Access.ADMIN, walk_answer_bytes=MiB)
+    # The stalled reader's answer is abandoned after stall_seconds: long enough that the two requests below, on a
+    # loaded machine, still find its answer held.
+    app = create_app(store_url=store_url, anonymous=Access.ADMIN, walk_answer_bytes=MiB, stall_seconds=5.0)
     path = "/api/v1/events?limit=10"
-    # The stalled reader is dropped after stall_seconds: long enough that the two requests below, on a loaded
-    # machine, still find its answer held.
-    with served(app, stall_seconds=5.0) as url:
+    with served(app) as url:
         for index in range(2):
             post(url, large_event(index))
         whole = requests.get(url + path, timeout=60)

@@ -71,22 +71,30 @@ def test_any_host_is_answered_when_asked_for_and_wildcard_binds_add_this_machine
     assert socket.gethostname().lower() in everywhere and "0.0.0.0" not in everywhere
 
 
-def test_a_connection_that_never_sends_a_request_head_is_closed(store_url: str) -> None:
-    with served(create_app(store_url=store_url, anonymous=Access.ADMIN), head_seconds=0.5) as url:
+def test_idle_and_headless_connections_are_bounded_by_uvicorns_own_settings(store_url: str) -> None:
+    """A request head is not timed by the consumer (ASGI sees a request only once its head arrived): what bounds
+    connections that never send one is uvicorn's ``limit_concurrency`` (``serve --limit-concurrency``: past it,
+    503), and a kept-alive connection idle after an answer is closed after ``timeout_keep_alive``."""
+    app = create_app(store_url=store_url, anonymous=Access.ADMIN)
+    request = b"GET /api/v1/namespaces HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with served(app, keep_alive_seconds=0.5, limit_concurrency=3) as url:
         silent = socket.create_connection(("127.0.0.1", _port(url)))
         trickle = socket.create_connection(("127.0.0.1", _port(url)))
         trickle.sendall(b"GET /api/v1/namespaces HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never ends the head
-        for sock in (silent, trickle):
-            sock.settimeout(5)
-            started = time.monotonic()
-            assert sock.recv(1024) == b""  # closed by the server
-            assert time.monotonic() - started < 4
-            sock.close()
-        kept = socket.create_connection(("127.0.0.1", _port(url)))
-        kept.sendall(b"GET /api/v1/namespaces HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        kept.settimeout(5)
-        assert kept.recv(1024).startswith(b"HTTP/1.1 200")  # a prompt request is answered as always
+        time.sleep(0.3)
+        with socket.create_connection(("127.0.0.1", _port(url)), timeout=10) as third:  # the third connection
+            third.sendall(request)
+            assert third.recv(1024).startswith(b"HTTP/1.1 503")  # refused, not queued: the two hold no more
+        silent.close()
+        time.sleep(0.3)
+        kept = socket.create_connection(("127.0.0.1", _port(url)), timeout=10)
+        kept.sendall(request)
+        assert kept.recv(65536).startswith(b"HTTP/1.1 200")  # a place was freed: answered as always
+        started = time.monotonic()
+        assert kept.recv(1024) == b""  # idle after its answer: closed by uvicorn's keep-alive timeout
+        assert time.monotonic() - started < 4
         kept.close()
+        trickle.close()
 
 
 def _wide_store(app: Any, datasets: int, fields: int) -> None:
@@ -112,11 +120,14 @@ def TestClientFor(app: Any) -> Iterator[Any]:
 
 def test_answers_a_client_does_not_read_are_bounded_and_dropped_when_it_stalls(tmp_path: Path) -> None:
     app = create_app(
-        store_url=f"sqlite:///{tmp_path / 'lineage.db'}", anonymous=Access.ADMIN, walk_answer_bytes=1024 * 1024
+        store_url=f"sqlite:///{tmp_path / 'lineage.db'}",
+        anonymous=Access.ADMIN,
+        walk_answer_bytes=1024 * 1024,
+        stall_seconds=1.0,
     )
     _wide_store(app, datasets=40, fields=5000)
     path = "/api/v1/lineage?nodeId=job:pipelines:widen&depth=1"
-    with served(app, stall_seconds=1.0) as url:
+    with served(app) as url:
         whole = requests.get(url + path, timeout=30)
         assert whole.status_code == 200 and len(whole.content) > 8_000_000
         reader = socket.create_connection(("127.0.0.1", _port(url)))
@@ -126,7 +137,7 @@ def test_answers_a_client_does_not_read_are_bounded_and_dropped_when_it_stalls(t
         busy = requests.get(url + path, timeout=30)  # the unread answer holds the budget
         assert busy.status_code == 503, busy.status_code
         assert busy.headers["retry-after"] == "5" and "still being sent" in busy.json()["detail"]
-        time.sleep(2.0)  # the stalled connection is dropped, its answer freed
+        time.sleep(2.0)  # the stalled answer is abandoned, its bytes freed
         assert requests.get(url + path, timeout=30).status_code == 200
         reader.close()
 

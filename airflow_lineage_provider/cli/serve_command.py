@@ -27,9 +27,12 @@ from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, INGEST_APPLY, I
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6580
-#: Seconds a connection may take to send a request head, and may go without reading an answer.
-HEAD_SECONDS = 10.0
+#: Seconds a client may take to accept a part of an answer (the app's StalledReaders middleware).
 STALL_SECONDS = 30.0
+#: Seconds an idle kept-alive connection stays open after an answer (uvicorn's ``timeout_keep_alive``).
+KEEP_ALIVE_SECONDS = 5.0
+#: Connections and requests in progress past which uvicorn answers 503 (``limit_concurrency``).
+LIMIT_CONCURRENCY = 512
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -160,18 +163,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--host address, localhost and the loopback addresses (and this machine's names when --host is 0.0.0.0)",
     )
     parser.add_argument(
-        "--header-timeout",
-        type=float,
-        default=HEAD_SECONDS,
-        metavar="SECONDS",
-        help=f"close a connection that sends no complete request head for this long (default {HEAD_SECONDS:.0f})",
-    )
-    parser.add_argument(
         "--stall-timeout",
         type=float,
         default=STALL_SECONDS,
         metavar="SECONDS",
-        help=f"close a connection whose client reads nothing of an answer for this long (default {STALL_SECONDS:.0f})",
+        help="abandon an answer, closing its connection, when the client accepts none of it for this long "
+        f"(default {STALL_SECONDS:.0f})",
+    )
+    parser.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=KEEP_ALIVE_SECONDS,
+        metavar="SECONDS",
+        help=f"close a kept-alive connection idle this long after an answer (uvicorn's timeout_keep_alive; default "
+        f"{KEEP_ALIVE_SECONDS:.0f})",
+    )
+    parser.add_argument(
+        "--limit-concurrency",
+        type=int,
+        default=LIMIT_CONCURRENCY,
+        metavar="N",
+        help="answer 503 while N connections are open or N requests in progress (uvicorn's limit_concurrency; "
+        f"bounds what idle or slow connections can hold; default {LIMIT_CONCURRENCY})",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="no longer applies (accepted so that existing command lines run): a request head's time is not "
+        "bounded by the consumer itself; see docs/security.md, 'Slow and idle connections'",
     )
     parser.add_argument(
         "--upload-timeout",
@@ -217,11 +237,12 @@ def serve(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
     from airflow_lineage_provider.consumer import create_app
-    from airflow_lineage_provider.consumer.http_protocol import guarded_protocol
 
     if not 0 < args.port < 65536:
         raise CommandError(f"--port must be between 1 and 65535, got {args.port}")
-    for option in ("header_timeout", "stall_timeout", "upload_timeout"):
+    if args.limit_concurrency < 1:
+        raise CommandError(f"--limit-concurrency must be at least 1, got {args.limit_concurrency}")
+    for option in ("stall_timeout", "keep_alive_timeout", "upload_timeout"):
         if getattr(args, option) <= 0:
             raise CommandError(f"--{option.replace('_', '-')} must be more than 0 seconds, got {getattr(args, option)}")
     try:
@@ -242,6 +263,7 @@ def serve(args: argparse.Namespace) -> int:
             max_batch_events=args.max_batch_events,
             max_clock_skew_hours=args.max_clock_skew_hours,
             upload_seconds=args.upload_timeout,
+            stall_seconds=args.stall_timeout,
             max_concurrent_walks=args.max_concurrent_walks,
             walk_timeout_seconds=args.walk_timeout,
             max_answer_bytes=args.max_answer_bytes,
@@ -272,15 +294,26 @@ def serve(args: argparse.Namespace) -> int:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
         package_log.addHandler(handler)
+    if args.header_timeout is not None:
+        print(
+            "--header-timeout no longer applies: a connection's request head is not timed by the consumer "
+            "(docs/security.md, 'Slow and idle connections'); --limit-concurrency bounds what such connections hold"
+        )
     tune_collector()
     uvicorn.run(
         app,
         host=args.host,
         port=args.port,
         log_level=args.log_level,
-        http=guarded_protocol(args.header_timeout, args.stall_timeout),
+        **uvicorn_options(args.keep_alive_timeout, args.limit_concurrency),
     )
     return 0
+
+
+def uvicorn_options(keep_alive_seconds: float, limit_concurrency: int | None) -> dict[str, Any]:
+    """uvicorn's own settings ``serve`` runs with (public ``uvicorn.Config`` parameters): how long an idle
+    kept-alive connection stays open, and past how many open connections or requests in progress it answers 503."""
+    return {"timeout_keep_alive": keep_alive_seconds, "limit_concurrency": limit_concurrency}
 
 
 #: The collector's youngest-generation threshold in a standalone consumer (Python's default: 700).

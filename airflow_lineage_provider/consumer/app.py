@@ -48,6 +48,7 @@ from airflow_lineage_provider.consumer.routers import (
 )
 from airflow_lineage_provider.consumer.service import RetentionSchedule, StoreUnavailable
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
+from airflow_lineage_provider.consumer.stalled_readers import StalledReaders
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.deferred_apply import ApplyBacklog, ApplyBounds, IngestBacklog
 from airflow_lineage_provider.consumer.ui import lineage_ui_router
@@ -177,6 +178,8 @@ def create_app(
     app.add_middleware(PathLimits)  # before routing: no NUL or over-long segment reaches a store (path_limits.py)
     if config.allowed_hosts:
         app.add_middleware(AllowedHosts, hosts=config.allowed_hosts)
+    # Outermost of the app's own: every send of every answer has a deadline (stalled_readers.py).
+    app.add_middleware(StalledReaders, stall_seconds=config.stall_seconds)
     for router in (*ROUTERS, *extra_routers):
         app.include_router(router)
     app.include_router(lineage_ui_router())  # the lineage page at /ui (docs/ui.md)

@@ -70,7 +70,8 @@ if sys.version_info >= (3, 11):
         that came with its head costs one timer, whatever its parts."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + upload_seconds
-        chunks, size = [], 0
+        chunks: list[bytes] = []
+        size = 0
         try:
             async with asyncio.timeout(min(deadline, loop.time() + BODY_IDLE_SECONDS)) as timer:
                 async for chunk in request.stream():
@@ -91,7 +92,8 @@ else:  # Python 3.10: a timer per part
         """The body's parts, each within :data:`BODY_IDLE_SECONDS` and all within ``upload_seconds``."""
         deadline = time.monotonic() + upload_seconds
         parts: AsyncIterator[bytes] = request.stream().__aiter__()
-        chunks, size = [], 0
+        chunks: list[bytes] = []
+        size = 0
         while True:
             left = deadline - time.monotonic()
             try:

@@ -114,6 +114,11 @@ class ConsumerSettings:
     (after the head); a slower upload is answered 408 and its connection closed, so a client trickling a large
     body cannot hold its memory. 60 s: 16 MiB at about 2 Mbit/s."""
 
+    stall_seconds: float = 30.0
+    """Longest the server may take to accept one part of an answer, in seconds: past it the client is taken to
+    have stopped reading, the answer is abandoned and its connection closed (:mod:`.stalled_readers`), so an
+    unread answer cannot hold its part of the answer budget for ever."""
+
     walk_timeout_seconds: float = 30.0
     """Longest a graph or column-lineage walk may take from when it is admitted, waiting for a turn included;
     past it the walk is stopped (its statement cancelled in the database) and answered 504 (503 with
@@ -154,6 +159,8 @@ class ConsumerSettings:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not self.upload_seconds > 0:
             raise ValueError(f"upload_seconds must be more than 0, got {self.upload_seconds}")
+        if not self.stall_seconds > 0:
+            raise ValueError(f"stall_seconds must be more than 0, got {self.stall_seconds}")
         if not self.walk_timeout_seconds > 0:
             raise ValueError(f"walk_timeout_seconds must be more than 0, got {self.walk_timeout_seconds}")
         if self.max_answer_bytes < 1024:

@@ -17,8 +17,8 @@ still waiting for a turn), naming the limit.
 
 An answer's bytes count against ``walk_answer_bytes`` from when it is built until it has been sent (or its client
 has gone); a walk that would go past it is answered 503 too. Listings count against the same budget
-(:mod:`.answer_limits`). ``airflow-lineage serve`` drops a connection whose client stops reading for a while
-(:mod:`.http_protocol`), which returns those bytes.
+(:mod:`.answer_limits`). An answer whose client stops reading for ``stall_seconds`` is abandoned
+(:mod:`.stalled_readers`), which returns those bytes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""An ASGI app on a real uvicorn in a thread of the test process, on 127.0.0.1, with ``serve``'s protocol."""
+"""An ASGI app on a real uvicorn in a thread of the test process, on 127.0.0.1, with ``serve``'s uvicorn settings."""
 
 from __future__ import annotations
 
@@ -10,20 +10,23 @@ from typing import Any
 
 import uvicorn
 
-from airflow_lineage_provider.consumer.http_protocol import guarded_protocol
+from airflow_lineage_provider.cli.serve_command import KEEP_ALIVE_SECONDS, LIMIT_CONCURRENCY, uvicorn_options
 from support.feast_consumer import free_port
 
 
 @contextmanager
-def served(app: Any, head_seconds: float = 10.0, stall_seconds: float = 30.0, protocol: Any = None) -> Iterator[str]:
-    """``app`` on a real uvicorn on 127.0.0.1 with ``serve``'s protocol (or ``protocol``); yields the base URL."""
+def served(
+    app: Any, keep_alive_seconds: float = KEEP_ALIVE_SECONDS, limit_concurrency: int | None = LIMIT_CONCURRENCY
+) -> Iterator[str]:
+    """``app`` on a real uvicorn on 127.0.0.1 with ``serve``'s settings (:func:`uvicorn_options`, these values);
+    yields the base URL."""
     port = free_port()
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
         port=port,
         log_level="warning",
-        http=protocol or guarded_protocol(head_seconds, stall_seconds),
+        **uvicorn_options(keep_alive_seconds, limit_concurrency),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
