@@ -237,3 +237,14 @@ def test_a_secret_only_in_fields_the_stock_redactor_skips_is_left_as_the_stock_r
     ours, stock = events.all()
     assert ours == stock
     assert ours["job"]["name"] == f"job-{secret}"
+
+
+def test_a_dict_facet_keeps_its_own_schema_url_through_the_stock_route(events):
+    """A facet dict's ``_schemaURL`` becomes a facet class naming it (openlineage-python's ``_get_schema``), and
+    survives the copy the stock redactor is given."""
+    url = "https://example.com/schemas/Vendor.json#/$defs/VendorRunFacet"
+    with lineage_run("orders.load", run_facets={"vendor": {"_schemaURL": url, "region": "eu"}}):
+        pass
+    complete = events.all(ignore_facets={"vendor"})[-1]  # run facets go on the terminal event
+    assert complete["eventType"] == "COMPLETE"
+    assert complete["run"]["facets"]["vendor"] == {"_producer": complete["producer"], "_schemaURL": url, "region": "eu"}

@@ -7,6 +7,7 @@ the OpenLineage facet class that openlineage-python builds for them, so they val
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -200,12 +201,33 @@ def facet_from_value(value: Any, base: type[BaseFacet], key: str) -> BaseFacet:
         ) from None
     producer = props.pop("_producer", None) or conf.producer()
     schema_url = props.pop("_schemaURL", None)
-    facet = base(producer=producer)
+    facet = (_facet_class(base, str(schema_url)) if schema_url else base)(producer=producer)
     if props:
         facet = facet.with_additional_properties(**props)
-    if schema_url:
-        facet._schemaURL = schema_url
     return facet
+
+
+_facet_classes: dict[tuple[type[BaseFacet], str], type[BaseFacet]] = {}
+
+
+def _facet_class(base: type[BaseFacet], schema_url: str) -> type[BaseFacet]:
+    """A subclass of ``base`` naming ``schema_url`` as its schema: openlineage-python's documented way for a
+    custom facet to set its ``_schemaURL`` (overriding ``_get_schema``), one class per base and URL.
+
+    Each class is bound in this module under its own name, so that copying or pickling a facet (the stock
+    redactor is given a copy of each event) finds the class and keeps the schema URL."""
+    found = _facet_classes.get((base, schema_url))
+    if found is None:
+        digest = hashlib.sha1(f"{base.__module__}.{base.__qualname__} {schema_url}".encode()).hexdigest()[:16]
+        name = f"_{base.__name__}_{digest}"
+
+        def get_schema() -> str:
+            return schema_url
+
+        found = type(name, (base,), {"_get_schema": staticmethod(get_schema), "__module__": __name__})
+        found.__qualname__ = name
+        globals()[name] = _facet_classes[(base, schema_url)] = found
+    return found
 
 
 def facets_from_mapping(facets: Mapping[str, Any] | None, base: type[BaseFacet]) -> dict[str, Any]:
