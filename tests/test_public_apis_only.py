@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import importlib
 import sys
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,11 +67,7 @@ ALLOWED: dict[tuple[str, str], str] = {}
 
 #: Consumer modules whose reaches another change is removing (issue 38, item 3, the consumer side). That change
 #: empties this set; until then their findings are reported here but do not fail the test.
-PENDING_CONSUMER_REWORK: frozenset[str] = frozenset(
-    {
-        "consumer/store/driver_sql.py",
-    }
-)
+PENDING_CONSUMER_REWORK: frozenset[str] = frozenset()
 
 _STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 
@@ -106,15 +103,45 @@ def _non_public(module: str) -> bool:
     )
 
 
+def _dotted(module: str) -> str:
+    """``design/serialized_dags.py`` -> ``airflow_lineage_provider.design.serialized_dags``."""
+    parts = module.removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join([PACKAGE, *parts])
+
+
+def _origin(obj: object) -> str | None:
+    """The module that defines ``obj`` (a module's own name; a class's or function's ``__module__``; an
+    instance's class's)."""
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__
+    origin = getattr(obj, "__module__", None)
+    return origin if isinstance(origin, str) else None
+
+
+def _lookup(module: str, name: str) -> object | None:
+    try:
+        return getattr(importlib.import_module(module), name)
+    except Exception:  # not importable here (an optional dependency): nothing to resolve
+        return None
+
+
 class _Scanner(ast.NodeVisitor):
     """Finds the reaches of one module's source (see the module docstring)."""
 
     def __init__(self, module: str) -> None:
         self.module = module
+        #: The module's dotted name when it is one of the package's (relative imports, its own classes).
+        self.dotted = _dotted(module) if module.endswith(".py") else None
         self.found: list[Reach] = []
-        #: Local name -> the dependency's dotted path it is bound to (``Stats`` -> ``airflow...adapter.Stats``).
+        #: Local name -> the dependency's dotted path it is bound to (``Stats`` -> ``airflow...adapter.Stats``),
+        #: also when the package re-exports it (``from airflow_lineage_provider.airflow_compat import DagBag``).
         self.foreign: dict[str, str] = {}
-        self.class_stack: list[list[str]] = []
+        #: Local name -> ``(module, name)`` of a name imported from the package itself (a base class, say).
+        self.own: dict[str, tuple[str, str]] = {}
+        #: Per enclosing class, its bases resolved to classes where they can be (else their dotted paths).
+        self.class_stack: list[list[object]] = []
         #: ``object.__setattr__`` nodes called on ``self`` (a frozen class of the package setting its own field).
         self.own_setattr: set[int] = set()
 
@@ -133,7 +160,18 @@ class _Scanner(ast.NodeVisitor):
             self.foreign[bound] = alias.name if alias.asname else alias.name.split(".")[0]
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.level or not _foreign(node.module):
+        if node.level:
+            if self.dotted is None:
+                return
+            package = self.dotted.split(".")
+            if not self.module.endswith("__init__.py"):
+                package = package[:-1]
+            base = ".".join(package[: len(package) - node.level + 1])
+            self._own_names(node, f"{base}.{node.module}" if node.module else base)
+            return
+        if not _foreign(node.module):
+            if node.module and node.module.split(".")[0] == PACKAGE:
+                self._own_names(node, node.module)
             return
         module = node.module or ""
         if _non_public(module):
@@ -142,6 +180,16 @@ class _Scanner(ast.NodeVisitor):
             if _private(alias.name):
                 self._report(node, f"{module}.{alias.name}", "imports a dependency's private name")
             self.foreign[alias.asname or alias.name] = f"{module}.{alias.name}"
+
+    def _own_names(self, node: ast.ImportFrom, module: str) -> None:
+        """Bind names imported from the package: as foreign when the package only re-exports a dependency's."""
+        for alias in node.names:
+            bound = alias.asname or alias.name
+            self.own[bound] = (module, alias.name)
+            obj = _lookup(module, alias.name)
+            origin = _origin(obj) if obj is not None else None
+            if origin is not None and _foreign(origin):
+                self.foreign[bound] = f"{origin}.{getattr(obj, '__qualname__', alias.name)}"
 
     # -- attribute access ---------------------------------------------------------------------------------
 
@@ -155,8 +203,10 @@ class _Scanner(ast.NodeVisitor):
             root = self._root(node.value)
             if root in self.foreign:
                 self._report(node, f"{self.foreign[root]}...{node.attr}", "reaches a dependency's private attribute")
-            elif self._is_super(node.value) and self.class_stack and self.class_stack[-1]:
-                self._report(node, f"super().{node.attr}", "calls a dependency class's private method")
+            elif self._is_super(node.value) and self.class_stack:
+                definer = _defined_by(self.class_stack[-1], node.attr)
+                if definer is not None:
+                    self._report(node, f"{definer}.{node.attr}", "calls a dependency class's private method")
         if (
             node.attr in ("__new__", "__setattr__")
             and isinstance(node.value, ast.Name)
@@ -209,11 +259,26 @@ class _Scanner(ast.NodeVisitor):
     # -- classes ------------------------------------------------------------------------------------------
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        bases = [self.foreign[root] for base in node.bases if (root := self._root(base)) in self.foreign]
-        for base, path in zip(node.bases, bases, strict=False):
-            module = path.rsplit(".", 1)[0]
-            if _non_public(module):
-                self._report(base, path, "subclasses a class of a dependency's non-public module")
+        bases: list[object] = []
+        for base in node.bases:
+            root = self._root(base)
+            if root is None:
+                continue
+            if root in self.foreign:
+                path = self.foreign[root]
+                if _non_public(path.rsplit(".", 1)[0]):
+                    self._report(base, path, "subclasses a class of a dependency's non-public module")
+                module, _, attribute = path.rpartition(".")
+                resolved = _lookup(module, attribute)
+                bases.append(resolved if isinstance(resolved, type) else path)
+            elif root in self.own:
+                resolved = _lookup(*self.own[root])
+                if isinstance(resolved, type):
+                    bases.append(resolved)
+            elif self.dotted is not None:  # a class defined earlier in this module
+                resolved = _lookup(self.dotted, root)
+                if isinstance(resolved, type):
+                    bases.append(resolved)
         self.class_stack.append(bases)
         for item in node.body:
             if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and _private(item.name) and bases:
@@ -226,16 +291,14 @@ class _Scanner(ast.NodeVisitor):
         self.class_stack.pop()
 
 
-def _defined_by(bases: list[str], name: str) -> str | None:
-    """The first of the dependency classes ``bases`` (dotted paths) whose MRO defines ``name``."""
-    for path in bases:
-        module, _, attribute = path.rpartition(".")
-        try:
-            cls = getattr(importlib.import_module(module), attribute)
-        except Exception:  # not importable here: a base of an optional dependency, checked where it is installed
-            continue
-        for klass in getattr(cls, "__mro__", ()):
-            if name in vars(klass):
+def _defined_by(bases: list[object], name: str) -> str | None:
+    """The first dependency class in the MROs of ``bases`` that defines ``name`` (the package's own classes are
+    looked through); a base that could not be imported (a dotted path) counts as defining every name."""
+    for base in bases:
+        if not isinstance(base, type):
+            return str(base)
+        for klass in base.__mro__:
+            if _foreign(klass.__module__) and name in vars(klass):
                 return f"{klass.__module__}.{klass.__qualname__}"
     return None
 
@@ -295,6 +358,17 @@ SNIPPETS = {
         "    def _do_render_template_fields(self, *a):\n"
         "        super()._do_render_template_fields(*a)\n",
         2,
+    ),
+    "re-exported by the package": (
+        "from airflow_lineage_provider.airflow_compat import DagSerialization\n"
+        "DagSerialization._load_operator_extra_links = False",
+        1,
+    ),
+    "private override through the package's own base": (
+        "from airflow_lineage_provider.operators.mixin import LineageMixin\n"
+        "class Op(LineageMixin):\n"
+        "    def _do_render_template_fields(self, *a): ...\n",
+        1,
     ),
     "non-public base": (
         "from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol\nclass P(HttpToolsProtocol): ...",
