@@ -37,12 +37,16 @@ PROCESS_CONTEXT_VARIABLE = "_AIRFLOW_PROCESS_CONTEXT"
 def in_task_process() -> bool:
     """Whether this is an Airflow 3 task process: its lookups go to the API server, whatever is set here.
 
-    Told by the supervisor's channel the task runner holds, or by the ORM session the supervisor blocked (its
-    configuration may still name the metadata database, e.g. through an environment variable, but the task is
-    not meant to use it)."""
+    Told by the supervisor's channel the task runner holds (``airflow dags test`` runs tasks in its own process
+    with one too), or by the ORM session the supervisor blocked."""
     task_runner = sys.modules.get("airflow.sdk.execution_time.task_runner")
-    if getattr(task_runner, "SUPERVISOR_COMMS", None) is not None:
-        return True
+    return getattr(task_runner, "SUPERVISOR_COMMS", None) is not None or metadata_database_blocked()
+
+
+def metadata_database_blocked() -> bool:
+    """Whether Airflow 3's task supervisor blocked this process's ORM access to the metadata database (its
+    configuration may still name the database, e.g. through an environment variable, but a task is not meant
+    to use it). ``airflow dags test`` runs tasks in a process that keeps it."""
     settings = sys.modules.get("airflow.settings")
     return getattr(getattr(settings, "Session", None), "__name__", "") == "BlockedDBSession"
 

@@ -57,7 +57,7 @@ def metadata_url(conn_id: str | None = None) -> str:
     dags test`` have and a task process on a worker does not: then :class:`MetadataDatabaseError` says to set
     the connection. Every failure is a :class:`MetadataDatabaseError` with a one-line message.
     """
-    from airflow_lineage_provider.design.airflow_lookups import get_connection, in_task_process
+    from airflow_lineage_provider.design.airflow_lookups import get_connection, metadata_database_blocked
 
     if conn_id:
         try:
@@ -70,7 +70,7 @@ def metadata_url(conn_id: str | None = None) -> str:
             ) from None
         return _connection_url(connection)
     url = _own_metadata_url()
-    if not url or url.startswith(_BLOCKED_URL_PREFIX) or in_task_process():
+    if not url or url.startswith(_BLOCKED_URL_PREFIX) or metadata_database_blocked():
         raise MetadataDatabaseError(
             "Airflow's metadata database is not reachable from this task process (Airflow 3 tasks have no "
             "database access); set [lineage_provider] publish_metadata_conn_id to an Airflow Connection to the "
@@ -195,13 +195,9 @@ def deserialize_dag(document: dict[str, Any]) -> Any:
     """A ``SerializedDAG`` from its serialized document (as stored, or serialized in memory from a parsed DAG)."""
     from airflow_lineage_provider.airflow_compat import DagSerialization
 
-    # Operator extra links come from plugins and are of no use here: leave the plugins unloaded.
-    saved = DagSerialization._load_operator_extra_links
-    DagSerialization._load_operator_extra_links = False
-    try:
-        return DagSerialization.from_dict(document)
-    finally:
-        DagSerialization._load_operator_extra_links = saved
+    # Public API only (issue 38): Airflow's private switch that skips operator extra links (and so loading the
+    # plugins, once per process) is left alone; a task process has its plugins loaded already.
+    return DagSerialization.from_dict(document)
 
 
 def load_dags(conn: Connection, rows: Sequence[DagVersionRow], chunk: int = 50) -> Iterator[LoadedDag]:
