@@ -169,7 +169,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
     namespace = recipe_settings(recipe_blocks())["openlineage"]["namespace"]
     with airflow_deployment(root, [DAGS / f"{dag_id}.py" for dag_id in EXAMPLES], deadline) as deployment:
         with deployment.client() as client:
-            deadline.wait_for("the DAG processor to list the DAGs", lambda: _listed(client), report=deployment.report)
+            deadline.wait_for("the DAG processor to list the DAGs", lambda: _listed(client))
             manual = {dag_id: _unpause_and_trigger(client, dag_id) for dag_id in EXAMPLES}
             for dag_id, run in manual.items():
                 scheduled = dag_id == "example_task_lineage"
@@ -177,7 +177,6 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
                     f"the runs of {dag_id}",
                     lambda: _settled(client, deployment, dag_id, run["dag_run_id"], scheduled),  # noqa: B023
                     interval=2,
-                    report=deployment.report,
                 )
             runs = {dag_id: _dag_runs(client, dag_id) for dag_id in EXAMPLES}
             expected = _expected_terminal_events(client, runs)
@@ -186,14 +185,13 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
             deadline.wait_for(
                 "every run's and task's terminal event in the outbox",
                 lambda: not expected - _terminal_events(_outbox_events(deployment)),
-                report=lambda: f"missing: {expected - _terminal_events(_outbox_events(deployment))}",
+                detail=lambda: f"missing {expected - _terminal_events(_outbox_events(deployment))}",
             )
             export = _unpause_and_trigger(client, EXPORT)
             deadline.wait_for(
                 "the export DAG's runs",
                 lambda: _settled(client, deployment, EXPORT, export["dag_run_id"], scheduled=True),
                 interval=2,
-                report=deployment.report,
             )
             runs[EXPORT] = _dag_runs(client, EXPORT)
             seconds = time.monotonic() - started

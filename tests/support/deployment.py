@@ -9,7 +9,8 @@ DAG file — plus what any deployment chooses for itself (executor, address, use
 connection, is checked to apply.
 
 Every process is started in a session of its own and stopped by its process group when the block ends,
-whatever happened; :meth:`Deployment.report` gives the end of every log for failure messages.
+whatever happened; a failure within the block is raised again with the end of every log
+(:meth:`Deployment.report`).
 """
 
 from __future__ import annotations
@@ -68,14 +69,15 @@ class Deadline:
     def left(self) -> float:
         return self.end - time.monotonic()
 
-    def wait_for(self, what: str, check: Any, interval: float = 1.0, report: Any = None) -> Any:
-        """Call ``check`` until it returns something truthy; fail naming ``what`` when the budget is spent."""
+    def wait_for(self, what: str, check: Any, interval: float = 1.0, detail: Any = None) -> Any:
+        """Call ``check`` until it returns something truthy; fail naming ``what`` (and ``detail()``) when the
+        budget is spent."""
         while True:
             found = check()
             if found:
                 return found
             if self.left() <= 0:
-                raise AssertionError(f"timed out waiting for {what}" + (f"\n{report()}" if report else ""))
+                raise AssertionError(f"timed out waiting for {what}" + (f": {detail()}" if detail else ""))
             time.sleep(min(interval, max(self.left(), 0.05)))
 
 
@@ -109,7 +111,7 @@ class Deployment:
         """Fail when a process of the deployment has ended."""
         for name, process in self.processes.items():
             if process.poll() is not None:
-                raise AssertionError(f"airflow {name} exited with {process.returncode}\n{self.report()}")
+                raise AssertionError(f"airflow {name} exited with {process.returncode}")
 
     def note_listening(self) -> set[tuple[str, str, int]]:
         """Record the listening TCP sockets of every process of the deployment and its children (workers,
@@ -141,11 +143,22 @@ class Deployment:
         return "\n".join(parts)
 
 
-def _run(command: list[str], env: dict[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    if result.returncode != 0:
-        raise AssertionError(f"{' '.join(command[:3])} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return result
+def _run(command: list[str], env: dict[str, str], cwd: Path, timeout: float) -> str:
+    """Run ``command`` to its end in a process group of its own (killed whole when it overruns ``timeout``)."""
+    process = subprocess.Popen(
+        command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        output, _ = process.communicate(timeout=max(timeout, 1.0))
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        raise AssertionError(
+            f"{' '.join(command[:3])} did not finish within {timeout:.0f} s:\n{output[-3000:]}"
+        ) from None
+    if process.returncode != 0:
+        raise AssertionError(f"{' '.join(command[:3])} failed ({process.returncode}):\n{output[-3000:]}")
+    return output
 
 
 def run_recipe_shell(code: str, env: dict[str, str], cwd: Path, timeout: float = 180) -> dict[str, str]:
@@ -249,5 +262,9 @@ def airflow_deployment(root: Path, dag_files: list[Path], deadline: Deadline) ->
         _start(deployment, "dag-processor", "dag-processor")
         deadline.wait_for("the scheduler, DAG processor and API server to be healthy", lambda: _healthy(deployment))
         yield deployment
+    except BaseException as error:  # the set-up's or the block's: reported with every log (pytest.fail's too)
+        if isinstance(error, KeyboardInterrupt | GeneratorExit):
+            raise
+        raise AssertionError(f"{type(error).__name__}: {error}\n{deployment.report()}") from error
     finally:
         _stop(deployment.processes)
