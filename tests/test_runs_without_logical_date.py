@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.airflow_run import airflow_env
+from support.airflow_run import VENV_BIN, airflow_env
 from support.capture import file_transport_env, read_events
 from support.environment import PRISTINE_DB, require_shared
 from support.olschema import STOCK_PROVIDER_FACETS, assert_valid_event
@@ -83,8 +83,17 @@ def _run(home: Path, logical_date: str) -> Run:
 
 @pytest.fixture(scope="module")
 def home(airflow_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A metadata database holding the example DAGs serialized (``dag.test`` needs them there before 3.2)."""
     home = tmp_path_factory.mktemp("no-logical-date")
     shutil.copy(airflow_home / PRISTINE_DB, home / "airflow.db")
+    reserialized = subprocess.run(
+        [str(VENV_BIN / "airflow"), "dags", "reserialize"],
+        env=airflow_env(home, DAGS),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert reserialized.returncode == 0, (reserialized.stdout + reserialized.stderr)[-4000:]
     return home
 
 
