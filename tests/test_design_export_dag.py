@@ -112,9 +112,9 @@ def test_a_task_without_database_access_skips_with_the_reason_or_reads_through_t
     export_home: tuple[Path, Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from airflow import settings
-    from airflow.sdk.exceptions import AirflowSkipException
     from airflow.sdk.execution_time.supervisor import BlockedDBSession
 
+    from airflow_lineage_provider.airflow_compat import AirflowSkipException
     from airflow_lineage_provider.outbox.dag_factory import publish_changed_dags
 
     home, _dags, env = export_home

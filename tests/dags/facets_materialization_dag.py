@@ -10,7 +10,12 @@ from typing import Any
 
 import pendulum
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
-from airflow.sdk import Asset, BaseOperator, CronDataIntervalTimetable, dag, task
+from airflow.sdk import Asset, BaseOperator, dag, task
+
+try:
+    from airflow.sdk import CronDataIntervalTimetable
+except ImportError:  # Airflow 3.1: not yet in the Task SDK's public names
+    from airflow.timetables.interval import CronDataIntervalTimetable
 
 from airflow_lineage_provider.facets import record_rows_written
 

@@ -10,7 +10,12 @@ import os
 
 import pendulum
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
-from airflow.sdk import CronDataIntervalTimetable, dag
+from airflow.sdk import dag
+
+try:
+    from airflow.sdk import CronDataIntervalTimetable
+except ImportError:  # Airflow 3.1: not yet in the Task SDK's public names
+    from airflow.timetables.interval import CronDataIntervalTimetable
 
 SCHEMA = os.environ.get("FACETS_PG_SCHEMA", "public")
 
