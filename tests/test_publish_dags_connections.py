@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 import sqlalchemy as sa
@@ -133,3 +134,40 @@ def test_an_unreachable_metadata_database_is_one_line_and_exit_2(deployment: Dep
 def test_a_malformed_outbox_url_is_one_line_and_exit_2(deployment: Deployment) -> None:
     error = one_line_error(deployment.publish("--outbox", "not a url"))
     assert "not a url" in error or "outbox" in error
+
+
+_LOOKUPS = """
+import sys
+from airflow.sdk import BaseHook, Variable
+from airflow_lineage_provider.design.airflow_lookups import as_airflow_cli, get_connection
+
+def found(lookup):
+    try:
+        return "LOOKUP " + str(lookup())
+    except Exception as error:
+        return "LOOKUP " + type(error).__name__
+
+print(found(lambda: BaseHook.get_connection("design_warehouse").get_uri()))
+print(found(lambda: Variable.get("lineage_lookup_check")))
+with as_airflow_cli():
+    print(found(lambda: BaseHook.get_connection("design_warehouse").get_uri()))
+    print(found(lambda: Variable.get("lineage_lookup_check")))
+print(found(lambda: get_connection("design_warehouse").get_uri()))
+"""
+
+
+def test_the_lookups_as_airflow_cli_reach_the_metadata_database_and_only_within_the_block(
+    deployment: Deployment,
+) -> None:
+    """The contract ``as_airflow_cli`` relies on (Airflow's ``_AIRFLOW_PROCESS_CONTEXT``): outside Airflow's
+    servers and tasks, the task SDK finds connections and variables of the metadata database only within it."""
+    deployment.airflow("variables", "set", "lineage_lookup_check", "forty-two")
+    command = [str(VENV_BIN / "python"), "-c", _LOOKUPS]
+    result = subprocess.run(command, env=deployment.env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = [line.removeprefix("LOOKUP ") for line in result.stdout.splitlines() if line.startswith("LOOKUP ")]
+    outside_connection, outside_variable, connection, variable, looked_up = lines
+    assert outside_connection == "AirflowNotFoundException"  # not in the environment, not asked of the database
+    assert outside_variable in {"KeyError", "AirflowNotFoundException", "AirflowRuntimeError"}  # by version
+    assert str(deployment.warehouse) in unquote(connection) and connection == looked_up
+    assert variable == "forty-two"
