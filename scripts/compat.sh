@@ -11,13 +11,12 @@ PYTHON=${PYTHON:-python3}
 # version, other specifiers only keep pip away from releases that break that Airflow; see docs/compatibility.md).
 pins_for() {
   case "$1" in
-    # The declared lower bounds of pyproject.toml, all together, on the lowest supported Airflow.
-    # Airflow 3.1.0 imports structlog.dev.Styles, gone in structlog 25.5, and signs tokens with an empty list as
-    # issuer, which PyJWT 2.11 refuses (its constraints pin structlog 25.4.0 and PyJWT 2.10.1; 3.1.8 is fixed).
-    floors) echo "apache-airflow==3.1.0 apache-airflow-providers-openlineage==2.20.0 openlineage-python==1.52.0" \
-      "sqlalchemy==2.0.5.post1 fastapi==0.117.0 starlette==0.48.0 uvicorn==0.37.0 alembic==1.13.1 msgspec==0.19.0" \
-      "structlog<25.5 pyjwt<2.11" ;;
+    # The declared lower bounds of pyproject.toml, all together (Airflow 3.1.8: earlier 3.1 patches lack the
+    # listener's skip hook, so the stock listener never completes a skipped task's run; docs/compatibility.md).
+    floors) echo "apache-airflow==3.1.8 apache-airflow-providers-openlineage==2.20.0 openlineage-python==1.52.0" \
+      "sqlalchemy==2.0.5.post1 fastapi==0.117.0 starlette==0.48.0 uvicorn==0.37.0 alembic==1.13.1 msgspec==0.19.0" ;;
     # The newest patch of each supported minor, with whatever pip resolves beside it (newest providers and client).
+    # 3.1.8 is both the floor and the newest 3.1 patch: this set differs from the floors in everything else.
     3.1) echo "apache-airflow==3.1.8" ;;
     # Airflow 3.2.2 declares no upper bound on FastAPI or svcs, and breaks with the newest of both
     # (as its published constraints pin them); Alembic 1.18 logs plugin set-up at INFO on every migration.
