@@ -104,6 +104,9 @@ class OutboxWriter:
         self._down_until = 0.0
         self._next_journal_drain = 0.0
         self._drainer: threading.Thread | None = None
+        #: Set while this process moves the spill folder before exiting: background passes waiting to start, or
+        #: waiting between tries, end instead (the exit move does their work, at once).
+        self._exiting = threading.Event()
         self._lock = threading.Lock()
         self._local = threading.local()
         self._writers = writers_of(self.sqlite_file)
@@ -243,9 +246,16 @@ class OutboxWriter:
         move under way. ``False``, with an error in the log naming what stays on this machine's disk, when the
         outbox could not take them. What a process does at its exit with an outbox on a database server."""
         deadline = time.monotonic() + budget
+        self._exiting.set()
+        try:
+            return self._drain_before_exit(deadline)
+        finally:
+            self._exiting.clear()
+
+    def _drain_before_exit(self, deadline: float) -> bool:
         drainer = self._drainer
         if drainer is not None and drainer.is_alive():
-            drainer.join(max(0.0, deadline - time.monotonic()))
+            drainer.join(max(0.0, deadline - time.monotonic()))  # only a pass under way: waiting ones end now
         while True:
             try:
                 self.drain_spill(budget=max(0.0, deadline - time.monotonic()), finished_only=True, exiting=True)
@@ -276,7 +286,8 @@ class OutboxWriter:
     def _drain_finished(self) -> None:
         """One pass over the files of ended processes (``durability="process"``), :data:`JOURNAL_DRAIN_DELAY`
         seconds from now; the next pass is the next interval's, or a shipper's."""
-        time.sleep(JOURNAL_DRAIN_DELAY)
+        if self._exiting.wait(JOURNAL_DRAIN_DELAY):
+            return
         if time.monotonic() < self._down_until:
             return
         try:
@@ -286,17 +297,17 @@ class OutboxWriter:
 
     def _drain_in_background(self, attempts: int = 30) -> None:
         failures = 0
-        while failures < attempts:  # then the next spilled event (or a shipper) tries again
+        while failures < attempts and not self._exiting.is_set():  # then the next event (or a shipper) tries again
             wait = self._down_until - time.monotonic()
             if wait > 0:
-                time.sleep(min(wait, 1.0))
+                self._exiting.wait(min(wait, 1.0))
                 continue
             try:
                 self.drain_spill()
             except Exception as error:
                 failures += 1
                 if not self._drain_failed(error):
-                    time.sleep(1.0)
+                    self._exiting.wait(1.0)
                 continue
             if not self.spill.has_events():
                 return
