@@ -77,7 +77,9 @@ JOURNAL_DRAIN_INTERVAL = 5.0
 JOURNAL_DRAIN_DELAY = 1.0
 #: Seconds a process exiting may spend moving the spill folder into an outbox on a database server (see the
 #: module docstring, "Ephemeral workers"): a background move under way is waited for, then the rest is moved.
-EXIT_DRAIN_BUDGET = 30.0
+#: Well within Airflow's ``[core] task_success_overtime`` (20 s), after which the supervisor terminates a task
+#: process that has reported its state — a clock that starts before the listener's last event is sent.
+EXIT_DRAIN_BUDGET = 10.0
 
 
 class OutboxWriter:
