@@ -8,6 +8,7 @@ Importing this module imports nothing of Airflow; each name is imported when fir
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
@@ -50,31 +51,40 @@ def __getattr__(name: str) -> Any:
 def param_is_set(param: Any) -> bool:
     """Whether an Airflow param (the Task SDK's ``Param`` or a deserialized one) holds a value, ``None`` included.
 
-    The SDK's ``Param.has_value`` is False for both "no default" and ``None``; the server-side param of 3.2+
-    has no ``has_value`` and marks "no default" with its own sentinel, which ``is_arg_set`` recognises.
+    "No default" is a sentinel of Airflow's; copies of a DAG's params hold copies of it, which the SDK's
+    ``Param.has_value`` (an identity check) takes for values on some releases, so it is recognised by its type.
     """
-    value = param.value
-    if value is None:
-        return True
-    has_value = getattr(param, "has_value", None)
-    if isinstance(has_value, bool):
-        return has_value
-    from airflow.serialization.definitions.notset import is_arg_set
+    return not isinstance(param.value, _unset_types())
 
-    return bool(is_arg_set(value))
+
+@functools.cache
+def _unset_types() -> tuple[type, ...]:
+    """The types of Airflow's "no default" sentinels: the Task SDK's (what a ``Param()`` without a default holds)
+    and, from 3.2, the server-side one of deserialized params."""
+    from airflow.sdk import Param
+
+    found: list[type] = [type(Param().value)]
+    try:
+        from airflow.serialization.definitions.notset import ArgNotSet
+    except ImportError:  # Airflow 3.1: deserialized params are the Task SDK's
+        pass
+    else:
+        found.append(ArgNotSet)
+    return tuple(found)
 
 
 def param_source(param: Any, key: str, dag_params: Any) -> str | None:
-    """Where a task's param was set: ``"task"`` or ``"dag"``, or ``None`` when that cannot be told.
+    """Where a param of a task (or of its DAG) was set: ``"task"`` or ``"dag"``, or ``None`` when not recorded.
 
     Airflow 3.2+ records it on the param (``Param.source``). Airflow 3.1 does not: there a task's params hold the
     DAG's merged in, so a param whose value is the DAG's own is taken as the DAG's.
     """
-    source = getattr(param, "source", None)
-    if source is not None:
-        return str(source)
-    if not hasattr(param, "source") and dag_params and key in dag_params:
+    if hasattr(param, "source"):
+        source = param.source
+        return str(source) if source is not None else None
+    if dag_params and key in dag_params:
         getter = getattr(dag_params, "get_param", None)
         dag_value = getter(key).value if callable(getter) else dag_params[key]
-        return "dag" if dag_value == param.value else "task"
-    return None
+        if dag_value == param.value:
+            return "dag"
+    return "task"
