@@ -27,7 +27,7 @@ from support.environment import PG_URL, postgres_schema_url, require_postgres
 from support.served import Served, serve_consumer
 
 from airflow_lineage_provider.consumer.service import requeue_unapplied, write_events
-from airflow_lineage_provider.consumer.store import LineageStore, driver_sql, tables
+from airflow_lineage_provider.consumer.store import LineageStore, tables
 from airflow_lineage_provider.consumer.store.deferred_apply import ApplyBounds, DeferredApply
 from airflow_lineage_provider.consumer.store.ingest import event_rows, log_events
 from airflow_lineage_provider.consumer.store.retention import statistics
@@ -133,36 +133,6 @@ def test_an_apply_past_its_time_bound_sets_its_events_aside_to_be_requeued(store
         assert _jobs(usual) == {"slow1", "slow2"}
     finally:
         usual.dispose()
-
-
-@pytest.mark.postgres
-def test_array_parameters_travel_as_literals_and_read_back_the_same() -> None:
-    """The arrays psycopg2 sends (one literal each, not an ARRAY[...] of elements) hold any text as it was."""
-    require_postgres()
-    texts = [
-        "plain",
-        'a "quoted" word',
-        "back\\slash",
-        "{braces},commas",
-        "  spaces  ",
-        "",
-        "NULL",
-        "é ✓",
-        "a\nb",
-        None,
-    ]
-    engine = sa.create_engine(PG_URL)
-    try:
-        with engine.connect() as conn:
-            sent = driver_sql.array_text(texts)
-            assert conn.exec_driver_sql("SELECT %(a)s::TEXT[]", {"a": sent}).scalar() == texts
-            numbers = [1, None, -(2**62)]
-            assert (
-                conn.exec_driver_sql("SELECT %(a)s::BIGINT[]", {"a": driver_sql.integer_array_text(numbers)}).scalar()
-                == numbers
-            )
-    finally:
-        engine.dispose()
 
 
 def _post(url: str, event: dict[str, Any]) -> requests.Response:

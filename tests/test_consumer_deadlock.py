@@ -96,8 +96,7 @@ def test_an_ingest_chosen_as_deadlock_victim_is_retried_and_stored(
             other,
             hold=lambda conn: conn.exec_driver_sql(lock, {"key": second}),
             close_cycle=lambda conn: conn.exec_driver_sql(lock, {"key": first}),
-            # psycopg2 runs the node upsert as a prepared statement (store.driver_sql): EXECUTE lineage_ingest_...
-            waiter=("INSERT INTO lineage_nodes", "EXECUTE lineage_ingest_"),
+            waiter=("INSERT INTO lineage_nodes",),
             work=lambda: store_events(store, [parse_event(run_event("COMPLETE", "load", outputs=outputs, time=60))]),
         )
         assert (result.stored, errors) == (1, {})

@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--store",
         required=True,
         metavar="URL",
-        help="lineage store SQLAlchemy URL (sqlite:///... or postgresql+psycopg2://...)",
+        help="lineage store SQLAlchemy URL (sqlite:///... or postgresql://...: psycopg 3 if installed, else psycopg2)",
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT})")

@@ -22,7 +22,7 @@ from airflow_lineage_provider.consumer.access import NamespaceScope
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.deferred_apply import DeferredApply
-from airflow_lineage_provider.consumer.store.failures import failure_reason, is_store_failure
+from airflow_lineage_provider.consumer.store.failures import failure_reason, is_store_failure, sqlstate
 from airflow_lineage_provider.consumer.store.ingest import IngestResult, ingest_events, log_events
 from airflow_lineage_provider.consumer.store.reset import ResetCounts, check_confined, reset_all, reset_namespace
 from airflow_lineage_provider.consumer.store.retention import PruneRecord, last_scheduled_prune, prune, record_prune
@@ -44,7 +44,7 @@ ATTEMPTS = 5
 
 
 def _retryable(error: SQLAlchemyError) -> bool:
-    return getattr(getattr(error, "orig", None), "pgcode", None) in _RETRYABLE
+    return sqlstate(error) in _RETRYABLE
 
 
 def _retrying(what: str, work: Callable[[Connection], T], store: LineageStore, applied: bool = True) -> T:

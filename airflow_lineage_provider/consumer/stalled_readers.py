@@ -9,10 +9,11 @@ app's handler gets :class:`ClientStalled` at that ``send`` (its ``finally`` bloc
 return to the budget), and the middleware returns without completing the response, so the server closes the
 connection (uvicorn logs ``ASGI callable returned without completing response.``).
 
-What stays is what the server had already buffered for that connection (at most its transport's high-water
-mark, 64 KiB on asyncio, plus the one part being sent, :data:`.walk_limits.SEND_CHUNK`), until the client reads
-it or the operating system gives up on the connection: a server closing a connection flushes its buffer first,
-and ASGI offers an app no way to drop it unsent.
+What stays is what the server had already handed on for that connection — the socket's send buffer in the
+operating system (up to ``net.ipv4.tcp_wmem``'s maximum, 4 MiB by default on Linux), the transport's high-water
+mark (64 KiB on asyncio) and the one part being sent (:data:`.walk_limits.SEND_CHUNK`) — until the client reads it
+or the connection dies: a server closing a connection flushes its buffer first, and ASGI offers an app no way to
+drop it unsent.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ Airflow imports the plugin in every process) costs nothing until the first reque
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 
 from airflow_lineage_provider.consumer.store.deferred_apply import ApplyBounds, DeferredApply, check_ingest_apply
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCards
@@ -35,12 +36,48 @@ log = logging.getLogger(__name__)
 SQLITE_SETTINGS = SqliteSettings(journal_mode="WAL", synchronous="NORMAL", busy_timeout=30.0, immediate="writers")
 
 
-def create_store_engine(url: str, **kwargs: Any) -> Engine:
-    """An engine for a lineage store URL (``sqlite:///path.db`` or ``postgresql+psycopg2://...``).
+#: Executions of one statement on a psycopg (3) connection after which psycopg prepares it on the server (its
+#: ``prepare_threshold``; psycopg's own default): the ingest's statements are prepared once per connection, then
+#: only executed, sparing the server their parsing and planning.
+PREPARE_THRESHOLD = 5
+#: Environment switch of those server-side prepared statements: ``off`` (``0``, ``false``, ``no``) for a pooler
+#: that hands each transaction another server connection (PgBouncer before 1.21 in transaction mode).
+PREPARED_STATEMENTS_ENV = "LINEAGE_STORE_PREPARED_STATEMENTS"
 
-    SQLite files are opened in WAL mode with a 30 s busy timeout and their folder is created.
-    """
+
+def prepared_statements() -> bool:
+    """Whether psycopg (3) connections of new engines prepare statements on the server (the environment's
+    :data:`PREPARED_STATEMENTS_ENV`)."""
+    return os.environ.get(PREPARED_STATEMENTS_ENV, "on").strip().lower() not in {"off", "0", "false", "no"}
+
+
+def psycopg_installed() -> bool:
+    """Whether psycopg 3 (``postgresql+psycopg``) can be used here: installed, with a libpq it can load."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def store_url(url: str | URL) -> URL:
+    """``url`` with the PostgreSQL driver the store uses: a URL that names one keeps it (``postgresql+psycopg2://``
+    stays on psycopg2); plain ``postgresql://`` (SQLAlchemy's default, psycopg2) becomes ``postgresql+psycopg://``
+    when psycopg 3 is installed (the ``postgres`` extra installs it), else stays on psycopg2."""
     parsed = make_url(url)
+    if parsed.drivername == "postgresql" and psycopg_installed():
+        return parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def create_store_engine(url: str | URL, **kwargs: Any) -> Engine:
+    """An engine for a lineage store URL (``sqlite:///path.db``, ``postgresql://...``: see :func:`store_url`).
+
+    SQLite files are opened in WAL mode with a 30 s busy timeout and their folder is created. On psycopg (3) the
+    statements are prepared on the server after :data:`PREPARE_THRESHOLD` executions (``prepare_threshold``; none
+    with ``LINEAGE_STORE_PREPARED_STATEMENTS=off``, or a ``prepare_threshold`` given in ``connect_args``).
+    """
+    parsed = store_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:" and not parsed.database.startswith("file:"):
             Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
@@ -50,6 +87,9 @@ def create_store_engine(url: str, **kwargs: Any) -> Engine:
     if parsed.get_driver_name() == "psycopg2":
         # ON CONFLICT statements are not sent as multi-row VALUES; batch them into few round trips instead.
         kwargs.setdefault("executemany_mode", "values_plus_batch")
+    elif parsed.get_driver_name() == "psycopg":
+        connect_args = kwargs["connect_args"] = dict(kwargs.get("connect_args") or {})
+        connect_args.setdefault("prepare_threshold", PREPARE_THRESHOLD if prepared_statements() else None)
     engine = create_engine(parsed, **kwargs)
     if not kwargs.get("pool_pre_ping"):
         ping_idle_connections(engine)  # pool_pre_ping only for connections idle a while (idle_ping.py)
@@ -93,7 +133,7 @@ class LineageStore:
         self.job_objects: JobObjects = VersionedCache(graph_cache_nodes)
         #: The applier of the ingest log when events are applied after the answer (``ingest_apply="deferred"``,
         #: see :mod:`.deferred_apply`); None when each ingest applies its events in its own transaction.
-        parsed = engine.url if engine is not None else make_url(url)
+        parsed = engine.url if engine is not None else store_url(url)
         backend = parsed.get_backend_name()
         deferred = check_ingest_apply(ingest_apply, backend) == "deferred"
         self.deferred = DeferredApply(self, apply_bounds) if deferred else None

@@ -61,7 +61,7 @@ from sqlalchemy import Connection, bindparam, delete, func, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_lineage_provider.consumer.store import tables
-from airflow_lineage_provider.consumer.store.failures import failure_reason, is_store_failure
+from airflow_lineage_provider.consumer.store.failures import failure_reason, is_store_failure, sqlstate
 from airflow_lineage_provider.consumer.store.ingest import (
     AFTER_COMMIT,
     APPLY_DEADLINE,
@@ -570,7 +570,7 @@ class DeferredApply:
         if isinstance(error, ApplyTimeout):
             return True
         timeout = self.bounds.apply_timeout
-        code = getattr(getattr(error, "orig", None), "pgcode", None)
+        code = sqlstate(error)
         return code == _QUERY_CANCELED and timeout is not None and time.monotonic() - started >= timeout * 0.9
 
     def _slow_reason(self, one: _Pending) -> str:

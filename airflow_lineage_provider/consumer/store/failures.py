@@ -18,8 +18,16 @@ _HINTS = {
 }
 
 
+def sqlstate(error: BaseException) -> str | None:
+    """The PostgreSQL SQLSTATE of a driver error wrapped by SQLAlchemy (``error.orig``): psycopg2 names it
+    ``pgcode``, psycopg (3) ``sqlstate``; None for another database or an error without one."""
+    original = getattr(error, "orig", None)
+    code = getattr(original, "sqlstate", None) or getattr(original, "pgcode", None)
+    return code if isinstance(code, str) else None
+
+
 def _sqlstate_class(error: SQLAlchemyError) -> str:
-    return (getattr(getattr(error, "orig", None), "pgcode", None) or "")[:2]
+    return (sqlstate(error) or "")[:2]
 
 
 def is_store_failure(error: SQLAlchemyError) -> bool:

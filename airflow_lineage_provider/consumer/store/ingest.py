@@ -23,10 +23,10 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from airflow_lineage_provider.consumer.store import driver_sql, identity, lifecycle, tables, templated_names
 from airflow_lineage_provider.consumer.store import facets as facet_readers
+from airflow_lineage_provider.consumer.store import identity, lifecycle, tables, templated_names
 from airflow_lineage_provider.consumer.store.node_versions import node_upsert
-from airflow_lineage_provider.consumer.store.statements import Statement, Statements, statements
+from airflow_lineage_provider.consumer.store.statements import Statement, Statements, column_arrays, statements
 from airflow_lineage_provider.consumer.store.store_settings import STORE_ID, read_settings_and_claims
 from airflow_lineage_provider.consumer.store.tables import DECLARED_LINEAGE, TEMPLATED_NAMES, as_utc
 from airflow_lineage_provider.consumer.store.versioned_cache import bump_versions
@@ -97,9 +97,9 @@ def _facet_rows(facets: dict[str, Any]) -> int:
 
 
 def _execute(conn: Connection, statement: Statement, rows: list[dict[str, Any]], answers: bool = True) -> list[Any]:
-    """Run a prebuilt insert with ``rows``: on the driver's cursor where :mod:`.driver_sql` can, else through
-    SQLAlchemy, in statements of at most :data:`STATEMENT_ROWS` rows. The rows it answers (``RETURNING``); none
-    without ``answers`` (see :func:`.driver_sql.one_round_trip`)."""
+    """Run a prebuilt insert with ``rows`` through SQLAlchemy (its compiled cache: the statement is compiled once),
+    in statements of at most :data:`STATEMENT_ROWS` rows. The rows it answers (``RETURNING``); none without
+    ``answers``."""
     deadline = conn.info.get(APPLY_DEADLINE)
     if deadline is not None and time.monotonic() > deadline:
         raise ApplyTimeout("the apply ran past its time bound")
@@ -117,16 +117,11 @@ def _execute(conn: Connection, statement: Statement, rows: list[dict[str, Any]],
 
 
 def _execute_sorted(conn: Connection, statement: Statement, rows: list[dict[str, Any]], answers: bool) -> list[Any]:
-    answered = driver_sql.write_rows(conn, statement, rows, answers)
-    if answered is not None:
-        return answered
-    driver_sql.flush(conn)  # what a driver_sql.one_round_trip holds goes first
-    if statement.columns:
-        arrays = zip(statement.columns, driver_sql.arrays(statement, rows), strict=True)
-        result = conn.execute(statement.sql, {f"c_{name}": array for name, array in arrays})
-    else:
+    if statement.columns:  # PostgreSQL: one array per column, the whole batch in one statement
+        result = conn.execute(statement.sql, column_arrays(statement, rows))
+    else:  # SQLite: RETURNING, so SQLAlchemy sends the rows as multi-row VALUES (insertmanyvalues)
         result = conn.execute(statement.sql, rows)
-    if not result.returns_rows:
+    if not answers or not result.returns_rows:
         result.close()
         return []
     return list(result.all())
@@ -357,12 +352,8 @@ def _each_chunk(conn: Connection, query: Any, values: list[Any], parameter: str)
 
 
 def _ids(conn: Connection, query: Any, keys: Iterable[str]) -> dict[str, int]:
-    """``key → id`` of ``query`` (``node_ids`` or ``field_ids`` of :mod:`.statements`) for ``keys``: on the
-    driver's cursor where :mod:`.driver_sql` can (keys and ids need no result processing)."""
-    wanted = list(keys)
-    found = driver_sql.select_in(conn, query, "keys", wanted)
-    rows: Iterable[Any] = found if found is not None else _each_chunk(conn, query, wanted, "keys")
-    return {key: found_id for key, found_id in rows}
+    """``key → id`` of ``query`` (``node_ids`` or ``field_ids`` of :mod:`.statements`) for ``keys``."""
+    return {key: found_id for key, found_id in _each_chunk(conn, query, list(keys), "keys")}
 
 
 #: ``Connection.info`` key of what to do once the write transaction has committed (see ``LineageStore.write``).
@@ -382,15 +373,12 @@ def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
     ids, rewritten = _write_nodes(conn, changes)
     refaceted = _datasets_given_new_facets(conn, changes, ids, rewritten)
     settings, any_claim = read_settings_and_claims(conn)
-    # Writes none of which reads what another writes, nor anything read before the block ends: sent together
-    # where the driver allows (one round trip on psycopg2), but the io groups' upsert, whose answer is read.
-    with driver_sql.one_round_trip(conn):
-        _write_io_groups(conn, sql, changes, ids)
-        _write_datasets(conn, sql, changes, ids)
-        remember, recorded = _write_producers(conn, sql, changes, ids, settings.get(STORE_ID, ""))
-        _write_jobs(conn, sql, changes, ids)
-        _write_runs(conn, sql, changes, ids)
-        _write_edges(conn, sql, changes, ids)
+    _write_io_groups(conn, sql, changes, ids)
+    _write_datasets(conn, sql, changes, ids)
+    remember, recorded = _write_producers(conn, sql, changes, ids, settings.get(STORE_ID, ""))
+    _write_jobs(conn, sql, changes, ids)
+    _write_runs(conn, sql, changes, ids)
+    _write_edges(conn, sql, changes, ids)
     claimed = _write_claims(conn, sql, changes, ids)
     changed = refaceted | {ids[key] for key, _producer in recorded} | claimed
     if changed - rewritten:  # what a dataset's card shows changed, not its own row (see .node_versions)

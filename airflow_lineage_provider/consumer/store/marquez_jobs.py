@@ -184,7 +184,8 @@ def _edges_size(node: Any, dialect: str) -> ColumnElement[int]:
     sizes = []
     for near, far in (("destination_id", "origin_id"), ("origin_id", "destination_id")):
         rows, dataset = named(dialect, _e[far], tables.edges, f"sized_{far}")
-        each = EDGE_COUNTED + EDGE_BYTES + _names_size(dataset, dialect)
+        # BIGINT: psycopg (3) sends a plain Python int as INTEGER, and the count's factor is past 32 bits.
+        each = literal(EDGE_COUNTED, BigInteger) + EDGE_BYTES + _names_size(dataset, dialect)
         total = select(func.sum(each)).select_from(rows).where(_e[near] == node)
         sizes.append(func.coalesce(total.scalar_subquery(), 0))
     return sizes[0] + sizes[1]

@@ -16,15 +16,31 @@ How a batch travels differs:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import BigInteger, Integer, SmallInteger, Table, Text, and_, bindparam, case, cast, func, or_, select
+from sqlalchemy import (
+    BigInteger,
+    Integer,
+    SmallInteger,
+    Table,
+    Text,
+    and_,
+    any_,
+    bindparam,
+    case,
+    cast,
+    func,
+    or_,
+    select,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import BindParameter, ColumnElement
 from sqlalchemy.types import TypeEngine
 
 from airflow_lineage_provider.consumer.store import lifecycle, tables
+from airflow_lineage_provider.consumer.store.tables import as_utc
 
 
 @dataclass(frozen=True)
@@ -39,6 +55,32 @@ class Statement:
     order: tuple[str, ...]
     columns: tuple[str, ...] = ()
     times: frozenset[str] = frozenset()
+
+
+def column_arrays(statement: Statement, rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """The parameters of a PostgreSQL ``statement`` (one with ``columns``) for ``rows``: ``c_<column>`` → the
+    column's values, one per row, times as ISO 8601 UTC text (what its arrays take)."""
+    times = statement.times
+    return {
+        f"c_{name}": utc_texts(row.get(name) for row in rows) if name in times else [row.get(name) for row in rows]
+        for name in statement.columns
+    }
+
+
+def utc_texts(values: Any) -> list[str | None]:
+    """``values`` (times or ``None``) as ISO 8601 UTC text, each distinct time converted once (a batch repeats few
+    times many times over: an event's time goes to its nodes, edges and groups)."""
+    texts: dict[datetime, str] = {}
+    out: list[str | None] = []
+    for value in values:
+        if value is None:
+            out.append(None)
+            continue
+        text = texts.get(value)
+        if text is None:
+            text = texts[value] = as_utc(value).isoformat()
+        out.append(text)
+    return out
 
 
 def _array_type(column: Any) -> TypeEngine[Any]:
@@ -143,6 +185,10 @@ class Statements:
     column_edges: Statement
 
 
+def _among(column: Any, keys: BindParameter[Any], dialect: str) -> ColumnElement[bool]:
+    return column == any_(keys) if dialect == "postgresql" else column.in_(keys)
+
+
 @cache
 def statements(dialect: str) -> Statements:
     """The statements for ``dialect`` (``sqlite`` or ``postgresql``), built on first use."""
@@ -207,11 +253,15 @@ def statements(dialect: str) -> Statements:
             "last_seen": lifecycle.latest_sql(t.column_edges.c.last_seen, column_edges.excluded.last_seen),
         },
     )
+    # The keys as one array on PostgreSQL (``= ANY(:keys)``: one statement text whatever their number, which the
+    # server prepares once), an expanded IN list on SQLite.
     keys: BindParameter[Any] = bindparam("keys", expanding=True)
+    if dialect == "postgresql":
+        keys = bindparam("keys", type_=postgresql.ARRAY(Text))
     return Statements(
         events=done(events, "event_key", returning=("event_key",)),
         pending_events=done(insert_for(dialect, t.pending_events), "event_key"),
-        node_ids=select(t.nodes.c.node_key, t.nodes.c.id).where(t.nodes.c.node_key.in_(keys)),
+        node_ids=select(t.nodes.c.node_key, t.nodes.c.id).where(_among(t.nodes.c.node_key, keys, dialect)),
         datasets=done(datasets, "node_id"),
         # Answers the claims it inserted: their datasets' groups may change (see ..identity).
         symlinks=done(
@@ -232,6 +282,6 @@ def statements(dialect: str) -> Statements:
             insert_for(dialect, t.io_members).on_conflict_do_nothing(), "group_id", "direction", "dataset_id"
         ),
         fields=done(insert_for(dialect, t.fields).on_conflict_do_nothing(index_elements=["field_key"]), "field_key"),
-        field_ids=select(t.fields.c.field_key, t.fields.c.id).where(t.fields.c.field_key.in_(keys)),
+        field_ids=select(t.fields.c.field_key, t.fields.c.id).where(_among(t.fields.c.field_key, keys, dialect)),
         column_edges=done(column_edges, "source_field_id", "target_field_id"),
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, literal, select, union_all
 
-from airflow_lineage_provider.consumer.store import driver_sql, tables
+from airflow_lineage_provider.consumer.store import tables
 
 STORE_ID = "store_id"
 NAMESPACE_ALIASES = "namespace_aliases"
@@ -46,9 +46,7 @@ def _settings_and_claims() -> Any:
 def read_settings_and_claims(conn: Connection) -> tuple[dict[str, str], bool]:
     """Every setting, and whether any dataset claims another name (``lineage_symlinks``), in one statement:
     what every ingest batch reads first (see :mod:`.ingest` and :func:`.identity.ungrouped_candidates`)."""
-    query = _settings_and_claims()
-    rows = driver_sql.select_all(conn, query)  # on the driver's cursor where it can: read by every batch
-    settings = dict(rows if rows is not None else conn.execute(query).all())
+    settings = dict(conn.execute(_settings_and_claims()).all())
     return settings, settings.pop(ANY_CLAIM, None) is not None
 
 

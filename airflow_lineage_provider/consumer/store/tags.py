@@ -68,7 +68,9 @@ def add_tag(conn: Connection, node_id: int, tag: str, field: str | None = None) 
         "field": field,
         "tagged_at": datetime.now(timezone.utc),
     }
-    if conn.execute(_insert(conn, tables.node_tags).on_conflict_do_nothing(), row).rowcount:
+    # RETURNING, not rowcount: an INSERT's rowcount is gone once SQLAlchemy closes the cursor on psycopg (3).
+    inserted = _insert(conn, tables.node_tags).on_conflict_do_nothing().returning(tables.node_tags.c.node_id)
+    if conn.execute(inserted, row).first() is not None:
         bump_versions(conn, node_id)  # job objects kept by version show their tags
 
 

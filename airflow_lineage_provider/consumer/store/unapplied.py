@@ -72,6 +72,8 @@ def requeue(conn: Connection) -> Requeued:
     stored = exists().where(e.event_key == u.event_key)
     pending = exists().where(p.event_key == u.event_key)  # never expected: a set-aside event is not pending
     again = select(u.event_key).where(stored, ~pending).order_by(u.failed_at, u.event_key)
-    requeued = conn.execute(insert(tables.pending_events).from_select(["event_key"], again)).rowcount or 0
+    # RETURNING, not rowcount: an INSERT's rowcount is gone once SQLAlchemy closes the cursor on psycopg (3).
+    inserted = insert(tables.pending_events).from_select(["event_key"], again).returning(p.event_key)
+    requeued = len(conn.execute(inserted).all())
     total = conn.execute(delete(tables.unapplied_events)).rowcount or 0
     return Requeued(requeued=requeued, gone=total - requeued)
