@@ -1,4 +1,4 @@
-"""A real deployment, set up by ``docs/deploy.md``: scheduler, DAG processor and API server as processes,
+"""A real deployment, set up by ``docs/deploy.md``: scheduler, DAG processor, triggerer and API server as processes,
 LocalExecutor, SimpleAuthManager, the outbox transport, the consumer mounted in the API server.
 
 The example DAGs are unpaused and triggered through the REST API with ``"logical_date": null`` (as Airflow 3's

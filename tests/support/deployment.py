@@ -1,12 +1,12 @@
 """A real Airflow deployment for tests, set up by the recipe in ``docs/deploy.md``.
 
-``airflow scheduler --skip-serve-logs``, ``airflow dag-processor`` and ``airflow api-server`` (127.0.0.1, a free
-port, one worker) run as processes of their own on a fresh AIRFLOW_HOME: LocalExecutor on an SQLite metadata
-database (Airflow 3 allows it), SimpleAuthManager. Their configuration is the recipe itself — its ``settings``
-block is the whole ``airflow.cfg``, its shell blocks run in ``bash`` as written, its ``export-dag`` block is the
-DAG file — plus what any deployment chooses for itself (executor, address, users, secrets), given as
-``AIRFLOW__*`` environment variables. The one change made to the recipe, the API server's port in the
-connection, is checked to apply.
+``airflow scheduler --skip-serve-logs``, ``airflow dag-processor``, ``airflow triggerer --skip-serve-logs`` and
+``airflow api-server`` (127.0.0.1, a free port, one worker) run as processes of their own on a fresh AIRFLOW_HOME:
+LocalExecutor on an SQLite metadata database (Airflow 3 allows it), SimpleAuthManager. Their configuration is the
+recipe itself — its ``settings`` block is the whole ``airflow.cfg``, its shell blocks run in ``bash`` as written,
+its ``export-dag`` block is the DAG file — plus what any deployment chooses for itself (executor, address, users,
+secrets), given as ``AIRFLOW__*`` environment variables. The one change made to the recipe, the API server's port
+in the connection, is checked to apply.
 
 Every process is started in a session of its own and stopped by its process group when the block ends,
 whatever happened; a failure within the block is raised again with the end of every log
@@ -232,7 +232,7 @@ def _healthy(deployment: Deployment) -> bool:
         health = httpx.get(f"{deployment.url}/api/v2/monitor/health", timeout=5).json()
     except (httpx.HTTPError, ValueError):
         return False
-    parts = ("metadatabase", "scheduler", "dag_processor")
+    parts = ("metadatabase", "scheduler", "dag_processor", "triggerer")
     return all((health.get(part) or {}).get("status") == "healthy" for part in parts)
 
 
@@ -260,6 +260,7 @@ def airflow_deployment(root: Path, dag_files: list[Path], deadline: Deadline) ->
         _start(deployment, "api-server", "api-server")
         _start(deployment, "scheduler", "scheduler", "--skip-serve-logs")
         _start(deployment, "dag-processor", "dag-processor")
+        _start(deployment, "triggerer", "triggerer", "--skip-serve-logs")
         deadline.wait_for("the scheduler, DAG processor and API server to be healthy", lambda: _healthy(deployment))
         yield deployment
     except BaseException as error:  # the set-up's or the block's: reported with every log (pytest.fail's too)
