@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
+import psutil  # type: ignore[import-untyped]  # no stubs installed
 
 from support.airflow_run import VENV_BIN, airflow_env
 from support.feast_consumer import free_port
