@@ -60,6 +60,15 @@ def _print_tree(report: Any) -> None:
 
 
 def run_impact(args: argparse.Namespace) -> int:
+    from airflow_lineage_provider.design.airflow_lookups import as_airflow_cli
+
+    # Connections — the consumer's, the metadata database's, the connectors' — as `airflow connections get`
+    # finds them, the metadata database's included (as publish-dags does).
+    with as_airflow_cli():
+        return _run_impact(args)
+
+
+def _run_impact(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from airflow_lineage_provider.design.impact import (
