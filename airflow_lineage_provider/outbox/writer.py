@@ -112,7 +112,7 @@ class OutboxWriter:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._writers = writers_of(self.sqlite_file)
-        #: The process whose exit moves the spill folder into the outbox (:meth:`_drain_at_exit`), once registered.
+        #: The process whose exit moves the spill folder into the outbox (:meth:`drain_before_exit`), once registered.
         self._exit_drain_pid = 0
         #: Events that reached neither the outbox nor the spill folder, only the log (see :meth:`wait_drained`).
         self.only_logged = 0
@@ -258,7 +258,7 @@ class OutboxWriter:
         drainer = self._drainer
         if drainer is not None and drainer.is_alive():
             drainer.join(max(0.0, deadline - time.monotonic()))  # only a pass under way: waiting ones end now
-        while True:
+        while self.spill.has_events():  # (a folder that cannot be listed holds none: see has_events)
             try:
                 self.drain_spill(budget=max(0.0, deadline - time.monotonic()), finished_only=True, exiting=True)
                 return True
@@ -276,6 +276,7 @@ class OutboxWriter:
                     )
                     return False
                 time.sleep(1.0)
+        return True
 
     def _start_draining(self, finished_only: bool = False) -> None:
         with self._lock:
@@ -358,6 +359,15 @@ class OutboxWriter:
 _exit_writers: weakref.WeakSet[OutboxWriter] = weakref.WeakSet()
 _exit_registered_pid = 0
 _exit_lock = threading.Lock()
+
+
+def _new_exit_lock_in_child() -> None:
+    """A fork starts with a lock of its own: one another thread of the parent held while forking stays held."""
+    global _exit_lock
+    _exit_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_exit_lock_in_child)
 
 
 def _drain_at_exit(writer: OutboxWriter) -> None:
