@@ -40,6 +40,8 @@ RECIPE = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
 _BLOCK = re.compile(
     r"<!-- recipe: (?P<name>[\w-]+) -->\s*```(?P<lang>\w+)\n(?P<code>.*?)^```", re.DOTALL | re.MULTILINE
 )
+#: The recipe's blocks, each used below: a block added to the recipe must be added here, so that it runs.
+RECIPE_BLOCKS = {"settings", "connections", "export-dag", "example-connection"}
 #: The API server's port the recipe's connection names (Airflow's default), replaced by the test's own.
 RECIPE_PORT = "--conn-port 8080"
 
@@ -241,6 +243,7 @@ def airflow_deployment(root: Path, dag_files: list[Path], deadline: Deadline) ->
     """Set up a deployment in ``root`` by the recipe, with ``dag_files`` and the recipe's export DAG in its DAGs
     folder, and run it until the block ends."""
     blocks = recipe_blocks()
+    assert set(blocks) == RECIPE_BLOCKS, f"the recipe's blocks are {sorted(blocks)}: run each new one here"
     home, dags = root / "airflow", root / "dags"
     for folder in (home, dags, root / "logs"):
         folder.mkdir(parents=True, exist_ok=True)
