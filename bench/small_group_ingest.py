@@ -71,7 +71,7 @@ def run(database: str, events: list[LineageEvent], group: int, prepared: bool = 
     """Ingest ``events`` ``group`` at a time into a fresh store; µs per event (CPU, wall, ``ingest_events`` CPU,
     and the PostgreSQL backend's CPU)."""
     with store_url(database) as url:
-        store = LineageStore(url)
+        store = LineageStore(url, ingest_apply="inline")  # no applier thread taking a pooled connection too
         if not prepared:
             store.engine.update_execution_options(lineage_prepared_statements=False)
         try:

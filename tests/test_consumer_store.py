@@ -555,3 +555,24 @@ def test_a_version_8_store_gets_declared_and_observed_lineage_from_its_stored_ev
     assert nodes["planned"] is None and nodes["design_only"] is None
     assert nodes["src"] is not None and nodes["load"] is not None and nodes["dst"] is not None
     assert planned == (t[20], t[40])
+
+
+def test_a_time_is_sqlite_text_as_sqlalchemys_datetime_makes_it() -> None:
+    """UtcDateTime's memoized SQLite bind processor stores what SQLAlchemy's own DATETIME processor would."""
+    from datetime import datetime, timedelta, timezone
+
+    from sqlalchemy import DateTime
+    from sqlalchemy.dialects import sqlite
+
+    from airflow_lineage_provider.consumer.store.tables import UtcDateTime, sqlite_text
+
+    dialect = sqlite.dialect()
+    own = UtcDateTime().bind_processor(dialect)
+    stock = DateTime().dialect_impl(dialect).bind_processor(dialect)
+    zones = (timezone.utc, timezone(timedelta(hours=5, minutes=30)), timezone(timedelta(hours=-8)), None)
+    values = [datetime(2026, 1, 1, 0, 2, 0, 0, tzinfo=zone) for zone in zones]
+    values += [datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=timezone.utc), datetime(9999, 12, 31, 23, 59, 59, 999999)]
+    for value in values:
+        expected = stock(UtcDateTime().process_bind_param(value, dialect))
+        assert own(value) == sqlite_text(value) == expected, value
+    assert own(None) is None

@@ -17,6 +17,7 @@ them unless asked (``tests/test_consumer_integrity.py`` checks the references in
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
@@ -42,6 +43,18 @@ def as_utc(value: datetime) -> datetime:
     return value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
+@lru_cache(maxsize=4096)
+def sqlite_text(value: datetime) -> str:
+    """``value`` as :class:`UtcDateTime` stores it on SQLite: naive UTC text, ``2026-01-01 00:02:00.000000`` (what
+    SQLAlchemy's SQLite ``DATETIME`` makes of :meth:`UtcDateTime.process_bind_param`'s value;
+    ``tests/test_consumer_store.py`` holds the two equal)."""
+    return as_utc(value).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+def _sqlite_text_or_none(value: datetime | None) -> str | None:
+    return None if value is None else sqlite_text(value)
+
+
 class UtcDateTime(TypeDecorator[datetime]):
     """A timestamp stored in UTC and read back as an aware ``datetime`` on every database."""
 
@@ -53,6 +66,13 @@ class UtcDateTime(TypeDecorator[datetime]):
             return None
         value = as_utc(value)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def bind_processor(self, dialect: Any) -> Any:
+        """On SQLite, the text SQLAlchemy's ``DATETIME`` stores for :meth:`process_bind_param`'s value, memoized
+        (:func:`sqlite_text`: an ingest binds a few times many times over); elsewhere SQLAlchemy's own."""
+        if dialect.name == "sqlite":
+            return _sqlite_text_or_none
+        return super().bind_processor(dialect)
 
     def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is None:
