@@ -8,8 +8,9 @@ workload (``consumer_workload.py``) parsed beforehand. Per database and group si
 PostgreSQL the CPU the server's backend of the writing connection spent per event (``/proc/<pid>/stat``
 utime + stime of ``pg_backend_pid()``, before and after: the bench must run on PostgreSQL's machine; clock
 ticks of 10 ms, a few percent of a run): the least of ``--repeat`` runs, each on a fresh store (the machine's
-noise only ever adds). ``postgres`` is psycopg2, ``psycopg`` psycopg 3; ``--unprepared`` turns psycopg2's
-server-side prepared statements off (``store.driver_sql``). ``--senders N`` orders the events as N concurrent
+noise only ever adds). ``postgres`` is psycopg2, ``psycopg`` psycopg 3; ``--unprepared`` turns psycopg 3's
+server-side prepared statements off (``LINEAGE_STORE_PREPARED_STATEMENTS=off``; psycopg2 prepares none).
+``--senders N`` orders the events as N concurrent
 single-event senders splitting the jobs among them would deliver them (one event of each sender in turn), so a
 group of N holds N different jobs' events, as the server's groups do; without it a group holds consecutive
 events (a job's START and COMPLETE together, which share their rows within the transaction and cost less).
@@ -71,9 +72,9 @@ def run(database: str, events: list[LineageEvent], group: int, prepared: bool = 
     """Ingest ``events`` ``group`` at a time into a fresh store; µs per event (CPU, wall, ``ingest_events`` CPU,
     and the PostgreSQL backend's CPU)."""
     with store_url(database) as url:
+        if not prepared:  # read when the engine is created
+            os.environ["LINEAGE_STORE_PREPARED_STATEMENTS"] = "off"
         store = LineageStore(url, ingest_apply="inline")  # no applier thread taking a pooled connection too
-        if not prepared:
-            store.engine.update_execution_options(lineage_prepared_statements=False)
         try:
             with store.write() as conn:  # migrated and warm: the statements built, one connection pooled
                 ingest_events(conn, events[:1])
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
         "--databases", nargs="+", default=["sqlite", "postgres"], choices=["sqlite", "postgres", "psycopg"]
     )
     parser.add_argument("--repeat", type=int, default=3, help="fresh stores per figure; the least of each is shown")
-    parser.add_argument("--unprepared", action="store_true", help="psycopg2 without server-side prepared statements")
+    parser.add_argument("--unprepared", action="store_true", help="psycopg 3 without server-side prepared statements")
     parser.add_argument("--senders", type=int, default=0, help="order the events as this many senders deliver them")
     args = parser.parse_args(argv)
     events = [parse_event(document) for document in workload(args.jobs)]
