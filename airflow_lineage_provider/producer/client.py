@@ -111,9 +111,14 @@ def _send_through_listener(event: Any) -> None:
 
     The stock redactor rewrites the attrs objects it is given in place, so it gets a copy: facets this package
     reuses between events (the job type, a run's parent) never carry one event's redaction into the next, and
-    the caller's objects stay as they were.
+    the caller's objects stay as they were. An event that cannot be copied (a facet holding an object that
+    refuses it) is sent as it is, as ``api.emit`` itself would be given it.
     """
-    _stock().emit(copy.deepcopy(event))
+    try:
+        given = copy.deepcopy(event)
+    except Exception:
+        given = event
+    _stock().emit(given)
 
 
 def reset() -> None:
