@@ -13,15 +13,17 @@ guessed from names alone) and fails on:
   (``adapter_module._redacter``), or through ``getattr``/``hasattr``/``setattr`` with a literal ``"_x"`` on
   anything but the package's own ``self``/``cls``;
 * ``super()._x`` in, and a ``def _x`` overriding an ``_x`` of, a class that subclasses a dependency's class
-  (Airflow's ``_do_render_template_fields`` and the like);
+  (Airflow's ``_do_render_template_fields`` and the like), save the hooks a dependency documents as the ones to
+  implement (:data:`DOCUMENTED_HOOKS`);
 * ``object.__new__`` anywhere, and ``object.__setattr__`` on anything but ``self`` (building or filling a
   dependency's instance around its ``__init__`` and validators; a frozen dataclass setting its own field in
   ``__post_init__`` is ``object.__setattr__(self, ...)``);
 * subclassing a class imported from a non-public module.
 
 "Another distribution" is discovered, not listed: any top-level module that is neither the package nor the
-standard library. Exceptions are :data:`ALLOWED` (each must name the contract test that keeps it honest; empty:
-there are none) and, until the consumer's rework lands, :data:`PENDING_CONSUMER_REWORK`.
+standard library; a name the package re-exports (``airflow_compat``'s moved names) is resolved to where it comes
+from, and a class's private methods are looked up through the package's own base classes. Exceptions are
+:data:`ALLOWED` (each must name the contract test that keeps it honest; empty: there are none).
 """
 
 from __future__ import annotations
@@ -64,10 +66,6 @@ DOCUMENTED_HOOKS: dict[str, str] = {
 #: checks it at the floors and the newest versions. Empty: no private reach earned its keep (>= 2x on a figure
 #: a user feels); see docs/producer-api.md ("Public APIs only").
 ALLOWED: dict[tuple[str, str], str] = {}
-
-#: Consumer modules whose reaches another change is removing (issue 38, item 3, the consumer side). That change
-#: empties this set; until then their findings are reported here but do not fail the test.
-PENDING_CONSUMER_REWORK: frozenset[str] = frozenset()
 
 _STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 
@@ -317,19 +315,13 @@ def package_modules() -> Iterator[tuple[str, Path]]:
 
 
 def _unexcused(reaches: list[Reach]) -> list[Reach]:
-    return [r for r in reaches if (r.module, r.name) not in ALLOWED and r.module not in PENDING_CONSUMER_REWORK]
+    return [r for r in reaches if (r.module, r.name) not in ALLOWED]
 
 
 def test_no_module_of_the_package_reaches_into_a_dependencys_internals() -> None:
     found = [reach for module, path in package_modules() for reach in reaches_in(path.read_text(), module)]
     unexcused = _unexcused(found)
     assert not unexcused, "private reaches into dependencies:\n" + "\n".join(map(str, unexcused))
-
-
-def test_every_pending_consumer_module_exists() -> None:
-    """A module renamed or removed leaves the set: a stale entry would excuse nothing and hide nothing."""
-    missing = sorted(m for m in PENDING_CONSUMER_REWORK if not (ROOT / m).is_file())
-    assert not missing, f"PENDING_CONSUMER_REWORK names modules that are gone: {missing}; drop them from the set"
 
 
 def test_every_allowed_exception_is_still_reached() -> None:
