@@ -32,15 +32,13 @@ DAGS = Path(__file__).resolve().parents[1] / "dags"
 LOG_LINE = "has no logical date; ds, ds_nodash, ts, ts_nodash, ts_nodash_with_tz render from its run_after"
 
 _RUN = """
-import json, sys
+import json, pathlib, sys
 import pendulum
-try:
-    from airflow.dag_processing.dagbag import DagBag
-except ImportError:  # Airflow before 3.2
-    from airflow.models.dagbag import DagBag
+from airflow_lineage_provider.airflow_compat import DagBag
 dag = DagBag(dag_folder=sys.argv[1]).get_dag(sys.argv[2])
 run = dag.test(logical_date=None if sys.argv[3] == "none" else pendulum.parse(sys.argv[3]))
-print("RUN " + json.dumps({"state": str(run.state), "run_after": run.run_after.isoformat(),
+# The summary goes to a file of its own: a log line on stdout can share a line with a print.
+pathlib.Path(sys.argv[4]).write_text(json.dumps({"state": str(run.state), "run_after": run.run_after.isoformat(),
                            "logical_date": run.logical_date.isoformat() if run.logical_date else None}))
 """
 
@@ -62,13 +60,14 @@ class Run:
 
 def _run(home: Path, logical_date: str) -> Run:
     events_file = home / f"events-{logical_date}.ndjson"
+    summary_file = home / f"run-{logical_date}.json"
     extra = {
         **file_transport_env(events_file),
         "AIRFLOW_CONN_LINEAGE_DEMO_WAREHOUSE": f"sqlite:///{home / 'warehouse.db'}",
         "LINEAGE_DEMO_DIR": str(home),
     }
     result = subprocess.run(
-        [sys.executable, "-c", _RUN, str(DAGS), "example_task_lineage", logical_date],
+        [sys.executable, "-c", _RUN, str(DAGS), "example_task_lineage", logical_date, str(summary_file)],
         env=airflow_env(home, DAGS, extra),
         cwd=home,
         capture_output=True,
@@ -77,7 +76,7 @@ def _run(home: Path, logical_date: str) -> Run:
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
-    summary = json.loads(next(line[4:] for line in result.stdout.splitlines() if line.startswith("RUN ")))
+    summary = json.loads(summary_file.read_text())
     return Run(summary["state"], summary["run_after"], summary["logical_date"], output, read_events(events_file))
 
 
