@@ -13,11 +13,13 @@ pins_for() {
   case "$1" in
     # The declared lower bounds of pyproject.toml, all together (Airflow 3.1.8: earlier 3.1 patches lack the
     # listener's skip hook, so the stock listener never completes a skipped task's run; docs/compatibility.md).
+    # Airflow 3.1 sets an attribute on cryptography's MultiFernet, a Rust class from cryptography 51 on.
     floors) echo "apache-airflow==3.1.8 apache-airflow-providers-openlineage==2.20.0 openlineage-python==1.52.0" \
-      "sqlalchemy==2.0.5.post1 fastapi==0.117.0 starlette==0.48.0 uvicorn==0.37.0 alembic==1.13.1 msgspec==0.19.0" ;;
+      "sqlalchemy==2.0.5.post1 fastapi==0.117.0 starlette==0.48.0 uvicorn==0.37.0 alembic==1.13.1 msgspec==0.19.0" \
+      "cryptography<51" ;;
     # The newest patch of each supported minor, with whatever pip resolves beside it (newest providers and client).
     # 3.1.8 is both the floor and the newest 3.1 patch: this set differs from the floors in everything else.
-    3.1) echo "apache-airflow==3.1.8" ;;
+    3.1) echo "apache-airflow==3.1.8 cryptography<51" ;;
     # Airflow 3.2.2 declares no upper bound on FastAPI or svcs, and breaks with the newest of both
     # (as its published constraints pin them); Alembic 1.18 logs plugin set-up at INFO on every migration.
     3.2) echo "apache-airflow==3.2.2 fastapi<0.137 svcs<26.2 alembic<1.18" ;;

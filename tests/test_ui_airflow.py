@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import httpx
@@ -21,6 +22,8 @@ pytest_plugins = ("support.ui_fixtures",)
 pytestmark = pytest.mark.airflow
 
 SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "lineage-ui-airflow.png"
+#: ``[lineage_provider] consumer_api_key``: the events are sent as a producer sends them.
+API_KEY = "ui-airflow-producer-7d2e94b1c0"
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +38,19 @@ def airflow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         {
             "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_STORE_URL": f"sqlite:///{root / 'lineage.db'}",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",  # the UI without a login page
+            "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_API_KEY": API_KEY,
         },
     )
     with api_server(env, root / "api-server.log") as url:
-        post_events(f"{url}/lineage", sales_events())
+        post_events(f"{url}/lineage", sales_events(), headers={"X-API-Key": API_KEY})
         yield url
+
+
+def log_in(browser: Any, airflow_url: str) -> None:
+    """What opening Airflow's UI does in SimpleAuthManager's all-admins mode: ``/auth/token/login`` sets the session
+    cookie (Airflow 3.2+ also adds an admin token to every request; 3.1 relies on the cookie alone)."""
+    browser.get(f"{airflow_url}/auth/token/login")
+    wait_for(browser, lambda d: d.get_cookie("_token") is not None, "Airflow's session cookie")
 
 
 def _paths(page: LineagePage) -> list[str]:
@@ -48,6 +59,7 @@ def _paths(page: LineagePage) -> list[str]:
 
 
 def test_the_page_is_served_and_works_through_the_plugin_route(browser, airflow_url: str) -> None:
+    log_in(browser, airflow_url)
     page = LineagePage(browser, f"{airflow_url}/lineage")
     page.open(nodeId=ENRICHED)
     assert page.node_ids() == {ENRICHED, ENRICH, ORDERS, CUSTOMERS, DAILY, REVENUE}
@@ -62,13 +74,15 @@ def test_the_page_is_served_and_works_through_the_plugin_route(browser, airflow_
 
 
 def test_airflow_lists_the_page_in_its_navigation(airflow_url: str) -> None:
-    plugins = httpx.get(f"{airflow_url}/api/v2/plugins").json()["plugins"]
+    token = httpx.get(f"{airflow_url}/auth/token", timeout=10).json()["access_token"]  # all admins: no password
+    plugins = httpx.get(f"{airflow_url}/api/v2/plugins", headers={"Authorization": f"Bearer {token}"}).json()["plugins"]
     (ours,) = [p for p in plugins if p["name"] == "lineage_consumer"]
     (view,) = ours["external_views"]
     assert (view["href"], view["destination"], view["url_route"]) == ("/lineage/ui", "nav", "lineage")
 
 
 def test_the_airflow_ui_embeds_the_page_and_the_page_works_inside(browser, airflow_url: str) -> None:
+    log_in(browser, airflow_url)
     browser.get(f"{airflow_url}/plugin/lineage")
     frame = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "iframe[title='Lineage']"), "the frame")[0]
     entry = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "a[aria-label='Lineage']"), "the nav entry")[0]
