@@ -120,8 +120,10 @@ def test_a_task_without_database_access_skips_with_the_reason_or_reads_through_t
     home, _dags, env = export_home
     outbox = f"sqlite:///{tmp_path / 'task-outbox.db'}"
     monkeypatch.setenv("AIRFLOW_CONN_DESIGN_WAREHOUSE", env["AIRFLOW_CONN_DESIGN_WAREHOUSE"])
-    # What Airflow 3's task supervisor does to a task process: no ORM session.
+    # What Airflow 3's task supervisor does to a task process (block_orm_access): no ORM session, and the
+    # configured database URL replaced by one that says access is blocked.
     monkeypatch.setattr(settings, "Session", BlockedDBSession)
+    monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "airflow-db-not-allowed:///")
     with pytest.raises(AirflowSkipException, match=r"publish_metadata_conn_id"):
         publish_changed_dags(outbox)
     monkeypatch.setenv("AIRFLOW_CONN_AIRFLOW_METADATA", f"sqlite:///{home / 'airflow.db'}")

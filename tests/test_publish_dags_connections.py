@@ -152,7 +152,7 @@ print(found(lambda: Variable.get("lineage_lookup_check")))
 with as_airflow_cli():
     print(found(lambda: BaseHook.get_connection("design_warehouse").get_uri()))
     print(found(lambda: Variable.get("lineage_lookup_check")))
-print(found(lambda: get_connection("design_warehouse").get_uri()))
+    print(found(lambda: get_connection("design_warehouse").get_uri()))
 """
 
 

@@ -34,6 +34,7 @@ def _first_line(error: BaseException) -> str:
 def run_publish_dags(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
+    from airflow_lineage_provider.design.airflow_lookups import as_airflow_cli
     from airflow_lineage_provider.design.publisher import publish_dags
     from airflow_lineage_provider.design.serialized_dags import MetadataDatabaseError
     from airflow_lineage_provider.outbox.database import OutboxUrlError, redacted
@@ -41,7 +42,7 @@ def run_publish_dags(args: argparse.Namespace) -> int:
     # A connection found in the metadata database is Airflow's core Connection, whose get_hook() warns about
     # Airflow's own internals (its ProvidersManager): nothing a user can act on, so not on their terminal.
     warnings.filterwarnings("ignore", message=r"ProvidersManager\.hooks is deprecated")
-    with progress_bar("publishing DAGs") as (plan, advance):
+    with as_airflow_cli(), progress_bar("publishing DAGs") as (plan, advance):
         try:
             report = publish_dags(
                 outbox_url=args.outbox,

@@ -25,7 +25,6 @@ CLI, at whichever Airflow the tests run on.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -34,29 +33,13 @@ from typing import Any
 PROCESS_CONTEXT_VARIABLE = "_AIRFLOW_PROCESS_CONTEXT"
 
 
-def in_task_process() -> bool:
-    """Whether this is an Airflow 3 task process: its lookups go to the API server, whatever is set here.
-
-    Told by the supervisor's channel the task runner holds (``airflow dags test`` runs tasks in its own process
-    with one too), or by the ORM session the supervisor blocked."""
-    task_runner = sys.modules.get("airflow.sdk.execution_time.task_runner")
-    return getattr(task_runner, "SUPERVISOR_COMMS", None) is not None or metadata_database_blocked()
-
-
-def metadata_database_blocked() -> bool:
-    """Whether Airflow 3's task supervisor blocked this process's ORM access to the metadata database (its
-    configuration may still name the database, e.g. through an environment variable, but a task is not meant
-    to use it). ``airflow dags test`` runs tasks in a process that keeps it."""
-    settings = sys.modules.get("airflow.settings")
-    return getattr(getattr(settings, "Session", None), "__name__", "") == "BlockedDBSession"
-
-
 @contextmanager
 def as_airflow_cli() -> Iterator[None]:
     """Within the block, look connections and variables up as ``airflow connections get`` does: secrets
-    backends, then the environment, then the metadata database. A task process is left as it is (its lookups
-    already reach every connection, through the API server)."""
-    if in_task_process() or os.environ.get(PROCESS_CONTEXT_VARIABLE):
+    backends, then the environment, then the metadata database. For commands run beside Airflow's CLI
+    (``publish-dags``, ``impact``), never inside a task: a task's lookups already reach every connection,
+    through the API server, and its process has no database access. A context already declared is kept."""
+    if os.environ.get(PROCESS_CONTEXT_VARIABLE):
         yield
         return
     os.environ[PROCESS_CONTEXT_VARIABLE] = "server"
@@ -68,9 +51,8 @@ def as_airflow_cli() -> Iterator[None]:
 
 def get_connection(conn_id: str) -> Any:
     """The Airflow Connection ``conn_id``, through the task SDK's ``BaseHook.get_connection``: in a task
-    process from the API server; elsewhere within :func:`as_airflow_cli`, as ``airflow connections get`` finds
-    it. Raises Airflow's ``AirflowNotFoundException`` when it is defined nowhere."""
+    process from the API server; within :func:`as_airflow_cli` as ``airflow connections get`` finds it.
+    Raises Airflow's ``AirflowNotFoundException`` when it is defined nowhere."""
     from airflow.sdk import BaseHook
 
-    with as_airflow_cli():
-        return BaseHook.get_connection(conn_id)
+    return BaseHook.get_connection(conn_id)

@@ -26,7 +26,6 @@ from typing import Any
 from openlineage.client.serde import Serde
 
 from airflow_lineage_provider.design import publications
-from airflow_lineage_provider.design.airflow_lookups import as_airflow_cli
 from airflow_lineage_provider.design.job_events import dag_job_events, retirement_events
 from airflow_lineage_provider.design.serialized_dags import (
     DagVersionRow,
@@ -144,13 +143,13 @@ def publish_dags(
     :param on_plan: called once with the number of DAGs the pass will work on (for a progress bar's total).
     :raises MetadataDatabaseError: the metadata database cannot be reached from this process.
 
-    Connections — the metadata database's, and those naming the declared datasets — are looked up as ``airflow
-    connections get`` looks them up (:func:`.airflow_lookups.as_airflow_cli`): outside a task, connections
-    stored in the metadata database count too. The summary is not logged: the caller prints or logs
+    Connections — the metadata database's, and those naming the declared datasets — are looked up by Airflow's
+    own ``BaseHook.get_connection``: in a task, through the API server; ``airflow-lineage publish-dags`` runs it
+    within :func:`.airflow_lookups.as_airflow_cli`, so connections stored in the metadata database count too
+    (a script outside Airflow's processes does the same). The summary is not logged: the caller prints or logs
     :meth:`PublicationReport.summary` once.
     """
-    with as_airflow_cli():
-        return _publish(outbox_url, metadata_db_url, dag_ids, republish_all, progress, on_plan)
+    return _publish(outbox_url, metadata_db_url, dag_ids, republish_all, progress, on_plan)
 
 
 def _publish(

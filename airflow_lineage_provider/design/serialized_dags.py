@@ -57,7 +57,7 @@ def metadata_url(conn_id: str | None = None) -> str:
     dags test`` have and a task process on a worker does not: then :class:`MetadataDatabaseError` says to set
     the connection. Every failure is a :class:`MetadataDatabaseError` with a one-line message.
     """
-    from airflow_lineage_provider.design.airflow_lookups import get_connection, metadata_database_blocked
+    from airflow_lineage_provider.design.airflow_lookups import get_connection
 
     if conn_id:
         try:
@@ -70,7 +70,7 @@ def metadata_url(conn_id: str | None = None) -> str:
             ) from None
         return _connection_url(connection)
     url = _own_metadata_url()
-    if not url or url.startswith(_BLOCKED_URL_PREFIX) or metadata_database_blocked():
+    if not url or url.startswith(_BLOCKED_URL_PREFIX):
         raise MetadataDatabaseError(
             "Airflow's metadata database is not reachable from this task process (Airflow 3 tasks have no "
             "database access); set [lineage_provider] publish_metadata_conn_id to an Airflow Connection to the "
@@ -80,16 +80,9 @@ def metadata_url(conn_id: str | None = None) -> str:
 
 
 def _own_metadata_url() -> str:
-    """This process's ``SQL_ALCHEMY_CONN`` (Airflow's settings, which honour ``sql_alchemy_conn_cmd`` and
-    ``_secret`` too), else ``[database] sql_alchemy_conn`` as configured."""
-    try:
-        from airflow import settings
-
-        url = getattr(settings, "SQL_ALCHEMY_CONN", None)
-    except Exception:  # settings that cannot load here: the configuration says the same
-        url = None
-    if isinstance(url, str) and url:
-        return url
+    """This process's ``[database] sql_alchemy_conn`` as Airflow's configuration gives it (honouring
+    ``sql_alchemy_conn_cmd`` and ``_secret``). In a task process Airflow's supervisor replaces it with a URL
+    that says database access is blocked (``airflow-db-not-allowed:///``)."""
     from airflow.configuration import conf
 
     return conf.get("database", "sql_alchemy_conn", fallback="") or ""
