@@ -85,7 +85,10 @@ def test_the_airflow_ui_embeds_the_page_and_the_page_works_inside(browser, airfl
     log_in(browser, airflow_url)
     browser.get(f"{airflow_url}/plugin/lineage")
     frame = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "iframe[title='Lineage']"), "the frame")[0]
-    entry = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "a[aria-label='Lineage']"), "the nav entry")[0]
+    # The navigation's link to the page: labelled by aria-label (Airflow 3.2+) or by title (3.1).
+    links = "a[href$='/plugin/lineage']"
+    entry = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, links), "the nav entry")[0]
+    assert "Lineage" in (entry.get_attribute("aria-label"), entry.get_attribute("title"))
     assert entry.get_attribute("href") == f"{airflow_url}/plugin/lineage"
     assert entry.find_element(By.TAG_NAME, "img").get_attribute("src") == f"{airflow_url}/lineage/ui/assets/favicon.svg"
     browser.switch_to.frame(frame)
@@ -101,6 +104,11 @@ def test_the_airflow_ui_embeds_the_page_and_the_page_works_inside(browser, airfl
     # A link into Airflow's UI that opens the page on a node: /plugin/lineage/<path of the page>?nodeId=...
     browser.get(f"{airflow_url}/plugin/lineage/lineage/ui?{urlencode({'nodeId': ENRICHED})}")
     frame = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "iframe[title='Lineage']"), "the frame")[0]
+    if "nodeId" not in (frame.get_attribute("src") or ""):
+        # Airflow 3.1's UI frames a plugin's page at its own URL, whatever follows /plugin/<route>/ (the sub-path
+        # and query reach the frame from 3.2 on): no deep link there; the page itself works, as checked above.
+        assert frame.get_attribute("src") == f"{airflow_url}/lineage/ui"
+        return
     browser.switch_to.frame(frame)
     try:
         wait_for(browser, lambda d: page.state() == "ready" and ENRICHED in page.node_ids(), "the linked node")
