@@ -105,8 +105,8 @@ def test_the_airflow_ui_embeds_the_page_and_the_page_works_inside(browser, airfl
     browser.get(f"{airflow_url}/plugin/lineage/lineage/ui?{urlencode({'nodeId': ENRICHED})}")
     frame = wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "iframe[title='Lineage']"), "the frame")[0]
     if "nodeId" not in (frame.get_attribute("src") or ""):
-        # Airflow 3.1's UI frames a plugin's page at its own URL, whatever follows /plugin/<route>/ (the sub-path
-        # and query reach the frame from 3.2 on): no deep link there; the page itself works, as checked above.
+        # Airflow 3.1's and 3.2's UI frame a plugin's page at its own URL, whatever follows /plugin/<route>/ (the
+        # sub-path and query reach the frame in 3.3): no deep link there; the page itself works, as checked above.
         assert frame.get_attribute("src") == f"{airflow_url}/lineage/ui"
         return
     browser.switch_to.frame(frame)
