@@ -7,7 +7,9 @@ to one of these:
 * an Airflow connection id (``"postgres_default"``), resolved to the connection's hook;
 * an Airflow hook offering a SQLAlchemy engine (any ``DbApiHook``: Postgres, MySQL, SQLite, ...);
 * any object with ``get_table_schema(table)`` returning fields in a form ``schema_facet`` accepts, and
-  optionally a ``namespace`` attribute and a ``dataset_name(table)`` method.
+  optionally a ``namespace`` attribute and a ``dataset_name(table)`` method, or a ``url`` / ``engine``
+  attribute naming its database (see :class:`CallableSource`: without any of these, the prefix is kept
+  as the database part of the name, so ``"db1/orders"`` and ``"db2/orders"`` stay two datasets).
 
 A single connector (not a dict) serves every ``"database/table"`` string. Naming needs no database
 connection (it comes from the URL); only the schema lookup at COMPLETE/FAIL connects. Each connector is
@@ -18,6 +20,7 @@ as it was without affecting the others.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 import time
@@ -118,22 +121,63 @@ def _type_name(type_: Any, dialect: Any) -> str:
 
 @dataclass
 class CallableSource:
-    """A user object with ``get_table_schema(table)``, asked on the calling thread it may be tied to."""
+    """A user object with ``get_table_schema(table)``, asked on the calling thread it may be tied to.
+
+    Its datasets are named, in this order of preference:
+
+    * by the object's ``dataset_name(table)`` method and ``namespace`` attribute, when it has them;
+    * from the database URL it exposes (a ``url`` attribute: a SQLAlchemy ``URL`` or URL string, or an
+      ``engine`` attribute holding a SQLAlchemy ``Engine``), per the OpenLineage naming spec as engines are;
+    * otherwise with the prefix it serves kept as the database part of the name (``"db1/orders"`` →
+      ``db1.orders`` in ``[lineage_provider] namespace``), so that two prefixes never name one dataset.
+    """
 
     target: Any
+    #: The ``"database/..."`` prefix this source serves (``None`` for a string without one).
+    prefix: str | None = None
     remote = False
+
+    @property
+    def naming(self) -> TableNaming | None:
+        """The naming of the database the object exposes by URL, or ``None``."""
+        return _naming_exposed_by(self.target)
 
     @property
     def namespace(self) -> str:
         namespace = getattr(self.target, "namespace", None)
-        return namespace if isinstance(namespace, str) and namespace else conf.namespace()
+        if isinstance(namespace, str) and namespace:
+            return namespace
+        naming = self.naming
+        return naming.namespace if naming is not None else conf.namespace()
 
     def dataset_name(self, table: str) -> str:
         namer = getattr(self.target, "dataset_name", None)
-        return str(namer(table)) if callable(namer) else table
+        if callable(namer):
+            return str(namer(table))
+        namespace = getattr(self.target, "namespace", None)
+        if isinstance(namespace, str) and namespace:  # the object names its server: the table is as given
+            return table
+        naming = self.naming
+        if naming is not None:
+            return naming.name(table)
+        return f"{self.prefix}.{table}" if self.prefix else table
 
     def columns(self, table: str) -> list[schema_dataset.SchemaDatasetFacetFields]:
         return schema_fields(self.target.get_table_schema(table))
+
+
+def _naming_exposed_by(target: Any) -> TableNaming | None:
+    """The naming of the database a user object exposes (``url`` or ``engine`` attribute), or ``None``."""
+    from sqlalchemy.engine import URL, make_url
+
+    engine: Any = getattr(target, "engine", None)
+    url = engine.url if engine is not None and _is_engine(engine) else getattr(target, "url", None)
+    if isinstance(url, str):
+        try:
+            url = make_url(url)
+        except Exception:  # not a database URL: the object does not tell its database
+            return None
+    return naming_for_url(url) if isinstance(url, URL) else None
 
 
 def _is_engine(value: Any) -> bool:
@@ -280,9 +324,13 @@ class Connectors:
         prefix, sep, table = raw.partition("/")
         if self._single is not None:
             source = self._source(None, self._single)
+            if isinstance(source, CallableSource):  # one object for every prefix: each keeps its own name
+                source = dataclasses.replace(source, prefix=prefix if sep else None)
             return (source, table if sep else raw) if source else None
         if sep and prefix in self._by_prefix:
             source = self._source(prefix, self._by_prefix[prefix])
+            if isinstance(source, CallableSource):
+                source.prefix = prefix
             return (source, table) if source else None
         return None
 

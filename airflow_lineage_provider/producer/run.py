@@ -47,8 +47,9 @@ class LineageRun:
         outputs: Any = None,
         run_id: str | uuid.UUID | None = None,
         job_facets: dict[str, Any] | None = None,
-        run_facets: dict[str, Any] | None = None,
         connector: Any = None,
+        *,
+        run_facets: dict[str, Any] | None = None,
     ) -> None:
         if not isinstance(job_name, str) or not job_name.strip():
             report_misuse(ValueError(f"job_name {job_name!r} must be a non-empty string naming the job"))
@@ -171,8 +172,9 @@ def lineage_run(
     outputs: Any = None,
     run_id: str | uuid.UUID | None = None,
     job_facets: dict[str, Any] | None = None,
-    run_facets: dict[str, Any] | None = None,
     connector: Any = None,
+    *,
+    run_facets: dict[str, Any] | None = None,
 ) -> LineageRun:
     """Wrap a block of code in an OpenLineage run: START on entry, COMPLETE on success, FAIL on error.
 
@@ -181,6 +183,10 @@ def lineage_run(
     ``connector`` names ``"database/table"`` datasets per the OpenLineage naming spec and fills their
     ``schema`` facets from the database on COMPLETE/FAIL (see :mod:`.connectors` for accepted forms).
     ``run_facets`` go on the terminal event; ``job_facets`` on every event.
+
+    The six positional parameters are ForePaaS's own order (``job_name, inputs, outputs, run_id,
+    job_facets, connector``), so code written for ForePaaS's ``lineage_run`` runs unchanged; every
+    parameter beyond them (``run_facets``) is keyword-only.
 
     The user's exception propagates unchanged after the FAIL event (which carries an ``errorMessage``
     facet with the stack trace). Lineage problems are logged, never raised - except misuse of the API
@@ -192,7 +198,7 @@ def lineage_run(
                          connector={"raw": raw_engine, "main": "postgres_default"}) as run:
             load(run_id=run.run_id)
     """
-    return LineageRun(job_name, inputs, outputs, run_id, job_facets, run_facets, connector)
+    return LineageRun(job_name, inputs, outputs, run_id, job_facets, connector, run_facets=run_facets)
 
 
 __all__ = ["LineageRun", "lineage_run"]
