@@ -110,15 +110,15 @@ def test_collect_lineage_operator_in_a_real_dag(tmp_path: Path) -> None:
             )
         ).all()
     assert {row.run_id for row in rows} == {rows[0].run_id} and rows[0].run_id
-    assert {row.source_table for row in rows} == {"warehouse/staging.orders"}
+    assert {row.source_table for row in rows} == {"staging.orders"}
     assert {tuple(row)[2:] for row in rows} == {
-        ("upstream", 1, "warehouse/raw.orders", None, None),
-        ("upstream", 2, "warehouse/source.api", None, None),
-        ("downstream", 1, "warehouse/mart.revenue", None, None),
-        ("downstream", 1, "warehouse/mart.customer_orders", None, None),  # legacy.archive: older than lookback
-        ("column_upstream", 1, "warehouse/raw.orders", "amount_cents", "amount"),
-        ("column_downstream", 1, "warehouse/mart.revenue", "amount", "total"),
-        ("column_downstream", 1, "warehouse/mart.customer_orders", "amount", "amount"),
+        ("upstream", 1, "raw.orders", None, None),
+        ("upstream", 2, "source.api", None, None),
+        ("downstream", 1, "mart.revenue", None, None),
+        ("downstream", 1, "mart.customer_orders", None, None),  # legacy.archive: older than lookback
+        ("column_upstream", 1, "raw.orders", "amount_cents", "amount"),
+        ("column_downstream", 1, "mart.revenue", "amount", "total"),
+        ("column_downstream", 1, "mart.customer_orders", "amount", "amount"),
     }
 
     from_table = outcome["collect_from_table"]
@@ -127,7 +127,7 @@ def test_collect_lineage_operator_in_a_real_dag(tmp_path: Path) -> None:
         table_rows = conn.execute(
             sa.text("SELECT edge_type, target_table, source_column FROM lineage_edges_from_table")
         ).all()
-    assert ("downstream", "warehouse/legacy.archive", None) in table_rows  # lookback disabled
+    assert ("downstream", "legacy.archive", None) in table_rows  # lookback disabled
     assert {r.source_column for r in table_rows if r.edge_type == "column_downstream"} == {"amount"}
 
     from_results = outcome["collect_from_results"]
@@ -138,9 +138,7 @@ def test_collect_lineage_operator_in_a_real_dag(tmp_path: Path) -> None:
                 "SELECT edge_type, depth, target_table, source_column, target_column FROM lineage_edges_from_results"
             )
         ).all()
-    assert [tuple(row) for row in result_rows] == [
-        ("column_upstream", 1, "warehouse/raw.orders", "amount_cents", "amount")
-    ]
+    assert [tuple(row) for row in result_rows] == [("column_upstream", 1, "raw.orders", "amount_cents", "amount")]
 
     broken = outcome["collect_broken_output"]
     assert broken["status"] == "error" and broken["rows"] == 0

@@ -206,9 +206,9 @@ def test_the_operator_walks_from_the_failed_columns_of_output_and_quarantine(
     assert result["counts"] == {"upstream": 3, "downstream": 0, "column_upstream": 3, "column_downstream": 0}
     columns = {row[3:] for row in _rows(results_db) if row[1] == "column_upstream"}
     assert columns == {
-        (f"{NS}/raw.orders", "amount_cents", "amount"),
-        (f"{NS}/raw.orders", "qty", "quantity"),
-        (f"{NS}/raw.notes", "text", "note"),
+        ("raw.orders", "amount_cents", "amount"),
+        ("raw.orders", "qty", "quantity"),
+        ("raw.notes", "text", "note"),
     }
 
 
@@ -356,7 +356,85 @@ def test_the_lookback_is_days_before_the_run_on_either_store(
             with results.engine.begin() as conn:
                 conn.exec_driver_sql("DELETE FROM lineage_edges")
     assert reached == {
-        1.0: {f"{NS}/raw.orders"},
-        1.5: {f"{NS}/raw.orders", f"{NS}/legacy.orders"},
-        None: {f"{NS}/raw.orders", f"{NS}/legacy.orders", f"{NS}/archive.orders"},
+        1.0: {"raw.orders"},
+        1.5: {"raw.orders", "legacy.orders"},
+        None: {"raw.orders", "legacy.orders", "archive.orders"},
     }
+
+
+def test_dqxs_errors_column_and_warnings_column_name_the_issue_columns(
+    results_db: ResultsDb, lineage_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DQX's engine may rename its issue columns; ``errors_column`` / ``warnings_column`` follow it."""
+    renamed = results_db.results_table("dq_renamed", OUTPUT_ROWS, columns=("dq_errors", "dq_warnings"))
+    operator = _operator(
+        results_db, monkeypatch, results_output_table=renamed, errors_column="dq_errors", warnings_column="dq_warnings"
+    )
+    assert operator.issue_columns == ["dq_errors", "dq_warnings"]
+    result = operator.execute({"run_id": CURRENT})
+    assert result["status"] == "ok", result
+    assert {row[4] for row in _rows(results_db) if row[1] == "column_upstream"} == {"amount_cents", "text"}
+    only_errors = _operator(results_db, monkeypatch, results_output_table=renamed, errors_column="dq_errors")
+    assert only_errors.issue_columns == ["dq_errors", "_warnings"]  # the other keeps DQX's default
+
+
+def test_issue_columns_and_dqxs_names_together_are_refused_naming_the_values() -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"issue_columns=\['a', 'b'\] or errors_column='e' / warnings_column=None, not both",
+    ):
+        CollectLineageOperator(
+            task_id="t",
+            source_namespace=NS,
+            source_name="x",
+            output_table="t",
+            output_conn_id="c",
+            results_output_table="dq",
+            issue_columns=["a", "b"],
+            errors_column="e",
+        )
+    with pytest.raises(ValueError, match="warnings_column must be a column name such as '_errors', got ''"):
+        CollectLineageOperator(
+            task_id="t", source_namespace=NS, source_name="x", output_table="t", output_conn_id="c", warnings_column=""
+        )
+    default = CollectLineageOperator(
+        task_id="t", source_namespace=NS, source_name="x", output_table="t", output_conn_id="c"
+    )
+    assert default.issue_columns == ["_errors", "_warnings"]
+
+
+def test_the_result_carries_dqxs_lineage_location_and_rows_name_tables_by_their_own_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows name tables as DQX does (the name, not ``namespace/name``), also where namespace and name hold
+    slashes; the result carries ``lineage_location`` (DQX's key) and ``table`` (the same, for existing readers)."""
+    sqlite_ns = f"sqlite://{tmp_path / 'lake.db'}"
+    flows = [
+        run_event(
+            "COMPLETE",
+            "features",
+            inputs=[dataset("/warehouse/features", namespace="file"), dataset("main.raw", namespace=sqlite_ns)],
+            outputs=[dataset("staging.orders")],
+        )
+        | {"eventTime": (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat()}
+    ]
+    url = f"sqlite:///{tmp_path / 'lineage.db'}"
+    store = LineageStore(url)
+    with store.write() as conn:
+        ingest_events(conn, [parse_event(event) for event in flows])
+    store.dispose()
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_STORE_URL", url)
+    results = ResultsDb(f"sqlite:///{tmp_path / 'results.db'}")
+    try:
+        result = _operator(results, monkeypatch, column_upstream=None).execute({"run_id": "r"})
+        assert result["status"] == "ok", result
+        assert result["lineage_location"] == result["table"] == "lineage_edges"
+        assert {row[3] for row in _rows(results)} == {"/warehouse/features", "main.raw"}
+        with results.engine.connect() as conn:
+            assert set(conn.exec_driver_sql("SELECT source_table FROM lineage_edges").scalars()) == {"staging.orders"}
+    finally:
+        results.engine.dispose()
+
+
+def test_lookback_days_defaults_to_dqxs_30() -> None:
+    assert LineageSearch().lookback_days == 30

@@ -15,7 +15,8 @@ row per edge to ``output_table`` through an Airflow connection::
 
 The failed columns come from a list, from a column of a table, or from data-quality results in DQX's
 shape (issue structs in ``_errors`` / ``_warnings``, see :mod:`.dq_results`) in an output table, a
-quarantine table or both. Tables are named ``<namespace>/<name>`` (the OpenLineage dataset identity). The
+quarantine table or both. Tables are named by the dataset's own name (``analytics.public.orders``), as DQX
+names them; the source's namespace is the operator's ``source_namespace``. The
 operator never fails the pipeline: every error is logged (sanitised: no forged lines or terminal escapes)
 and reported in its XCom result (``status``, ``rows``, ``errors``).
 """
@@ -31,7 +32,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, column, delete, select, table
 
-from airflow_lineage_provider.operators.dq_results import DEFAULT_ISSUE_COLUMNS, read_failed_columns, split_table_name
+from airflow_lineage_provider.operators.dq_results import read_failed_columns, resolve_issue_columns, split_table_name
 from airflow_lineage_provider.operators.log_safety import sanitized
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,27 @@ def _store_url(conn_id: str | None) -> str:
         return hook.get_uri()
 
 
+class _OwnNames:
+    """A dataset's own name from the walker's ``namespace/name`` (DQX's rows name a table by its name).
+
+    The namespace may hold slashes (``sqlite:///tmp/x.db``) and so may the name (``/warehouse/features``),
+    so the string is split where the store knows a dataset by that namespace and name; each string is
+    looked up once per collection."""
+
+    def __init__(self, walker: Any) -> None:
+        self.walker = walker
+        self.known: dict[str, str] = {}
+
+    def __call__(self, qualified: str) -> str:
+        if qualified not in self.known:
+            self.known[qualified] = qualified
+            for at, char in enumerate(qualified):
+                if char == "/" and self.walker.dataset_id(qualified[:at], qualified[at + 1 :]) is not None:
+                    self.known[qualified] = qualified[at + 1 :]
+                    break
+        return self.known[qualified]
+
+
 class CollectLineageOperator(BaseOperator):
     """Collect table and column lineage around ``source_namespace``/``source_name`` into ``output_table``.
 
@@ -128,8 +150,10 @@ class CollectLineageOperator(BaseOperator):
     :param failed_columns_table: a table with one failed column name per row (distinct non-null
         ``failed_columns_column`` values);
     :param results_output_table: / ``results_quarantine_table``: data-quality results in DQX's shape
-        (issue structs in ``issue_columns``); either or both, their failed columns unioned. Only issues
-        of ``results_run_id`` (default: this Airflow run's id) or without a run id count.
+        (issue structs in ``errors_column`` and ``warnings_column``, DQX's names, default ``_errors`` and
+        ``_warnings``; or any list of such columns as ``issue_columns``, not both forms); either table or
+        both, their failed columns unioned. Only issues of ``results_run_id`` (default: this Airflow run's
+        id) or without a run id count.
     :param failed_columns_conn_id: connection of the tables failed columns are read from (default
         ``output_conn_id``).
     :param upstream: bounds of the upstream table walk; None disables it. Likewise ``downstream``,
@@ -164,7 +188,9 @@ class CollectLineageOperator(BaseOperator):
         results_output_table: str | None = None,
         results_quarantine_table: str | None = None,
         results_run_id: str | None = None,
-        issue_columns: Sequence[str] = DEFAULT_ISSUE_COLUMNS,
+        errors_column: str | None = None,
+        warnings_column: str | None = None,
+        issue_columns: Sequence[str] | None = None,
         failed_columns_conn_id: str | None = None,
         upstream: LineageSearch | None = LineageSearch(),
         downstream: LineageSearch | None = LineageSearch(),
@@ -183,8 +209,7 @@ class CollectLineageOperator(BaseOperator):
         if sum(sources.values()) > 1:
             given = ", ".join(name for name, is_given in sources.items() if is_given)
             raise ValueError(f"give the failed columns one way, not several: {given}")
-        if isinstance(issue_columns, str) or not issue_columns:
-            raise ValueError(f"issue_columns must be a list of column names such as ['_errors'], got {issue_columns!r}")
+        self.issue_columns = resolve_issue_columns(issue_columns, errors_column, warnings_column)
         self.source_namespace = source_namespace
         self.source_name = source_name
         self.output_table = output_table
@@ -197,7 +222,6 @@ class CollectLineageOperator(BaseOperator):
         self.results_output_table = results_output_table
         self.results_quarantine_table = results_quarantine_table
         self.results_run_id = results_run_id
-        self.issue_columns = list(issue_columns)
         self.failed_columns_conn_id = failed_columns_conn_id
         self.searches = {
             "upstream": upstream,
@@ -207,7 +231,9 @@ class CollectLineageOperator(BaseOperator):
         }
 
     def execute(self, context: Any) -> dict[str, Any]:
-        """Collect and write the rows; return ``{status, table, rows, counts, errors}`` (never raises)."""
+        """Collect and write the rows; return ``{status, lineage_location, table, rows, counts, errors}``
+        (never raises). ``lineage_location`` is the output table, as DQX's action returns it; ``table``
+        is the same value, kept for existing readers."""
         errors: list[str] = []
         rows: list[dict[str, Any]] = []
         try:
@@ -223,7 +249,14 @@ class CollectLineageOperator(BaseOperator):
 
     def _result(self, status: str, written: int, errors: list[str], rows: list[dict[str, Any]]) -> dict[str, Any]:
         counts = {edge: sum(1 for row in rows if row["edge_type"] == edge) for edge in EDGE_TYPES}
-        return {"status": status, "table": self.output_table, "rows": written, "counts": counts, "errors": errors}
+        return {
+            "status": status,
+            "lineage_location": self.output_table,
+            "table": self.output_table,
+            "rows": written,
+            "counts": counts,
+            "errors": errors,
+        }
 
     def _warn(self, errors: list[str], message: str) -> None:
         """Record a problem that costs part of the result (``partial``), logged on one sanitised line."""
@@ -237,8 +270,9 @@ class CollectLineageOperator(BaseOperator):
         source = f"{self.source_namespace}/{self.source_name}"
         run_id = str(context.get("run_id") or "")
         run_time = datetime.now(timezone.utc)
-        common = {"run_id": run_id, "run_time": run_time, "source_table": source}
+        common = {"run_id": run_id, "run_time": run_time, "source_table": self.source_name}
         walker = LineageWalker(_store_url(self.lineage_conn_id))
+        own_name = _OwnNames(walker)
         try:
             dataset = walker.dataset_id(self.source_namespace, self.source_name)
             if dataset is None:
@@ -262,7 +296,10 @@ class CollectLineageOperator(BaseOperator):
                 except Exception as error:  # one direction failing must not lose the others
                     self._warn(errors, f"{edge_type} walk failed: {type(error).__name__}: {error}")
                     continue
-                rows += [{**common, "edge_type": edge_type, **row} for row in found]
+                rows += [
+                    {**common, "edge_type": edge_type, **row, "target_table": own_name(row["target_table"])}
+                    for row in found
+                ]
             return rows
         finally:
             walker.close()

@@ -31,8 +31,34 @@ from sqlalchemy.exc import SAWarning, SQLAlchemyError
 
 from airflow_lineage_provider.operators.log_safety import sanitized
 
-#: DQX's names of the two issue columns.
-DEFAULT_ISSUE_COLUMNS = ("_errors", "_warnings")
+#: DQX's names of the two issue columns (its ``errors_column`` and ``warnings_column`` defaults).
+DEFAULT_ERRORS_COLUMN = "_errors"
+DEFAULT_WARNINGS_COLUMN = "_warnings"
+DEFAULT_ISSUE_COLUMNS = (DEFAULT_ERRORS_COLUMN, DEFAULT_WARNINGS_COLUMN)
+
+
+def resolve_issue_columns(
+    issue_columns: Sequence[str] | None, errors_column: str | None, warnings_column: str | None
+) -> list[str]:
+    """The issue columns to read, from DQX's ``errors_column`` / ``warnings_column`` or the general
+    ``issue_columns`` list (any number of columns). Giving both forms is refused with the values named.
+
+    Either DQX name left out keeps DQX's default (``_errors``, ``_warnings``); neither form given reads both
+    defaults."""
+    if issue_columns is not None and (errors_column is not None or warnings_column is not None):
+        raise ValueError(
+            f"give the issue columns one way: issue_columns={list(issue_columns)!r} or "
+            f"errors_column={errors_column!r} / warnings_column={warnings_column!r}, not both"
+        )
+    if issue_columns is not None:
+        if isinstance(issue_columns, str) or not issue_columns:
+            raise ValueError(f"issue_columns must be a list of column names such as ['_errors'], got {issue_columns!r}")
+        return [str(name) for name in issue_columns]
+    named = {"errors_column": errors_column, "warnings_column": warnings_column}
+    for parameter, value in named.items():
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError(f"{parameter} must be a column name such as '_errors', got {value!r}")
+    return [errors_column or DEFAULT_ERRORS_COLUMN, warnings_column or DEFAULT_WARNINGS_COLUMN]
 
 
 @dataclass
