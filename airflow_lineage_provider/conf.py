@@ -307,12 +307,13 @@ def consumer_graph_cache_nodes() -> int:
 
 
 def consumer_retention_days() -> float | None:
-    """``[lineage_provider] consumer_retention_days``: days of raw events and runs kept (None: all).
+    """``[lineage_provider] consumer_retention_days``: days of raw events and runs kept (None: all; 0: off, None).
 
     The consumer's ``retention_days``; ``[lineage_provider] retention_days`` is the outbox's.
     """
     value = _get("consumer_retention_days").strip()
-    return float(value) if value else None
+    days = float(value) if value else None
+    return days or None  # 0 means off, as for ``airflow-lineage serve --retention-days 0``
 
 
 def consumer_retention_check_interval_hours() -> float:

@@ -215,7 +215,8 @@ CONSUMER_OPTIONS: dict[str, Any] = {
         "/opt/openlineage/spec",
     ),
     "consumer_retention_days": _option(
-        "Days the consumer keeps raw events and runs; the graph itself is never pruned. Empty: keep everything.\n",
+        "Days the consumer keeps raw events and runs; the graph itself is never pruned. Empty or 0: keep "
+        "everything (retention off).\n",
         "",
         "90",
         "integer",

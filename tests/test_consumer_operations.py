@@ -252,6 +252,94 @@ def test_without_the_apps_lifespan_an_ingest_still_prunes(tmp_path: Path) -> Non
         app.state.store.dispose()
 
 
+def test_a_prune_without_days_keeps_the_configured_retention(store_url: str) -> None:
+    twenty_days_old = (datetime.now(timezone.utc) - timedelta(days=20)).isoformat()
+    app = create_app(store_url=store_url, keys=KEYS, retention_days=30, retention_check_interval_hours=1000)
+    with TestClient(app) as client:
+        sent = client.post(
+            "/api/v1/lineage", json=_dated(run_event("START", "fresh"), twenty_days_old), headers=_key(ADMIN)
+        )
+        assert sent.status_code == 201
+        # Without days: the configured 30 (the 20-day-old event stays); with days=10 it goes.
+        assert client.post("/api/v1/retention", headers=_key(ADMIN)).json() == {"events": 0, "runs": 0}
+        with app.state.store.read() as conn:  # the scheduled prunes (timer, ingest) may be recorded after it
+            [api] = [record for record in recent_prunes(conn, KEPT_PRUNES) if record.trigger == "api"]
+        assert api.pruned_at - api.cutoff == timedelta(days=30)
+        assert client.post("/api/v1/retention", params={"days": 10}, headers=_key(ADMIN)).json() == {
+            "events": 1,
+            "runs": 0,  # each job's latest run stays
+        }
+    app.state.store.dispose()
+
+
+def test_a_prune_without_days_and_without_retention_is_a_400_saying_so(keyed: TestClient) -> None:
+    refused = keyed.post("/api/v1/retention", headers=_key(ADMIN))
+    assert refused.status_code == 400
+    assert "no retention is configured" in refused.text and "days=N" in refused.text
+    assert keyed.post("/api/v1/retention", params={"days": 0}, headers=_key(ADMIN)).status_code == 400  # not "all"
+
+
+def test_zero_retention_days_means_off() -> None:
+    assert ConsumerSettings("sqlite://", retention_days=0).retention_days is None
+    assert ConsumerSettings("sqlite://").retention_days is None  # off by default (docs/consumer.md says why)
+    with pytest.raises(ValueError, match="retention_days must be 0 or more"):
+        ConsumerSettings("sqlite://", retention_days=-1)
+    app = create_app("sqlite://", anonymous=Access.ADMIN, retention_days=0)
+    with TestClient(app) as client:
+        config = client.get("/api/v1/retention").json()["configuration"]
+    app.state.store.dispose()
+    assert config["retentionDays"] is None and not config["enabled"] and not config["timerRunning"]
+
+
+def test_zero_consumer_retention_days_in_airflow_means_off(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from airflow_lineage_provider import conf
+    from airflow_lineage_provider.plugins.consumer import consumer_apps
+
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_STORE_URL", f"sqlite:///{tmp_path / 'lineage.db'}")
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_API_KEY", "k3y-plugged")
+    assert conf.consumer_retention_days() is None
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_RETENTION_DAYS", "0")
+    assert conf.consumer_retention_days() is None
+    [mounted] = consumer_apps()
+    assert mounted["app"].state.settings.retention_days is None
+    monkeypatch.setenv("AIRFLOW__LINEAGE_PROVIDER__CONSUMER_RETENTION_DAYS", "45")
+    assert conf.consumer_retention_days() == 45.0
+
+
+def test_serve_takes_zero_retention_days_as_off(tmp_path: Path) -> None:
+    port = free_port()
+    command = [
+        str(Path(sys.executable).parent / "airflow-lineage"),
+        "serve",
+        "--store",
+        f"sqlite:///{tmp_path / 'served.db'}",
+        "--port",
+        str(port),
+        "--key",
+        f"ops:admin:{ADMIN}",
+        "--retention-days",
+        "0",
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/api/v1/retention"
+    try:
+
+        def status() -> dict[str, Any] | None:
+            try:
+                return requests.get(url, headers=_key(ADMIN), timeout=2).json()
+            except requests.ConnectionError:
+                assert process.poll() is None, process.stdout.read() if process.stdout else ""
+                return None
+
+        found = _until(status, seconds=60)
+        assert found is not None
+        assert found["configuration"]["retentionDays"] is None and not found["configuration"]["timerRunning"]
+        assert requests.post(url, headers=_key(ADMIN), timeout=5).status_code == 400  # nothing configured
+    finally:
+        os.kill(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
 def test_retention_interval_hours_still_works_as_a_deprecated_name() -> None:
     with pytest.warns(DeprecationWarning, match="use retention_check_interval_hours"):
         settings = ConsumerSettings("sqlite://", retention_interval_hours=6)

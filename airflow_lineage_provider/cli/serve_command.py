@@ -203,7 +203,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--strict", action="store_true", help="reject events the OpenLineage JSON schema rejects")
     parser.add_argument("--spec-dir", metavar="DIR", help="folder with OpenLineage.json and facets/ (for --strict)")
     parser.add_argument(
-        "--retention-days", type=float, metavar="DAYS", help="prune raw events and runs older than this"
+        "--retention-days",
+        type=float,
+        metavar="DAYS",
+        help="prune raw events and runs older than this (default: keep everything; 0: off)",
     )
     parser.add_argument(
         "--retention-check-interval-hours",

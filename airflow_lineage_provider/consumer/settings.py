@@ -86,8 +86,8 @@ class ConsumerSettings:
     retention_days: float | None = None
     """Prune raw events and runs whose last event is older than this many days, every
     ``retention_check_interval_hours`` (a timer started with the app, see :mod:`.service`). None (the
-    default) keeps everything. The graph itself (jobs, datasets, edges, schemas, each job's latest run) is
-    never pruned."""
+    default) or 0 keeps everything (0 is taken as None: retention off). The graph itself (jobs, datasets,
+    edges, schemas, each job's latest run) is never pruned."""
 
     retention_check_interval_hours: float = 24.0
     """How often retention runs when ``retention_days`` is set, in hours (a fraction is fine: 0.25 is every
@@ -188,8 +188,10 @@ class ConsumerSettings:
                 "strict mode validates events against the OpenLineage JSON schema: pass spec_dir, the folder "
                 "with OpenLineage.json and facets/ (the spec/ folder of the OpenLineage repository)"
             )
-        if self.retention_days is not None and self.retention_days <= 0:
-            raise ValueError(f"retention_days must be positive (or None to keep everything), got {self.retention_days}")
+        if self.retention_days is not None and not self.retention_days >= 0:
+            raise ValueError(f"retention_days must be 0 or more (0 or None: off), got {self.retention_days}")
+        if self.retention_days == 0:
+            object.__setattr__(self, "retention_days", None)  # 0 means off, as everywhere it is set
         self._check_retention_interval()
         object.__setattr__(self, "namespace_aliases", aliases_from(self.namespace_aliases))
 

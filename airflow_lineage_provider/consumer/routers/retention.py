@@ -42,6 +42,17 @@ def prune_report(record: PruneRecord) -> dict[str, Any]:
     }
 
 
+def configured_days(schedule: RetentionSchedule) -> float:
+    """The days a prune without ``days`` keeps: the configured ``retention_days``; 400 when retention is off."""
+    if schedule.days is None:
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST,
+            detail="days: no retention is configured (retention_days, consumer_retention_days or --retention-days), "
+            "so a prune needs days=N, the days to keep",
+        )
+    return schedule.days
+
+
 def retention_status(store: LineageStore, schedule: RetentionSchedule, principal: Principal) -> dict[str, Any]:
     """The answer of ``GET /api/v1/retention``; 403 for a key that does not see every namespace."""
     with store.read() as conn:
@@ -94,11 +105,20 @@ async def get_retention(request: Request, store: Store, principal: Reader) -> Re
     "/api/v1/retention",
     response_model=Pruned,
     dependencies=[Depends(requires(Access.ADMIN))],
-    summary="Prune events and runs older than N days (a limited key: only what lies inside its namespaces)",
+    summary="Prune events and runs older than N days, by default the configured retention (a limited key: only "
+    "what lies inside its namespaces)",
 )
 def post_retention(
-    store: Store, principal: Admin, days: Annotated[float, Query(gt=0, le=100_000, description="Keep this many days.")]
+    request: Request,
+    store: Store,
+    principal: Admin,
+    days: Annotated[
+        float | None,
+        Query(gt=0, le=100_000, description="Keep this many days; without it, the configured retention_days."),
+    ] = None,
 ) -> dict:
+    if days is None:
+        days = configured_days(request.app.state.retention)
     try:
         # a plain def endpoint: FastAPI runs it in its thread pool
         result = prune_now(store, days, "api", principal.namespaces)
