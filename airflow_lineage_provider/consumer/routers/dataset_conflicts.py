@@ -24,6 +24,7 @@ from sqlalchemy import Connection
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store, stored_answer
+from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.store import identity
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
@@ -81,6 +82,7 @@ def conflicts(conn: Connection, limit: int, offset: int, visible: list[str] | No
 
 @router.get(
     "/api/v1/datasets/conflicts",
+    dependencies=[KnownQuery],
     response_model=AliasConflicts,
     summary="Names several datasets claim (symlinks, dataSource), which link none of them",
 )

@@ -19,6 +19,7 @@ from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import Datasets
+from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.store import queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
@@ -26,7 +27,10 @@ router = APIRouter(tags=["datasets"], dependencies=[Depends(requires(Access.READ
 
 
 @router.get(
-    "/api/v1/datasets", response_model=Datasets, summary="Datasets with their latest schema, facets and symlinks"
+    "/api/v1/datasets",
+    dependencies=[KnownQuery],
+    response_model=Datasets,
+    summary="Datasets with their latest schema, facets and symlinks",
 )
 async def get_datasets(
     request: Request,

@@ -18,6 +18,7 @@ from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Namespace, Offset, Store, stored_answer
 from airflow_lineage_provider.consumer.models import Drift, Problem
+from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.store.drift import DriftPage, drift
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
@@ -31,6 +32,7 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="Jobs per page (at most 
 
 @router.get(
     "/api/v1/drift",
+    dependencies=[KnownQuery],
     response_model=Drift,
     responses={400: {"model": Problem}},
     summary="Per declared job: declared edges not observed in the last N days, observed edges never declared",

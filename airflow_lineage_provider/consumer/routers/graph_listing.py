@@ -20,6 +20,7 @@ from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import GraphListing, Problem
+from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.store.graph_listing import GraphPage, graph_page
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
@@ -32,6 +33,7 @@ PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE_NODES, description="Nodes per
 
 @router.get(
     "/api/v1/graph",
+    dependencies=[KnownQuery],
     response_model=GraphListing,
     responses={400: {"model": Problem}},
     summary="The whole lineage graph, paged: nodes in kind, namespace, name order and the edges leaving them",

@@ -18,6 +18,7 @@ from airflow_lineage_provider.consumer.access import Access, Principal
 from airflow_lineage_provider.consumer.auth import Admin, requires
 from airflow_lineage_provider.consumer.deps import Store, stored_answer
 from airflow_lineage_provider.consumer.models import Problem, Requeued, UnappliedEvents
+from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.service import StoreUnavailable, requeue_unapplied
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.text import iso
@@ -60,6 +61,7 @@ def _listing(store: LineageStore, limit: int) -> dict[str, Any]:
 
 @router.get(
     "/api/v1/ingest-log/unapplied",
+    dependencies=[KnownQuery],
     response_model=UnappliedEvents,
     responses=_LIMITED,
     summary="Events deferred apply set aside (the graph could not take them), newest first, with the reason",

@@ -14,6 +14,7 @@ from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import Jobs
+from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.marquez_jobs import RunStates
 from airflow_lineage_provider.consumer.store import marquez_jobs
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -21,7 +22,12 @@ from airflow_lineage_provider.consumer.store.visibility import visible_namespace
 router = APIRouter(tags=["jobs"], dependencies=[Depends(requires(Access.READ))])
 
 
-@router.get("/api/v1/jobs", response_model=Jobs, summary="Jobs of every namespace (Marquez's JobList)")
+@router.get(
+    "/api/v1/jobs",
+    dependencies=[KnownQuery],
+    response_model=Jobs,
+    summary="Jobs of every namespace (Marquez's JobList)",
+)
 async def get_jobs(
     request: Request,
     store: Store,

@@ -28,6 +28,7 @@ from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
 from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
 from airflow_lineage_provider.consumer.marquez_paths import Dataset, Namespace
+from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, bounded_answer, namespace_not_found
 from airflow_lineage_provider.consumer.store import dataset_versions, marquez_datasets, queries
 from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
@@ -54,7 +55,10 @@ def dataset_id(conn: Connection, namespace: str, dataset: str, visible: Visible)
 
 
 @router.get(
-    "/api/v1/namespaces/{namespace}/datasets", responses=NOT_FOUND, summary="Datasets of a namespace (DatasetList)"
+    "/api/v1/namespaces/{namespace}/datasets",
+    dependencies=[KnownQuery],
+    responses=NOT_FOUND,
+    summary="Datasets of a namespace (DatasetList)",
 )
 async def list_datasets(
     request: Request, store: Store, principal: Reader, namespace: Namespace, limit: Limit = 100, offset: Offset = 0
@@ -85,6 +89,7 @@ async def get_dataset(store: Store, principal: Reader, namespace: Namespace, dat
 
 @router.get(
     "/api/v1/namespaces/{namespace}/datasets/{dataset}/versions",
+    dependencies=[KnownQuery],
     responses=NOT_FOUND,
     summary="Versions of a dataset, newest first (DatasetVersionList)",
 )

@@ -26,6 +26,7 @@ from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store, utc_bound
 from airflow_lineage_provider.consumer.models import Events, Problem
+from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.store import queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
@@ -81,6 +82,7 @@ SORT_DIRECTIONS = {"ASC": "asc", "DESC": "desc"}
 
 @router.get(
     "/api/v1/events/lineage",
+    dependencies=[KnownQuery],
     response_model=Events,
     responses={400: {"model": Problem}},
     summary="Marquez: OpenLineage run events received, newest (or oldest) first",

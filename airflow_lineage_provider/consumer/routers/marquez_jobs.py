@@ -22,6 +22,7 @@ from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
 from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer, marquez_error
 from airflow_lineage_provider.consumer.marquez_paths import Job, Namespace
+from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.store import marquez_jobs, marquez_runs, queries
 from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
 
@@ -97,7 +98,12 @@ def job_id(conn: Connection, namespace: str, job: str, visible: Visible) -> int:
     raise job_not_found(job)
 
 
-@router.get("/api/v1/namespaces/{namespace}/jobs", responses=NOT_FOUND, summary="Jobs of a namespace (JobList)")
+@router.get(
+    "/api/v1/namespaces/{namespace}/jobs",
+    dependencies=[KnownQuery],
+    responses=NOT_FOUND,
+    summary="Jobs of a namespace (JobList)",
+)
 async def list_jobs(
     request: Request,
     store: Store,
@@ -140,7 +146,12 @@ async def get_job(store: Store, principal: Reader, namespace: Namespace, job: Jo
     return await marquez_answer(run)
 
 
-@router.get("/api/v1/namespaces/{namespace}/jobs/{job}/versions", responses=NOT_FOUND, summary="Versions of a job")
+@router.get(
+    "/api/v1/namespaces/{namespace}/jobs/{job}/versions",
+    dependencies=[KnownQuery],
+    responses=NOT_FOUND,
+    summary="Versions of a job",
+)
 async def list_job_versions(
     request: Request,
     store: Store,
@@ -186,7 +197,10 @@ async def get_job_version(
 
 
 @router.get(
-    "/api/v1/namespaces/{namespace}/jobs/{job}/runs", responses=NOT_FOUND, summary="Runs of a job, newest first"
+    "/api/v1/namespaces/{namespace}/jobs/{job}/runs",
+    dependencies=[KnownQuery],
+    responses=NOT_FOUND,
+    summary="Runs of a job, newest first",
 )
 async def list_job_runs(
     request: Request,

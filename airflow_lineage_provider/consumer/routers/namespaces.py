@@ -18,6 +18,7 @@ from airflow_lineage_provider.consumer.deps import Limit, Offset, Store, stored_
 from airflow_lineage_provider.consumer.marquez_errors import marquez_answer
 from airflow_lineage_provider.consumer.marquez_paths import Namespace
 from airflow_lineage_provider.consumer.models import Namespaces
+from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, namespace_not_found
 from airflow_lineage_provider.consumer.store import queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -25,7 +26,12 @@ from airflow_lineage_provider.consumer.store.visibility import visible_namespace
 router = APIRouter(tags=["namespaces"], dependencies=[Depends(requires(Access.READ))])
 
 
-@router.get("/api/v1/namespaces", response_model=Namespaces, summary="Namespaces of jobs and datasets")
+@router.get(
+    "/api/v1/namespaces",
+    dependencies=[KnownQuery],
+    response_model=Namespaces,
+    summary="Namespaces of jobs and datasets",
+)
 async def get_namespaces(store: Store, principal: Reader, limit: Limit = 100, offset: Offset = 0) -> Response:
     def run() -> dict:
         with store.read() as conn:

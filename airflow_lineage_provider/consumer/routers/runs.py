@@ -15,6 +15,7 @@ from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store, stored_answer
 from airflow_lineage_provider.consumer.models import Problem, Runs
+from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.store import nodes, queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
@@ -24,7 +25,13 @@ UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0
 RunId = Annotated[str, Path(pattern=UUID_PATTERN, description="The run's UUID.")]
 
 
-@router.get("/api/v1/runs", response_model=Runs, responses={404: {"model": Problem}}, summary="Runs of a job")
+@router.get(
+    "/api/v1/runs",
+    dependencies=[KnownQuery],
+    response_model=Runs,
+    responses={404: {"model": Problem}},
+    summary="Runs of a job",
+)
 async def get_runs(
     request: Request,
     store: Store,

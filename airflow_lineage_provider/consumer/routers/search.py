@@ -26,6 +26,7 @@ from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import Problem, SearchResults
+from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.marquez_events import query_choice, query_date
 from airflow_lineage_provider.consumer.store import queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -42,11 +43,12 @@ DateText = Annotated[str | None, Query(max_length=32, description="YYYY-MM-DD (a
 
 @router.get(
     "/api/v1/search",
+    dependencies=[KnownQuery],
     response_model=SearchResults,
     responses={400: {"model": Problem}},
     summary="Jobs and datasets by name (Marquez's search)",
 )
-@router.get("/api/v1/search/", include_in_schema=False)
+@router.get("/api/v1/search/", dependencies=[KnownQuery], include_in_schema=False)
 async def get_search(
     request: Request,
     store: Store,

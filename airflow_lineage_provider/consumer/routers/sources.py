@@ -20,6 +20,7 @@ from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store
 from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
+from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND
 from airflow_lineage_provider.consumer.store import sources
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -29,7 +30,7 @@ router = APIRouter(tags=["marquez: sources"], dependencies=[Depends(requires(Acc
 SourceName = Annotated[str, Path(max_length=5000, pattern=NO_NUL, description="The source's name.")]
 
 
-@router.get("/api/v1/sources", summary="Sources of the datasets (SourceList)")
+@router.get("/api/v1/sources", dependencies=[KnownQuery], summary="Sources of the datasets (SourceList)")
 async def list_sources(store: Store, principal: Reader, limit: Limit = 100, offset: Offset = 0) -> Response:
     def run() -> dict:
         with store.read() as conn:

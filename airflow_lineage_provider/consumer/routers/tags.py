@@ -31,6 +31,7 @@ from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store
 from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
 from airflow_lineage_provider.consumer.marquez_paths import Dataset, Job, Namespace, path_name
 from airflow_lineage_provider.consumer.marquez_paths import Field as FieldName
+from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.marquez_datasets import dataset_id
 from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, job_id
 from airflow_lineage_provider.consumer.store import marquez_datasets, marquez_jobs, tags
@@ -83,7 +84,7 @@ def _tag_answer(name: str, description: str | None) -> dict:
     return {"name": name} if description is None else {"name": name, "description": description}
 
 
-@router.get("/api/v1/tags", dependencies=READ, summary="Tags by name (TagList)")
+@router.get("/api/v1/tags", dependencies=[*READ, KnownQuery], summary="Tags by name (TagList)")
 async def list_tags(store: Store, limit: Limit = 100, offset: Offset = 0) -> Response:
     def run() -> dict:
         with store.read() as conn:

@@ -474,10 +474,12 @@ def list_events(
     kind: str | None = None,
     ascending: bool = False,
     job_namespace: str | None = None,
+    job_name: str | None = None,
     admit: Admit | None = None,
 ) -> tuple[list[Any], int]:
     """Raw events as received, optionally of one run, one kind (``run``, ``job``, ``dataset``), one job
-    namespace (the events of its jobs) or a time window.
+    namespace (the events of its jobs), one job name (in any namespace unless ``job_namespace`` is given too)
+    or a time window.
 
     ``after`` is inclusive and ``before`` exclusive (``after <= eventTime < before``), so consecutive windows
     never share an event. Newest event time first, or oldest first with ``ascending``; events at the same
@@ -498,6 +500,8 @@ def list_events(
         conditions.append(e.kind == kind)
     if job_namespace is not None:
         conditions.append(e.job_namespace == job_namespace)
+    if job_name is not None:
+        conditions.append(e.job_name == job_name)
     if after is not None:
         conditions.append(e.event_time >= after)
     if before is not None:
