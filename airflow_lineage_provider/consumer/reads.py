@@ -40,6 +40,10 @@ class WalkRow(TypedDict):
     """Hops from the walk's source dataset (1: a direct neighbour)."""
     target_table: str
     """The table reached, ``namespace/name`` (its group's canonical name when it has several)."""
+    target_namespace: str
+    """The namespace of the table reached (of its group's canonical name)."""
+    target_name: str
+    """The table reached by its own name, as DQX's rows name it (its group's canonical name)."""
     source_column: str | None
     """Column walks: the upstream end's column (None for table walks)."""
     target_column: str | None
@@ -92,10 +96,7 @@ class LineageWalker:
                 conn, spec, [dataset], hops=depth, max_nodes=max_nodes, since=since, grouped=grouped
             )
             names = _table_names(conn, {node for _, node, _ in found}) if found else {}
-        rows: list[WalkRow] = [
-            {"depth": hops, "target_table": names[node], "source_column": None, "target_column": None}
-            for _via, node, hops in found
-        ]
+        rows = [_row(hops, names[node], None, None) for _via, node, hops in found]
         return _once(rows) if grouped else rows
 
     def column_edges(
@@ -126,22 +127,29 @@ class LineageWalker:
         rows: list[WalkRow] = []
         for via, node, hops in found:
             dataset_id, _namespace, _name, field = fields[node]
-            rows.append(
-                {
-                    "depth": hops,
-                    "target_table": names[dataset_id],
-                    "source_column": field if upstream else fields[via][3],
-                    "target_column": fields[via][3] if upstream else field,
-                }
-            )
+            source_column, target_column = (field, fields[via][3]) if upstream else (fields[via][3], field)
+            rows.append(_row(hops, names[dataset_id], source_column, target_column))
         return _once(rows) if grouped else rows
 
 
-def _table_names(conn: Connection, ids: set[int]) -> dict[int, str]:
-    """``id → "namespace/name"`` of the datasets ``ids``, by their group's canonical name when in one."""
+def _row(depth: int, target: tuple[str, str], source_column: str | None, target_column: str | None) -> WalkRow:
+    """A walk row reaching the table ``target`` (``(namespace, name)``)."""
+    namespace, name = target
+    return {
+        "depth": depth,
+        "target_table": f"{namespace}/{name}",
+        "target_namespace": namespace,
+        "target_name": name,
+        "source_column": source_column,
+        "target_column": target_column,
+    }
+
+
+def _table_names(conn: Connection, ids: set[int]) -> dict[int, tuple[str, str]]:
+    """``id → (namespace, name)`` of the datasets ``ids``, by their group's canonical name when in one."""
     n, m = tables.nodes.c, tables.dataset_members.c
     shown = tables.nodes.alias("shown")
-    found: dict[int, str] = {}
+    found: dict[int, tuple[str, str]] = {}
     listed = sorted(ids)
     for start in range(0, len(listed), nodes.CHUNK):
         query = (
@@ -151,7 +159,7 @@ def _table_names(conn: Connection, ids: set[int]) -> dict[int, str]:
             .outerjoin(shown, shown.c.id == m.canonical_id)
             .where(n.id.in_(listed[start : start + nodes.CHUNK]))
         )
-        found.update((node, f"{namespace}/{name}") for node, namespace, name in conn.execute(query))
+        found.update((node, (namespace, name)) for node, namespace, name in conn.execute(query))
     return found
 
 

@@ -114,27 +114,6 @@ def _store_url(conn_id: str | None) -> str:
         return hook.get_uri()
 
 
-class _OwnNames:
-    """A dataset's own name from the walker's ``namespace/name`` (DQX's rows name a table by its name).
-
-    The namespace may hold slashes (``sqlite:///tmp/x.db``) and so may the name (``/warehouse/features``),
-    so the string is split where the store knows a dataset by that namespace and name; each string is
-    looked up once per collection."""
-
-    def __init__(self, walker: Any) -> None:
-        self.walker = walker
-        self.known: dict[str, str] = {}
-
-    def __call__(self, qualified: str) -> str:
-        if qualified not in self.known:
-            self.known[qualified] = qualified
-            for at, char in enumerate(qualified):
-                if char == "/" and self.walker.dataset_id(qualified[:at], qualified[at + 1 :]) is not None:
-                    self.known[qualified] = qualified[at + 1 :]
-                    break
-        return self.known[qualified]
-
-
 class CollectLineageOperator(BaseOperator):
     """Collect table and column lineage around ``source_namespace``/``source_name`` into ``output_table``.
 
@@ -272,7 +251,6 @@ class CollectLineageOperator(BaseOperator):
         run_time = datetime.now(timezone.utc)
         common = {"run_id": run_id, "run_time": run_time, "source_table": self.source_name}
         walker = LineageWalker(_store_url(self.lineage_conn_id))
-        own_name = _OwnNames(walker)
         try:
             dataset = walker.dataset_id(self.source_namespace, self.source_name)
             if dataset is None:
@@ -297,7 +275,14 @@ class CollectLineageOperator(BaseOperator):
                     self._warn(errors, f"{edge_type} walk failed: {type(error).__name__}: {error}")
                     continue
                 rows += [
-                    {**common, "edge_type": edge_type, **row, "target_table": own_name(row["target_table"])}
+                    {
+                        **common,
+                        "edge_type": edge_type,
+                        "depth": row["depth"],
+                        "target_table": row["target_name"],  # DQX's rows name a table by its own name
+                        "source_column": row["source_column"],
+                        "target_column": row["target_column"],
+                    }
                     for row in found
                 ]
             return rows
