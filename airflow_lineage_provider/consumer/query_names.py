@@ -4,41 +4,46 @@ A listing asked with a misspelt or unsupported filter (``GET /api/v1/events?job=
 every item, as if the filter had matched them all. :data:`KnownQuery`, put in a listing route's
 ``dependencies``, answers 400 naming the unknown parameters and the ones the route takes. The names allowed
 are the route's own declared query parameters (its aliases, with those of its dependencies: ``limit``,
-``offset``, ...), read from the route FastAPI matched, so a parameter added to a route is allowed at once.
+``offset``, ...), as the app's OpenAPI description lists them for the route FastAPI matched, so a parameter
+added to a route is allowed at once.
 Every parameter Marquez's web UI and Python client send to the listings is declared by the routes
 (``../shared/spec/marquez``; tested in ``tests/test_consumer_queries.py``).
 """
 
 from __future__ import annotations
 
-from weakref import ReferenceType, ref
+import re
+from typing import Any
 
-from fastapi import Depends, HTTPException, Request, status
-from fastapi.dependencies.utils import get_flat_dependant
+from fastapi import Depends, FastAPI, HTTPException, Request, status
 from fastapi.routing import APIRoute
 
-#: The query names each route takes, computed once per route: by ``id`` (routes compare by value, so they are
-#: no dict keys), with a weak reference telling a live route from a new one given a dead one's id.
-_DECLARED: dict[int, tuple[ReferenceType[APIRoute], frozenset[str]]] = {}
+#: A path parameter's converter in a route's path (``{namespace:path}``).
+_CONVERTER = re.compile(r"\{(\w+):\w+\}")
 
 
-def declared_query_names(route: APIRoute) -> frozenset[str]:
-    """The query parameter names ``route`` declares, its dependencies' included (by alias)."""
-    known = _DECLARED.get(id(route))
-    if known is not None and known[0]() is route:
-        return known[1]
-    names = frozenset(param.alias for param in get_flat_dependant(route.dependant).query_params)
-    key = id(route)
-    _DECLARED[key] = (ref(route, lambda _: _DECLARED.pop(key, None)), names)
-    return names
+def declared_query_names(app: FastAPI, route: APIRoute, method: str) -> frozenset[str] | None:
+    """The query parameter names ``route`` declares for ``method``, its dependencies' included (by alias), as the
+    app's OpenAPI description lists them (FastAPI builds it once and keeps it); None for a route the description
+    leaves out (a trailing-slash twin is looked up without its slash)."""
+    paths: dict[str, Any] = app.openapi().get("paths", {})
+    path = _CONVERTER.sub(r"{\1}", route.path)  # OpenAPI names /{namespace:path} as /{namespace}
+    described = paths.get(path) or paths.get(path.rstrip("/"))
+    operation = (described or {}).get(method.lower())
+    if operation is None:
+        return None
+    return frozenset(param["name"] for param in operation.get("parameters", []) if param.get("in") == "query")
 
 
 def refuse_unknown_query(request: Request) -> None:
     """400 naming the query parameters the matched route does not declare (and the ones it does)."""
     route = request.scope.get("route")
-    if not isinstance(route, APIRoute):
+    app = request.scope.get("app")
+    if not isinstance(route, APIRoute) or not isinstance(app, FastAPI):
         return
-    allowed = declared_query_names(route)
+    allowed = declared_query_names(app, route, request.method)
+    if allowed is None:
+        return
     unknown = sorted({name for name in request.query_params if name not in allowed})
     if unknown:
         takes = ", ".join(sorted(allowed)) or "none"
