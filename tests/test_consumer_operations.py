@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -306,38 +307,53 @@ def test_zero_consumer_retention_days_in_airflow_means_off(monkeypatch: pytest.M
     assert conf.consumer_retention_days() == 45.0
 
 
-def test_serve_takes_zero_retention_days_as_off(tmp_path: Path) -> None:
-    port = free_port()
+@contextmanager
+def _served(tmp_path: Path, *options: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``airflow-lineage serve`` on a SQLite store in ``tmp_path`` with an admin key and ``options``, and the URL
+    of its ``/api/v1/retention``; stopped after the block, its output left unread for the caller."""
     command = [
         str(Path(sys.executable).parent / "airflow-lineage"),
         "serve",
         "--store",
         f"sqlite:///{tmp_path / 'served.db'}",
         "--port",
-        str(port),
+        str(port := free_port()),
         "--key",
         f"ops:admin:{ADMIN}",
-        "--retention-days",
-        "0",
+        *options,
     ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/api/v1/retention"
     try:
-
-        def status() -> dict[str, Any] | None:
-            try:
-                return requests.get(url, headers=_key(ADMIN), timeout=2).json()
-            except requests.ConnectionError:
-                assert process.poll() is None, process.stdout.read() if process.stdout else ""
-                return None
-
-        found = _until(status, seconds=60)
-        assert found is not None
-        assert found["configuration"]["retentionDays"] is None and not found["configuration"]["timerRunning"]
-        assert requests.post(url, headers=_key(ADMIN), timeout=5).status_code == 400  # nothing configured
+        yield process, f"http://127.0.0.1:{port}/api/v1/retention"
     finally:
         os.kill(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
+
+
+def _retention_status(
+    process: subprocess.Popen[str], url: str, ready: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """The served consumer's ``GET /api/v1/retention`` answer, once it answers and ``ready`` holds of it."""
+
+    def status() -> dict[str, Any] | None:
+        try:
+            answer = requests.get(url, headers=_key(ADMIN), timeout=2)
+        except requests.ConnectionError:
+            assert process.poll() is None, process.stdout.read() if process.stdout else ""
+            return None
+        found: dict[str, Any] = answer.json()
+        return found if ready(found) else None
+
+    found = _until(status, seconds=60)
+    assert found is not None
+    return found
+
+
+def test_serve_takes_zero_retention_days_as_off(tmp_path: Path) -> None:
+    with _served(tmp_path, "--retention-days", "0") as (process, url):
+        found = _retention_status(process, url, lambda _: True)
+        assert found["configuration"]["retentionDays"] is None and not found["configuration"]["timerRunning"]
+        assert requests.post(url, headers=_key(ADMIN), timeout=5).status_code == 400  # nothing configured
 
 
 def test_retention_interval_hours_still_works_as_a_deprecated_name() -> None:
@@ -351,45 +367,13 @@ def test_retention_interval_hours_still_works_as_a_deprecated_name() -> None:
 
 
 def test_serve_runs_the_timer_at_the_interval_it_is_given(tmp_path: Path) -> None:
-    port = free_port()
-    command = [
-        str(Path(sys.executable).parent / "airflow-lineage"),
-        "serve",
-        "--store",
-        f"sqlite:///{tmp_path / 'served.db'}",
-        "--port",
-        str(port),
-        "--key",
-        f"ops:admin:{ADMIN}",
-        "--retention-days",
-        "30",
-        "--retention-check-interval-hours",
-        "0.5",
-        "--namespace-alias",
-        "pg://db=postgres://db:5432",
-    ]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/api/v1/retention"
-    try:
-
-        def status() -> dict[str, Any] | None:
-            try:
-                answer = requests.get(url, headers=_key(ADMIN), timeout=2)
-            except requests.ConnectionError:
-                assert process.poll() is None, process.stdout.read() if process.stdout else ""
-                return None
-            found = answer.json()
-            return found if found["lastPrune"] else None
-
-        found = _until(status, seconds=60)
-        assert found is not None
+    options = ("--retention-days", "30", "--retention-check-interval-hours", "0.5")
+    with _served(tmp_path, *options, "--namespace-alias", "pg://db=postgres://db:5432") as (process, url):
+        found = _retention_status(process, url, lambda found: bool(found["lastPrune"]))
         assert found["configuration"]["checkIntervalHours"] == 0.5 and found["configuration"]["timerRunning"]
         assert found["lastPrune"]["trigger"] == "timer"
         due = _parse_time(found["lastPrune"]["prunedAt"]) + timedelta(minutes=30)
         assert abs(_parse_time(found["configuration"]["nextCheckAt"]) - due) < timedelta(seconds=5)
-    finally:
-        os.kill(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)
     output = process.stdout.read() if process.stdout else ""
     assert "lineage retention (timer) pruned 0 events and 0 runs" in output
 
