@@ -14,11 +14,9 @@ process, which hands over as soon as it is released, and an advisory ``flock`` o
 (a migration, another program) is as safe as before, and a writer that could not queue within the busy timeout
 goes on to ``BEGIN IMMEDIATE`` and meets SQLite's busy timeout there (``database is locked``).
 
-Why it is kept (issue 38 asked every layer in front of a dependency's own mechanism to earn its place): it uses
-only public interfaces (``fcntl.flock``, ``PRAGMA busy_timeout``), and it changes what a user feels by far more
-than 2x — eight tasks appending to one SQLite outbox at once waited up to 2,008-2,016 ms without it (the whole
-busy timeout: a task held up, then a quarter of the events spilled) and 284-490 ms with it, with no spill; a
-burst of new tasks on a new outbox spilled in 5 of 9 runs without it and 0 of 9 with it (``docs/benchmarks.md``,
+Why it is kept in front of SQLite's own lock: it uses only public interfaces (``fcntl.flock``, ``PRAGMA
+busy_timeout``), and it changes what a user feels by more than 2x — how long a task's append waits when several
+tasks append to one SQLite outbox at once, and whether its events spill (figures in ``docs/benchmarks.md``,
 "Concurrent appends to one SQLite outbox"). Its fallbacks: a file system without ``flock`` or a folder it cannot
 write leaves SQLite's lock alone; ``LINEAGE_SQLITE_WRITER_QUEUE=off`` turns it off. Its contract, that SQLite's
 own lock still decides for any writer outside the queue, is ``tests/test_sqlite_writers.py``

@@ -188,7 +188,7 @@ def deserialize_dag(document: dict[str, Any]) -> Any:
     """A ``SerializedDAG`` from its serialized document (as stored, or serialized in memory from a parsed DAG)."""
     from airflow_lineage_provider.airflow_compat import DagSerialization
 
-    # Public API only (issue 38): Airflow's private switch that skips operator extra links (and so loading the
+    # Public API only: Airflow's private switch that skips operator extra links (and so loading the
     # plugins, once per process) is left alone; a task process has its plugins loaded already.
     return DagSerialization.from_dict(document)
 

@@ -10,7 +10,7 @@
 Sending never raises: a failing transport is logged once and the event is dropped by the transport's
 own rules (use the outbox transport for durable delivery).
 
-Only public APIs of the stock provider are used (issue 38): its ``api`` module, which redacts secrets,
+Only public APIs of the stock provider are used: its ``api`` module, which redacts secrets,
 records its ``ol.emit.*`` metrics and logs the emission exactly as the listener does for its own events.
 """
 
