@@ -26,17 +26,12 @@ from airflow_lineage_provider.cli.progress import progress_bar
 log = logging.getLogger(__name__)
 
 
-def _first_line(error: BaseException) -> str:
-    lines = str(getattr(error, "orig", None) or error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
-
-
 def run_publish_dags(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from airflow_lineage_provider.design.airflow_lookups import as_airflow_cli
     from airflow_lineage_provider.design.publisher import publish_dags
-    from airflow_lineage_provider.design.serialized_dags import MetadataDatabaseError
+    from airflow_lineage_provider.design.serialized_dags import MetadataDatabaseError, first_line
     from airflow_lineage_provider.outbox.database import OutboxUrlError, redacted
 
     # A connection found in the metadata database is Airflow's core Connection, whose get_hook() warns about
@@ -56,10 +51,10 @@ def run_publish_dags(args: argparse.Namespace) -> int:
             raise CommandError(str(error)) from None
         except SQLAlchemyError as error:
             where = redacted(args.metadata_db or args.outbox or "the configured database")
-            raise CommandError(f"database error ({where}): {_first_line(error)}") from None
+            raise CommandError(f"database error ({where}): {first_line(error)}") from None
         except Exception as error:  # anything else: one line too; the traceback at DEBUG
             log.debug("publish-dags failed", exc_info=error)
-            raise CommandError(f"could not publish: {type(error).__name__}: {_first_line(error)}") from None
+            raise CommandError(f"could not publish: {type(error).__name__}: {first_line(error)}") from None
     print(report.summary())
     if report.not_found:
         print(

@@ -65,7 +65,7 @@ def metadata_url(conn_id: str | None = None) -> str:
         except Exception as error:
             raise MetadataDatabaseError(
                 f"the Airflow connection {conn_id!r} ([lineage_provider] publish_metadata_conn_id) could not be "
-                f"read: {_first_line(error)}. Add it (`airflow connections add {conn_id} --conn-uri ...`), or "
+                f"read: {first_line(error)}. Add it (`airflow connections add {conn_id} --conn-uri ...`), or "
                 "leave the option empty to read Airflow's own [database] sql_alchemy_conn"
             ) from None
         return _connection_url(connection)
@@ -88,8 +88,10 @@ def _own_metadata_url() -> str:
     return conf.get("database", "sql_alchemy_conn", fallback="") or ""
 
 
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (a database driver's own error's, for SQLAlchemy's wrapper), for
+    one-line error messages; the error's type when it has no message."""
+    lines = str(getattr(error, "orig", None) or error).strip().splitlines()
     return lines[0] if lines else type(error).__name__
 
 
