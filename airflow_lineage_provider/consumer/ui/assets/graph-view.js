@@ -2,12 +2,12 @@
 // Nodes are buttons with a roving tabindex: one Tab stop for the whole graph, arrow keys inside it.
 
 import { stateClass } from "./dom.js";
+import { drawNodeLabels } from "./labels.js";
 import { layeredLayout } from "./layout.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const NODE_WIDTH = 212;
 const NODE_HEIGHT = 44;
-const FONT_FAMILY = getComputedStyle(document.body).fontFamily;
 /** The first view fits the whole graph unless that makes labels unreadably small: then it zooms on the root. */
 const READABLE_SCALE = 0.6;
 
@@ -16,24 +16,6 @@ function svg(tag, attrs = {}, parent = null) {
   for (const [key, value] of Object.entries(attrs)) el.setAttribute(key, String(value));
   if (parent) parent.append(el);
   return el;
-}
-
-const measure = document.createElement("canvas").getContext("2d");
-
-/** ``text`` cut to ``room`` pixels in ``font``: from the start ("…public.orders": the table or task name is
- * the telling part) or from the end. */
-function fitText(text, room, font, fromStart) {
-  measure.font = font;
-  if (measure.measureText(text).width <= room) return text;
-  let low = 0;
-  let high = text.length;
-  while (low < high) {
-    const keep = Math.ceil((low + high) / 2);
-    const candidate = fromStart ? `…${text.slice(text.length - keep)}` : `${text.slice(0, keep)}…`;
-    if (measure.measureText(candidate).width <= room) low = keep;
-    else high = keep - 1;
-  }
-  return fromStart ? `…${text.slice(text.length - low)}` : `${text.slice(0, low)}…`;
 }
 
 /** An SVG path through the points, with horizontal tangents at each point. */
@@ -131,7 +113,6 @@ export class GraphView {
       },
       parent,
     );
-    svg("title", {}, g).textContent = `${node.kind} ${node.namespace} : ${node.name}`;
     svg("rect", { class: "ring", x: -5, y: -5, width: NODE_WIDTH + 10, height: NODE_HEIGHT + 10, rx: 10 }, g);
     svg("rect", { class: "focus-ring", x: -9, y: -9, width: NODE_WIDTH + 18, height: NODE_HEIGHT + 18, rx: 12 }, g);
     svg(
@@ -141,18 +122,7 @@ export class GraphView {
     );
     const pad = node.kind === "job" ? 18 : 10;
     const room = NODE_WIDTH - pad - (run ? 24 : 10);
-    svg("text", { class: "label", x: pad, y: 19 }, g).textContent = fitText(
-      node.name,
-      room,
-      `600 13px ${FONT_FAMILY}`,
-      true,
-    );
-    svg("text", { class: "sub", x: pad, y: 35 }, g).textContent = fitText(
-      `${node.kind} · ${node.namespace}`,
-      NODE_WIDTH - pad - 10,
-      `11px ${FONT_FAMILY}`,
-      false,
-    );
+    drawNodeLabels(g, node, this.model.nodes, { pad, room, width: NODE_WIDTH });
     if (run) svg("circle", { class: `state-dot ${stateClass(run.state)}`, cx: NODE_WIDTH - 14, cy: 14, r: 5 }, g);
     return g;
   }
