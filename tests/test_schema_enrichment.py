@@ -262,3 +262,33 @@ def test_a_forked_process_looks_schemas_up_on_its_own_connections(sqlite_engine,
     assert sqlite_engine.pool.checkedin() == 1  # and the parent's connection is still there, usable
     with sqlite_engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM orders").scalar() == 0
+
+
+def test_a_sqlite_view_reports_computed_columns_without_a_type_and_declared_ones_as_declared(events, sqlite_engine):
+    with sqlite_engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE scans (id INTEGER, payload MYBLOB)")
+        conn.exec_driver_sql(
+            "CREATE VIEW order_report AS SELECT o.id, o.amount * 2 AS doubled, s.payload, 'EUR' AS currency "
+            "FROM orders o JOIN scans s ON s.id = o.id"
+        )
+    with lineage_run("orders.report", inputs=["main/order_report"], connector=sqlite_engine):
+        pass
+    fields = events.of_job("orders.report")[-1]["inputs"][0]["facets"]["schema"]["fields"]
+    assert fields == [
+        {"name": "id", "type": "INTEGER", "ordinal_position": 1},
+        {"name": "doubled", "ordinal_position": 2},  # an expression: SQLite declares no type, none is sent
+        {"name": "payload", "type": "MYBLOB", "ordinal_position": 3},  # unknown to SQLAlchemy, declared in SQLite
+        {"name": "currency", "ordinal_position": 4},
+    ]
+
+
+def test_a_sqlite_create_table_as_reports_the_types_sqlite_declares(events, sqlite_engine):
+    with (
+        lineage_run("orders.copy", outputs=["main/order_copy"], connector=sqlite_engine),
+        sqlite_engine.begin() as conn,
+    ):
+        conn.exec_driver_sql(
+            "CREATE TABLE order_copy AS SELECT id, CAST(amount AS REAL) AS amount, amount * 100 AS cents FROM orders"
+        )
+    fields = events.of_job("orders.copy")[-1]["outputs"][0]["facets"]["schema"]["fields"]
+    assert [(f["name"], f.get("type")) for f in fields] == [("id", "INTEGER"), ("amount", "REAL"), ("cents", None)]

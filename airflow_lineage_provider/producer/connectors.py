@@ -100,10 +100,14 @@ class SqlAlchemySource:
             schema = self.naming.database
         with self.engine.connect() as connection:
             columns = sa.inspect(connection).get_columns(bare, schema=schema)
+            if connection.dialect.name == "sqlite" and any(isinstance(c["type"], sa.types.NullType) for c in columns):
+                declared = _sqlite_declared_types(connection, bare, schema)
+            else:
+                declared = {}
         return [
             schema_dataset.SchemaDatasetFacetFields(
                 name=column["name"],
-                type=_type_name(column["type"], self.engine.dialect),
+                type=_type_name(column["type"], self.engine.dialect, declared.get(column["name"])),
                 description=column.get("comment") or None,
                 ordinal_position=position,
                 fields=None,
@@ -112,11 +116,31 @@ class SqlAlchemySource:
         ]
 
 
-def _type_name(type_: Any, dialect: Any) -> str:
+def _type_name(type_: Any, dialect: Any, declared: str | None = None) -> str | None:
+    """The column type as the database names it; for a type SQLAlchemy does not know (``NullType``), the
+    type the database declares (``declared``), else ``None``: the field is sent without a type."""
+    import sqlalchemy as sa
+
+    if isinstance(type_, sa.types.NullType):
+        return declared or None
     try:
         return str(type_.compile(dialect=dialect))
-    except Exception:  # a type the dialect cannot render (e.g. NullType from a reflection gap)
+    except Exception:  # a type the dialect cannot render
         return type(type_).__name__.upper()
+
+
+def _sqlite_declared_types(connection: Any, table: str, schema: str | None) -> dict[str, str]:
+    """Column name → the type SQLite declares for it (``""`` for none: a view's or ``CREATE TABLE AS``'s
+    computed column, a column declared without a type)."""
+    import sqlalchemy as sa
+
+    if schema is None:
+        query = sa.text("SELECT name, type FROM pragma_table_info(:table)").bindparams(table=table)
+    else:
+        query = sa.text("SELECT name, type FROM pragma_table_info(:table, :schema)").bindparams(
+            table=table, schema=schema
+        )
+    return {str(name): str(type_ or "") for name, type_ in connection.execute(query)}
 
 
 @dataclass
