@@ -4,9 +4,21 @@
 import { ApiError, columnLineage, findNode, runs } from "./api.js";
 import { durationBetween, formatDuration, formatTime, h, kindBadge, stateClass } from "./dom.js";
 import { egeriaSummary, facetList, GOVERNANCE_ACTION, SUPPLY_CHAIN } from "./facets.js";
+import { documentationElement } from "./markdown.js";
 
 function message(error) {
   return error instanceof ApiError ? error.message : String(error);
+}
+
+/** Type names meaning "not known": a schema field without a type, or the placeholder some producers send. */
+const UNKNOWN_TYPES = new Set(["", "NULL", "NULLTYPE"]);
+
+/** A schema field's type cell: the type, or "unknown" (muted) when the producer did not know it. */
+function typeCell(type) {
+  const text = type === undefined || type === null ? "" : String(type).trim();
+  return UNKNOWN_TYPES.has(text.toUpperCase())
+    ? h("td", { class: "type unknown muted", title: text ? `The producer sent ${text}` : null }, "unknown")
+    : h("td", { class: "type" }, text);
 }
 
 function describeTransformation(transformations) {
@@ -134,7 +146,7 @@ export class DetailsPanel {
                     field.name,
                   ),
                 ),
-                h("td", {}, field.type ?? ""),
+                typeCell(field.type),
                 h("td", {}, field.description ?? ""),
               ),
             ),
@@ -239,8 +251,8 @@ export class DetailsPanel {
         ...egeriaSummary(facets),
         facetList(facets, `No ${node.kind} facets received.`),
       );
-      const description = facets.documentation?.description;
-      if (description) this.el.querySelector(".id")?.after(h("p", { class: "description" }, description));
+      const documentation = documentationElement(facets.documentation);
+      if (documentation) this.el.querySelector(".id")?.after(documentation);
       if (node.kind === "job" && this.io) {
         const list = (items) =>
           items?.length

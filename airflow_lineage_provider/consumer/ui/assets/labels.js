@@ -5,6 +5,8 @@
 const SVG = "http://www.w3.org/2000/svg";
 const FONT_FAMILY = getComputedStyle(document.body).fontFamily;
 export const LABEL_FONT = `600 13px ${FONT_FAMILY}`;
+/** A name too long for the label font is drawn smaller (class ``condensed``) before it is cut. */
+export const CONDENSED_FONT = `600 11px ${FONT_FAMILY}`;
 export const SUB_FONT = `11px ${FONT_FAMILY}`;
 /** Characters of a dotted or slashed name's first segment kept, at least, before the ellipsis. */
 const MIN_HEAD = 6;
@@ -61,9 +63,11 @@ export function middleEllipsis(text, fits) {
   return cut(text, low);
 }
 
-/** ``name`` shortened to ``room`` pixels of the label font. */
+/** ``name`` as drawn in ``room`` pixels: ``{text, condensed}``, in the label font if it fits, else in the
+ * condensed font, shortened if it must be. */
 export function nodeLabel(name, room) {
-  return middleEllipsis(name, fitsIn(room, LABEL_FONT));
+  if (fitsIn(room, LABEL_FONT)(name)) return { text: name, condensed: false };
+  return { text: middleEllipsis(name, fitsIn(room, CONDENSED_FONT)), condensed: true };
 }
 
 /** Per drawn graph and label room: the namespaces each name, and each shortened label, is drawn in. */
@@ -81,7 +85,7 @@ function namespacesByText(nodes, room) {
     };
     for (const node of nodes) {
       add(`name:${node.name}`, node.namespace);
-      add(`label:${nodeLabel(node.name, room)}`, node.namespace);
+      add(`label:${nodeLabel(node.name, room).text}`, node.namespace);
     }
     byRoom.set(room, byText);
   }
@@ -92,7 +96,7 @@ function namespacesByText(nodes, room) {
 export function collides(node, nodes, room) {
   const byText = namespacesByText(nodes, room);
   return (
-    byText.get(`name:${node.name}`).size > 1 || byText.get(`label:${nodeLabel(node.name, room)}`).size > 1
+    byText.get(`name:${node.name}`).size > 1 || byText.get(`label:${nodeLabel(node.name, room).text}`).size > 1
   );
 }
 
@@ -111,7 +115,7 @@ function svg(tag, attrs, parent) {
 export function drawNodeLabels(g, node, nodes, { pad, room, width }) {
   svg("title", {}, g).textContent = `${node.kind} ${node.namespace} : ${node.name}`;
   const label = nodeLabel(node.name, room);
-  svg("text", { class: "label", x: pad, y: 19 }, g).textContent = label;
+  svg("text", { class: label.condensed ? "label condensed" : "label", x: pad, y: 19 }, g).textContent = label.text;
   const clash = collides(node, nodes, room);
   const subRoom = width - pad - 10;
   const sub = svg("text", { class: clash ? "sub namespace collides" : "sub", x: pad, y: 35 }, g);
