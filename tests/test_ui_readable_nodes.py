@@ -187,3 +187,70 @@ def test_a_field_without_a_known_type_reads_unknown(readable_page: LineagePage) 
              [r.cells[0].innerText, r.cells[1].innerText, r.cells[1].classList.contains('muted')])"""
     )
     assert cells == [["customer_id", "INTEGER", False], ["total", "unknown", True], ["legacy", "unknown", True]]
+
+
+HOSTILE_MARKDOWN = [
+    "[x](javascript:window.injected='a') [y](JAVASCRIPT:window.injected='b') [z]( data:text/html,<b>)",
+    '<a href="javascript:window.injected=1">a</a> <iframe src="https://example.com"></iframe> &lt;b&gt;',
+    "<https://example.com/ok> <javascript:window.injected=2> [rel](/relative/path) [ftp](ftp://example.com)",
+    "*" * 5000,
+    "_" * 5000 + "a",
+    "`" * 5000,
+    "> " * 200 + "deep quote",
+    "".join(f"{'  ' * i}- level {i}\n" for i in range(100)),
+    "[" * 3000 + "](https://example.com)" + ")" * 3000,
+    "```\n<script>window.injected=3</script>\n",
+    "- item\n" + "\n" * 20000 + "  still the item\n" + "x\n" * 50000,
+]
+#: What the renderer may build: nothing else (no script, no image, no frame, no attribute but those below).
+ALLOWED_ELEMENTS = {
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "p",
+    "ul",
+    "ol",
+    "li",
+    "strong",
+    "em",
+    "code",
+    "pre",
+    "a",
+    "blockquote",
+    "hr",
+    "br",
+}
+ALLOWED_ATTRIBUTES = {"href", "rel", "target", "start", "data-language"}
+
+
+def test_the_markdown_renderer_builds_only_safe_elements_from_hostile_text(
+    readable_page: LineagePage, readable_server: LiveServer
+) -> None:
+    page = readable_page.open(nodeId=NOTIFY)
+    page.driver.set_script_timeout(30)
+    rendered = page.driver.execute_async_script(
+        """const [url, inputs, done] = arguments;
+           import(url).then(({ renderMarkdown }) => done(inputs.map(text => {
+             const box = document.createElement('div');
+             box.append(...renderMarkdown(text));
+             return {text: box.textContent,
+                     elements: [...box.querySelectorAll('*')].map(e => e.tagName.toLowerCase()),
+                     attributes: [...box.querySelectorAll('*')].flatMap(e => e.getAttributeNames()),
+                     hrefs: [...box.querySelectorAll('a')].map(a => a.getAttribute('href'))};
+           }))).catch(error => done(String(error)));""",
+        f"{readable_server.url}/ui/assets/markdown.js",
+        HOSTILE_MARKDOWN,
+    )
+    assert isinstance(rendered, list), rendered
+    for source, out in zip(HOSTILE_MARKDOWN, rendered, strict=True):
+        assert set(out["elements"]) <= ALLOWED_ELEMENTS, (source[:60], out["elements"])
+        assert set(out["attributes"]) <= ALLOWED_ATTRIBUTES, (source[:60], out["attributes"])
+        assert all(href.startswith(("https://", "http://")) for href in out["hrefs"]), out["hrefs"]
+    assert rendered[0]["hrefs"] == [] and rendered[0]["text"].startswith("x y")
+    assert '<a href="javascript:window.injected=1">a</a>' in rendered[1]["text"]
+    assert rendered[2]["hrefs"] == ["https://example.com/ok"]
+    assert "deep quote" in rendered[6]["text"] and "level 99" in rendered[7]["text"]
+    assert rendered[9]["elements"] == ["pre", "code"] and "<script>" in rendered[9]["text"]
+    assert rendered[10]["elements"][:3] == ["ul", "li", "p"] and "still the item" in rendered[10]["text"]
+    assert page.js("return window.injected === undefined")

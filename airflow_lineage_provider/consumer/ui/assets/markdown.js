@@ -37,8 +37,9 @@ function indentOf(line) {
 
 /** The lines without the indentation they all share (a ``doc_md`` written inside an indented docstring). */
 function dedent(lines) {
-  const indents = lines.filter((line) => !isBlank(line)).map(indentOf);
-  const common = indents.length ? Math.min(...indents) : 0;
+  let common = Infinity;
+  for (const line of lines) if (!isBlank(line)) common = Math.min(common, indentOf(line));
+  if (common === Infinity) common = 0;
   return lines.map((line) => line.slice(Math.min(common, indentOf(line))));
 }
 
@@ -155,8 +156,9 @@ function list(lines, start, depth) {
     while (i < lines.length) {
       const line = lines[i];
       if (isBlank(line)) {
-        const next = lines.slice(i + 1).find((l) => !isBlank(l));
-        if (next === undefined || indentOf(next) <= indent) break;
+        let ahead = i + 1;
+        while (ahead < lines.length && isBlank(lines[ahead])) ahead++;
+        if (ahead === lines.length || indentOf(lines[ahead]) <= indent) break;
         body.push("");
       } else if (indentOf(line) > indent) {
         body.push(line.slice(Math.min(indentOf(line), contentIndent)));
