@@ -111,10 +111,9 @@ def _drift(client: TestClient, days: int = 7) -> dict[str, tuple[set[str], set[s
 
 
 def _flags(client: TestClient, job: str) -> dict[str, tuple[bool, bool]]:
-    """``dataset name → (declared, observed)`` of ``job``'s output edges."""
-    answer = client.get(
-        "/api/v1/lineage", params={"nodeId": f"job:{JOBS}:{job}", "depth": 1, "direction": "downstream"}, headers=ADMIN
-    )
+    """``dataset name → (declared, observed)`` of ``job``'s output edges, each rendering drawn as itself."""
+    params = {"nodeId": f"job:{JOBS}:{job}", "depth": 1, "direction": "downstream", "renderings": "expanded"}
+    answer = client.get("/api/v1/lineage", params=params, headers=ADMIN)
     assert answer.status_code == 200, answer.text
     found = {}
     for node in answer.json()["graph"]:

@@ -7,7 +7,8 @@ A dataset known under several names (docs/identity.md) is listed once, under its
 canonical one. Each dataset carries ``aliases`` (``[{namespace, name, via, producers}]``: its other names, how
 each joined it — ``symlink``, ``dataSource`` or ``namespaceAlias`` — and the producers that used each) and
 ``aliasConflicts`` (``[{namespace, name}]``: names it claims that another dataset claims too, which therefore
-link nothing; see ``GET /api/v1/datasets/conflicts``).
+link nothing; see ``GET /api/v1/datasets/conflicts``). ``renderings=collapsed`` leaves out the renderings of
+templated declared names (their patterns are listed), see docs/declared-lineage.md#renderings-in-graph-answers.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import Datasets
 from airflow_lineage_provider.consumer.query_names import KnownQuery
+from airflow_lineage_provider.consumer.routers.lineage import ListedRenderings
 from airflow_lineage_provider.consumer.store import queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
@@ -40,6 +42,7 @@ async def get_datasets(
     name_contains: Contains = None,
     limit: Limit = 100,
     offset: Offset = 0,
+    shown: ListedRenderings = "expanded",
 ) -> Response:
     bound = answer_bound(request)
 
@@ -47,7 +50,15 @@ async def get_datasets(
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
             items, total = queries.list_nodes(
-                conn, "dataset", namespace, limit, offset, name_contains, visible, admit=bound.admit
+                conn,
+                "dataset",
+                namespace,
+                limit,
+                offset,
+                name_contains,
+                visible,
+                admit=bound.admit,
+                without_renderings=shown == "collapsed",
             )
         return {"datasets": items, "totalCount": total}
 

@@ -6,7 +6,8 @@ graph walks show it (``id``, ``type``, ``data``); ``edges`` are those whose orig
 through ``totalCount`` nodes yields every edge once. ``symlinks`` lists the page's datasets' other names.
 Feast's ``GET /lineage/openlineage/graph`` answers ``nodes``, ``edges``, ``symlinks`` and ``total_nodes``
 (here ``totalCount``, as every listing of this API names it). A key limited to namespace patterns sees only
-its namespaces' nodes, and only the edges and symlinks between visible namespaces.
+its namespaces' nodes, and only the edges and symlinks between visible namespaces. Renderings of templated
+names are collapsed into their pattern's node as in ``GET /api/v1/lineage`` unless ``renderings=expanded``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import GraphListing, Problem
 from airflow_lineage_provider.consumer.query_names import KnownQuery
+from airflow_lineage_provider.consumer.routers.lineage import ShownRenderings
 from airflow_lineage_provider.consumer.store.graph_listing import GraphPage, graph_page
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
 
@@ -45,6 +47,7 @@ async def get_graph(
     namespace: Namespace = None,
     limit: PageLimit = 100,
     offset: Offset = 0,
+    shown: ShownRenderings = "collapsed",
 ) -> Response:
     bound = answer_bound(request)
 
@@ -52,7 +55,14 @@ async def get_graph(
         with store.read() as conn:
             visible = visible_namespaces(conn, principal.namespaces)
             return graph_page(
-                conn, limit, offset, namespace=namespace, visible=visible, cards=store.graph_cards, admit=bound.admit
+                conn,
+                limit,
+                offset,
+                namespace=namespace,
+                visible=visible,
+                cards=store.graph_cards,
+                admit=bound.admit,
+                shown=shown,
             )
 
     return await bound.answer(run)

@@ -18,6 +18,11 @@ such datasets answers with the statements it always did, after one probe (:func:
 Declared and observed lineage (``docs/declared-lineage.md``): every edge says whether a JobEvent ``declared`` it
 and a run ``observed`` it, a node no RunEvent named has ``declaredOnly: true``, and ``declared=exclude`` leaves
 out the edges only declared (the walk does not cross them), ``declared=only`` keeps only declared ones.
+
+Templated names (``docs/declared-lineage.md#renderings-in-graph-answers``): the renderings of a pattern
+(``orders_20260201`` of ``orders_{{ ds_nodash }}``) are drawn as the pattern's node by default, which carries
+``data.renderings`` (count, latest, expanded); ``renderings=expanded`` draws every rendering as itself,
+``expand=<pattern's nodeId>`` (repeatable) those of one pattern (:mod:`..store.renderings`).
 """
 
 from __future__ import annotations
@@ -26,15 +31,16 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
-from sqlalchemy import Select, func, select, union_all
+from pydantic import Field
+from sqlalchemy import Connection, Select, func, select, union_all
 
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.access import Access, NamespaceScope
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Settings, Store
 from airflow_lineage_provider.consumer.models import LineageGraph, Problem
-from airflow_lineage_provider.consumer.store import LineageStore, graph, nodes, subgraph
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store import LineageStore, graph, nodes, renderings, subgraph
+from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
 from airflow_lineage_provider.consumer.walk_limits import Walk, reading
 
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
@@ -59,6 +65,33 @@ DeclaredEdges = Annotated[
     Query(
         description="Edges only declared (by JobEvents, never observed by a run): include them (default), exclude "
         "them (and the nodes reached only through them), or show only declared edges (observed too or not)."
+    ),
+]
+
+#: Most patterns one answer may be asked to expand.
+MAX_EXPANDED = 100
+ShownRenderings = Annotated[
+    renderings.Shown,
+    Query(
+        alias="renderings",
+        description="Renderings of a templated declared name (orders_20260201 of orders_{{ ds_nodash }}): drawn "
+        "as the pattern's one node (collapsed, the default; its data.renderings says how many and the latest) or "
+        "each as itself (expanded).",
+    ),
+]
+ListedRenderings = Annotated[
+    renderings.Shown,
+    Query(
+        alias="renderings",
+        description="Renderings of a templated declared name (orders_20260201 of orders_{{ ds_nodash }}) are "
+        "datasets: listed (expanded, the default) or left out, the pattern standing for them (collapsed).",
+    ),
+]
+Expand = Annotated[
+    list[Annotated[str, Field(max_length=20000, pattern=NO_NUL)]] | None,
+    Query(
+        description="nodeId of a pattern whose renderings are drawn as themselves while the others stay collapsed "
+        f"(repeatable, at most {MAX_EXPANDED}).",
     ),
 ]
 
@@ -105,11 +138,14 @@ def lineage_graph(
     max_nodes: int,
     namespaces: NamespaceScope | None = None,
     declared: graph.Declared = "include",
+    shown: renderings.Shown = "collapsed",
+    expand: tuple[str, ...] = (),
     walk: Walk | None = None,
 ) -> bytes:
     """The graph around ``node_id`` as JSON bytes (``{"graph": [...]}``), within ``namespaces`` if given,
-    crossing and drawing the edges ``declared`` keeps (see :func:`..store.graph.declared_filter`); ``walk``: the
-    limiter's handle, through which it can be stopped (:mod:`..walk_limits`)."""
+    crossing and drawing the edges ``declared`` keeps (see :func:`..store.graph.declared_filter`), renderings
+    ``shown`` collapsed or expanded, ``expand`` the node ids of patterns expanded (:mod:`..store.renderings`);
+    ``walk``: the limiter's handle, through which it can be stopped (:mod:`..walk_limits`)."""
     kind, rest = nodeids.parse(node_id)
     if kind == "datasetField":
         raise nodeids.NodeIdError("datasetField: ids belong to /api/v1/column-lineage")
@@ -119,6 +155,8 @@ def lineage_graph(
         if root is None:
             raise _not_found(node_id)
         grouped, declarations = graph.walk_probe(conn)
+        templated, rendering_roots = renderings.probe(conn, root[0] if kind == "dataset" else None, visible)
+        collapse = _collapse(conn, root[0], shown, expand, visible) if templated else None
         bounds = graph.WalkBounds(
             hops=hops_for(kind, depth),
             max_nodes=max_nodes,
@@ -126,13 +164,16 @@ def lineage_graph(
             grouped=grouped,
             declared=declared,
         )
-        picked = picked_nodes([root[0]], direction, bounds, graph.NODE_EDGES, conn.dialect.name)
+        roots = [root[0], *rendering_roots]  # a pattern's walk starts from its renderings too
+        picked = picked_nodes(roots, direction, bounds, graph.NODE_EDGES, conn.dialect.name)
         if walk is not None:
             walk.check()  # just before the walk's statement: once it runs, an interrupt stops it
         if grouped:
-            found, edges = subgraph.grouped_subgraph(conn, picked, store.graph_cards, visible, declared, declarations)
+            found, edges = subgraph.grouped_subgraph(
+                conn, picked, store.graph_cards, visible, declared, declarations, collapse
+            )
         else:
-            found, edges = subgraph.subgraph(conn, picked, store.graph_cards, declared, declarations)
+            found, edges = subgraph.subgraph(conn, picked, store.graph_cards, declared, declarations, collapse)
         if walk is not None:
             walk.check()
         for origin, destination, flags in edges:
@@ -145,6 +186,21 @@ def lineage_graph(
         # never reach the collector, which would otherwise scan them all once it is re-enabled.
         del found, edges
     return body
+
+
+def _collapse(
+    conn: Connection, root: int, shown: renderings.Shown, expand: tuple[str, ...], visible: Visible
+) -> renderings.Collapse:
+    """How this answer draws renderings: ``expand`` names patterns by node id (one not found expands nothing)."""
+    if shown == "expanded":
+        return renderings.Collapse(None, root, visible)
+    expanded = set()
+    for node_id in expand:
+        kind, rest = nodeids.parse(node_id)
+        found = nodes.find_node(conn, kind, rest, visible) if kind == "dataset" else None
+        if found is not None:
+            expanded.add(found[0])
+    return renderings.Collapse(frozenset(expanded), root, visible)
 
 
 @router.get(
@@ -163,7 +219,14 @@ async def get_lineage(
     direction: Direction = "both",
     max_nodes: MaxNodes = None,
     declared: DeclaredEdges = "include",
+    shown: ShownRenderings = "collapsed",
+    expand: Expand = None,
 ) -> Response:
+    if expand is not None and len(expand) > MAX_EXPANDED:
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST,
+            detail=f"expand names {len(expand)} patterns: at most {MAX_EXPANDED}; ask renderings=expanded instead",
+        )
     return await request.app.state.walks.answer(
         request,
         lineage_graph,
@@ -174,4 +237,6 @@ async def get_lineage(
         max_nodes or settings.default_max_nodes,
         principal.namespaces,
         declared,
+        shown,
+        tuple(expand or ()),
     )

@@ -11,7 +11,8 @@ paths answer.
 
 A dataset known under several names (docs/identity.md) is found by any of its (visible) names and answers once,
 under its canonical name (``updatedAt``: the latest of its names'); ``totalCount`` counts datasets, not names.
-``namespace``, ``before`` and ``after`` apply to the dataset as answered.
+``namespace``, ``before`` and ``after`` apply to the dataset as answered. ``renderings=collapsed`` leaves out
+the renderings of templated declared names, as ``GET /api/v1/datasets`` does.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import Problem, SearchResults
 from airflow_lineage_provider.consumer.query_names import KnownQuery
+from airflow_lineage_provider.consumer.routers.lineage import ListedRenderings
 from airflow_lineage_provider.consumer.routers.marquez_events import query_choice, query_date
 from airflow_lineage_provider.consumer.store import queries
 from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
@@ -68,6 +70,7 @@ async def get_search(
     before: DateText = None,
     after: DateText = None,
     offset: Offset = 0,
+    shown: ListedRenderings = "expanded",
 ) -> Response:
     kind = query_choice(filter, "filter", FILTERS, None)
     order = query_choice(sort, "sort", SORTS, "name")
@@ -92,6 +95,7 @@ async def get_search(
                 before=None if until is None else _midnight(until),
                 after=None if since is None else _midnight(since),
                 admit=bound.admit,
+                without_renderings=shown == "collapsed",
             )
         return {"totalCount": total, "results": items}
 

@@ -9,6 +9,10 @@ the store's graph-card cache, :mod:`.graph_cards`); the page also lists the syml
 ``visible`` (a key limited to namespace patterns, :mod:`.visibility`) keeps nodes in visible namespaces,
 edges whose destination is visible too, and symlinks that name a visible namespace; the total counts the
 same nodes.
+
+Renderings of templated names are collapsed as in the walks (:mod:`.renderings`) unless asked ``expanded``: a
+rendering is on no page (nor in the total), its edges are drawn to or from its pattern's node, each once, and
+leave on the pattern's page; the pattern's ``data`` carries ``renderings``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer.nodeids import node_id
-from airflow_lineage_provider.consumer.store import dataset_aliases, nodes, subgraph, tables
+from airflow_lineage_provider.consumer.store import dataset_aliases, nodes, renderings, subgraph, tables
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCard, GraphCards
 from airflow_lineage_provider.consumer.store.marquez_runs import named
 from airflow_lineage_provider.consumer.store.queries import Admit, name_size, stored_size
@@ -78,10 +82,11 @@ def graph_page(
     visible: Visible = None,
     cards: GraphCards | None = None,
     admit: Admit | None = None,
+    shown: renderings.Shown = "collapsed",
 ) -> GraphPage:
     """Nodes ``offset`` to ``offset + limit`` of the graph (only ``namespace``'s, if given), their outgoing
     edges and their datasets' symlinks, and how many nodes all pages hold; ``admit`` is told what each node adds
-    to the page (:func:`_node_sizes`) before any node is read."""
+    to the page (:func:`_node_sizes`) before any node is read; renderings ``shown`` collapsed or expanded."""
     n, dialect = tables.nodes.c, conn.dialect.name
     chosen: list[ColumnElement[bool]] = [n.kind.in_(NODE_KINDS)]
     if namespace is not None:
@@ -91,6 +96,9 @@ def graph_page(
     grouped = dataset_aliases.has_groups(conn)
     if grouped:  # a dataset known under several names is one node, under the name the walks show it by
         chosen.append(or_(n.kind != "dataset", dataset_aliases.listed(n, visible, dialect)))
+    collapsing = shown == "collapsed" and renderings.has_patterns(conn)
+    if collapsing:
+        chosen.append(or_(n.kind != "dataset", renderings.not_a_rendering(n.id, visible, dialect)))
     total = conn.execute(select(func.count()).select_from(tables.nodes).where(*chosen)).scalar() or 0
     order = (n.kind, n.namespace, n.name)
     picked = (
@@ -104,15 +112,23 @@ def graph_page(
     if admit is not None and page is not None:
         admit(_node_sizes(conn, [row.node_id for row in page], grouped))
     if grouped and page is not None:
-        found, shown = _grouped_page(conn, page, cards, visible)
+        found, shown_as = _grouped_page(conn, page, cards, visible)
     else:
         found, _among = subgraph.subgraph(conn, picked, cards)  # nodes in page order (depth is the position)
-        shown = {node: node for node in found}
+        shown_as = {node: node for node in found}
     ids = list(found)
     if not ids:
         return GraphPage([], [], [], total)
-    nodes = [GraphCard(node.id, node.type, node.data) for node in found.values()]
-    edges = _edges(conn, shown, found, visible, grouped)
+    collapsed: dict[int, int] = {}
+    data = {node: card.data for node, card in found.items()}
+    if collapsing:
+        patterns = renderings.patterns_among(conn, ids)
+        collapsed = renderings.renderings_of(conn, patterns, visible)
+        shown_as.update(collapsed)
+        for pattern, summary in renderings.summaries(conn, patterns, visible, frozenset()).items():
+            data[pattern] = renderings.pattern_data(data[pattern], summary)
+    nodes = [GraphCard(node.id, node.type, data[key]) for key, node in found.items()]
+    edges = _edges(conn, shown_as, found, visible, grouped, collapsing)
     return GraphPage(nodes, edges, _symlinks(conn, ids, found, visible), total)
 
 
@@ -232,11 +248,17 @@ def _shown_names(conn: Connection, ids: set[int], visible: Visible) -> dict[int,
 
 
 def _edges(
-    conn: Connection, shown: dict[int, int], found: dict[int, Any], visible: Visible, grouped: bool
+    conn: Connection,
+    shown: dict[int, int],
+    found: dict[int, Any],
+    visible: Visible,
+    grouped: bool,
+    collapsing: bool = False,
 ) -> list[ListedEdge]:
-    """The edges leaving the page's nodes (``shown``: every name of the page's datasets → its node), each
-    drawn between the nodes shown (``grouped``: the store has groups; a grouped dataset's names' edges once),
-    by origin in page order, then destination kind, namespace, name."""
+    """The edges leaving the page's nodes (``shown``: every name of the page's datasets, and every rendering of
+    its patterns, → its node), each drawn between the nodes shown (``grouped``: the store has groups; a grouped
+    dataset's names' edges once; ``collapsing``: a rendering's edges drawn to its pattern), by origin in page
+    order, then destination kind, namespace, name."""
     e, dialect = tables.edges.c, conn.dialect.name
     to = tables.nodes.alias("destination")
     query = (
@@ -251,6 +273,8 @@ def _edges(
     rows = conn.execute(query).all()
     datasets = {row.destination_id for row in rows if row.kind == "dataset"}
     names = _shown_names(conn, datasets, visible) if grouped else {}
+    if collapsing:
+        names.update(renderings.rendered_patterns(conn, datasets, visible))
     ends = {row.destination_id: (row.kind, row.namespace, row.name) for row in rows}
     if names:
         n = tables.nodes.c

@@ -33,7 +33,7 @@ from sqlalchemy import Connection, LargeBinary, Row, and_, cast, func, not_, or_
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer import nodeids
-from airflow_lineage_provider.consumer.store import dataset_aliases, tables
+from airflow_lineage_provider.consumer.store import dataset_aliases, renderings, tables
 from airflow_lineage_provider.consumer.store.nodes import node_details, run_data, visible_facets
 from airflow_lineage_provider.consumer.store.text import iso
 from airflow_lineage_provider.consumer.store.visibility import Visible, names_hidden_namespace, namespace_in
@@ -137,10 +137,16 @@ def namespace_exists(conn: Connection, name: str, visible: Visible = None) -> bo
 
 
 def _node_ids(
-    kind: str, namespace: str | None, name_contains: str | None, visible: Visible, dialect: str, grouped: bool
+    kind: str,
+    namespace: str | None,
+    name_contains: str | None,
+    visible: Visible,
+    dialect: str,
+    grouped: bool,
+    without_renderings: bool = False,
 ) -> Any:
     """The ids of the listed nodes in listing order; ``grouped``: the datasets' groups are read (see
-    :func:`list_nodes`)."""
+    :func:`list_nodes`); ``without_renderings``: see :func:`list_nodes`."""
     n = tables.nodes.c
     ids_query = select(n.id).where(n.kind == kind).order_by(n.namespace, n.name)
     if namespace is not None:
@@ -156,6 +162,8 @@ def _node_ids(
         ids_query = ids_query.where(namespace_in(n.namespace, visible, dialect))
     if grouped:
         ids_query = ids_query.where(dataset_aliases.listed(n, visible, dialect))
+    if without_renderings:
+        ids_query = ids_query.where(renderings.not_a_rendering(n.id, visible, dialect))
     return ids_query
 
 
@@ -168,9 +176,11 @@ def list_nodes(
     name_contains: str | None = None,
     visible: Visible = None,
     admit: Admit | None = None,
+    without_renderings: bool = False,
 ) -> tuple[list[dict[str, Any]], int]:
     """Jobs or datasets (with schema, facets and latest run), by namespace and name, paged; ``admit`` is told the
-    sizes of the page's stored facets and schemas before they are read.
+    sizes of the page's stored facets and schemas before they are read; ``without_renderings``: datasets that
+    render a (visible) templated name are left out (:func:`.renderings.not_a_rendering`).
 
     A dataset known under several names is listed once, under its representative's name, and counted once
     (:mod:`.dataset_aliases`); ``name_contains`` matches any of its visible names, ``namespace`` the
@@ -186,13 +196,13 @@ def list_nodes(
         # A node gone since the page was chosen (a prune or reset committed in between) is left out.
         return [details[row.id] for row in rows if row.id in details], total - (len(rows) - len(details))
     expected = dataset_aliases.expect_groups(conn)
-    ids_query = _node_ids(kind, namespace, name_contains, visible, dialect, grouped=expected)
+    ids_query = _node_ids(kind, namespace, name_contains, visible, dialect, expected, without_renderings)
     counted = select(func.count(), *dataset_aliases.probes()).select_from(ids_query.order_by(None).subquery())
     total, groups, claims = conn.execute(counted).one()
     aliasing = dataset_aliases.Aliasing(bool(groups), bool(claims))
     dataset_aliases.note_groups(conn, aliasing.groups)
     if aliasing.groups and not expected:
-        ids_query = _node_ids(kind, namespace, name_contains, visible, dialect, grouped=True)
+        ids_query = _node_ids(kind, namespace, name_contains, visible, dialect, True, without_renderings)
         total = conn.execute(select(func.count()).select_from(ids_query.order_by(None).subquery())).scalar() or 0
     sized = conn.execute(ids_query.add_columns(dataset_size(n.id, dialect)).limit(limit).offset(offset)).all()
     if admit is not None:
@@ -292,8 +302,10 @@ def search(
     before: datetime | None = None,
     after: datetime | None = None,
     admit: Admit | None = None,
+    without_renderings: bool = False,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Jobs and datasets whose name matches ``text`` as Marquez matches it, with the total count.
+    """Jobs and datasets whose name matches ``text`` as Marquez matches it, with the total count
+    (``without_renderings``: datasets rendering a visible templated name left out).
 
     Marquez's semantics: ``name ILIKE '%' || text || '%'`` — case-insensitive, ``%`` in ``text`` matches any
     run of characters and ``_`` any one character, and a backslash makes the next character literal (``\\%``
@@ -315,7 +327,7 @@ def search(
             return func.lower(columns.name).like(func.lower(pattern), escape="\\")
         return columns.name.like(pattern, escape="\\")
 
-    asked = _Search(like, kind, namespace, limit, offset, visible, sort, before, after)
+    asked = _Search(like, kind, namespace, limit, offset, visible, sort, before, after, without_renderings)
     expected = kind != "job" and dataset_aliases.expect_groups(conn)
     rows, total, present = _search_rows(conn, asked, grouped=expected)
     if rows:
@@ -350,6 +362,7 @@ class _Search:
     sort: str
     before: datetime | None
     after: datetime | None
+    without_renderings: bool = False
 
 
 def _search_conditions(asked: _Search, grouped: bool, updated: Any, dialect: str) -> list[ColumnElement[bool]]:
@@ -371,6 +384,8 @@ def _search_conditions(asked: _Search, grouped: bool, updated: Any, dialect: str
         conditions.append(updated > asked.after)
     if asked.visible is not None:
         conditions.append(namespace_in(n.namespace, asked.visible, dialect))
+    if asked.without_renderings:
+        conditions.append(renderings.not_a_rendering(n.id, asked.visible, dialect))
     return conditions
 
 

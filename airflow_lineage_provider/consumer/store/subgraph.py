@@ -47,7 +47,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer.marquez_values import dataset_type, job_type
-from airflow_lineage_provider.consumer.store import dataset_aliases, tables
+from airflow_lineage_provider.consumer.store import dataset_aliases, renderings, tables
 from airflow_lineage_provider.consumer.store.graph import Declared, declared_filter
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCard, GraphCards
 from airflow_lineage_provider.consumer.store.json_paths import json_member, member_value
@@ -202,6 +202,7 @@ def subgraph(
     cards: GraphCards | None = None,
     declared: Declared = "include",
     declarations: bool = False,
+    collapse: renderings.Collapse | None = None,
 ) -> tuple[dict[int, GraphNode], list[tuple[int, int, int]]]:
     """The nodes a walk picked, with their data, and every edge among them that ``declared`` keeps.
 
@@ -209,7 +210,8 @@ def subgraph(
     Marquez's graph shape (empty ``inEdges``/``outEdges``), nearest first, and the ``(origin,
     destination, flags)`` edges (flags: :data:`DECLARED` | :data:`OBSERVED`), for ``msgspec.json.encode``;
     ``declarations``: the store may hold declared edges (:func:`..graph.walk_probe`) — without, every edge
-    reads as observed, unread.
+    reads as observed, unread; ``collapse``: the store holds templated names, drawn as :mod:`.renderings` says
+    (None: each node as itself, without looking).
 
     ``cards`` is the store's cache. When the previous walk found most of its nodes' cards there, the walk
     statement reads versions only and the missing cards are read after; otherwise (and without a cache)
@@ -217,7 +219,7 @@ def subgraph(
     """
     cards = cards if cards is not None else GraphCards(0)
     along = not cards.mostly_hits()
-    rows = _walk_rows(conn, picked, along, declared=declared, declarations=declarations)
+    rows = _walk_rows(conn, picked, along, declared=declared, declarations=declarations, collapse=collapse)
     picked_rows = sorted((row for row in rows if row[0] == "n"), key=lambda row: (row[2], row[1]))
     found, missing = cards.lookup({row[1]: row[3] for row in picked_rows})
     hits = len(found)
@@ -237,7 +239,52 @@ def subgraph(
     edges = [(row[1], row[2], declared_edges.get((row[1], row[2]), OBSERVED)) for row in rows if row[0] == "e"]
     if len(nodes) < len(picked_rows):
         edges = [edge for edge in edges if edge[0] in nodes and edge[1] in nodes]
+    if collapse is not None:
+        return _collapsed(conn, nodes, edges, rows, collapse)
     return nodes, edges
+
+
+def _collapsed(
+    conn: Connection,
+    nodes: dict[int, GraphNode],
+    edges: list[tuple[int, int, int]],
+    rows: list[Any],
+    collapse: renderings.Collapse,
+) -> tuple[dict[int, GraphNode], list[tuple[int, int, int]]]:
+    """``nodes`` and ``edges`` with the renderings ``collapse`` collapses drawn as their patterns (see
+    :mod:`.renderings`; ``rows``: the walk's, its ``r`` rows read): a pattern node stands where its nearest
+    rendering or itself stood, declared only when it and every rendering it stands for are, with
+    ``data.renderings``."""
+    lowest, picked_patterns = renderings.lowest_patterns(row for row in rows if row[0] == "r")
+    of = {
+        rendering: pattern
+        for rendering, pattern in lowest.items()
+        if rendering in nodes and rendering != collapse.kept and collapse.collapses(pattern)
+    }
+    shown = {pattern for pattern in picked_patterns if pattern in nodes} | set(of.values())
+    if not shown:
+        return nodes, edges
+    read = {node: card for node, _version, card in _read_cards(conn, [p for p in shown if p not in nodes])}
+    gone = {pattern for pattern in shown if pattern not in nodes and pattern not in read}  # since the walk
+    if gone:
+        of = {rendering: pattern for rendering, pattern in of.items() if pattern not in gone}
+        shown -= gone
+    observed = {pattern for rendering, pattern in of.items() if not nodes[rendering].declaredOnly}
+    summaries = renderings.summaries(conn, shown, collapse.visible, collapse.expanded)
+    drawn: dict[int, GraphNode] = {}
+    for node_id, node in nodes.items():
+        pattern = of.get(node_id, node_id if node_id in shown else None)
+        if pattern is None:
+            drawn[node_id] = node
+            continue
+        if pattern in drawn:
+            continue
+        base = nodes.get(pattern)
+        card = read[pattern] if base is None else GraphCard(base.id, base.type, base.data, base.declaredOnly)
+        data = renderings.pattern_data(card.data, summaries[pattern])
+        declared_only = card.declared_only and pattern not in observed
+        drawn[pattern] = GraphNode(card.id, card.type, data, [], [], declared_only)
+    return drawn, renderings.collapsed_edges(edges, of)
 
 
 def _declared_flags() -> Any:
@@ -252,11 +299,13 @@ def _walk_rows(
     grouped: bool = False,
     declared: Declared = "include",
     declarations: bool = False,
+    collapse: renderings.Collapse | None = None,
 ) -> list[Any]:
     """The walk's nodes (``n``: id, depth, version [, canonical id of its group] [, card columns]), the
     edges among them that ``declared`` keeps (``e``: origin, destination [, group mark]) and, of those, the
-    ones a JobEvent declared (``d``: the same columns, then their flags; only with ``declarations``), in one
-    statement; ``along``: with every node's card columns.
+    ones a JobEvent declared (``d``: the same columns, then their flags; only with ``declarations``), and with
+    ``collapse`` the picked renderings and patterns (``r``: pattern, rendering or NULL, see
+    :func:`.renderings.walk_parts`), in one statement; ``along``: with every node's card columns.
 
     Flags are read only for declared edges (``d``), through the partial index ``ix_lineage_edges_declared``
     (empty in a store without JobEvents): reading them for every edge (``e``) would lose the covering index the
@@ -304,7 +353,10 @@ def _walk_rows(
     if kept is not None:
         edge_rows, declared_rows = edge_rows.where(kept), declared_rows.where(kept)
     # Every column is an int or text: read the driver's tuples as they are (thousands of rows).
-    parts = (node_rows, edge_rows, declared_rows) if declarations else (node_rows, edge_rows)
+    parts: tuple[Any, ...] = (node_rows, edge_rows, declared_rows) if declarations else (node_rows, edge_rows)
+    if collapse is not None:
+        width = 4 + len(group) + len(columns)
+        parts += renderings.walk_parts(chosen, width, collapse.visible, conn.dialect.name)
     result = conn.execute(union_all(*parts))
     rows = list(result.cursor.fetchall())
     result.close()
@@ -475,6 +527,7 @@ def grouped_subgraph(
     visible: Visible = None,
     declared: Declared = "include",
     declarations: bool = False,
+    collapse: renderings.Collapse | None = None,
 ) -> tuple[dict[int, GraphNode], list[tuple[int, int, int]]]:
     """:func:`subgraph` for a store with groups: every dataset once, edges between the shown nodes, each once.
 
@@ -488,7 +541,9 @@ def grouped_subgraph(
     """
     cards = cards if cards is not None else GraphCards(0)
     along = not cards.mostly_hits()
-    rows = _walk_rows(conn, picked, along, grouped=True, declared=declared, declarations=declarations)
+    rows = _walk_rows(
+        conn, picked, along, grouped=True, declared=declared, declarations=declarations, collapse=collapse
+    )
     picked_rows = sorted((row for row in rows if row[0] == "n"), key=lambda row: (row[2], row[1]))
     first: dict[int, Any] = {}
     if visible is None:  # each name shown as its canonical name
@@ -509,6 +564,8 @@ def grouped_subgraph(
     edges = _shown_edges(rows, of)
     if len(nodes) < len(first):
         edges = [edge for edge in edges if edge[0] in nodes and edge[1] in nodes]
+    if collapse is not None:
+        return _collapsed(conn, nodes, edges, rows, collapse)
     return nodes, edges
 
 
