@@ -57,7 +57,8 @@ class Served:
         return answer.json()
 
     def graph(self, node: str, **params: Any) -> dict[str, Any]:
-        return self.get("/api/v1/lineage", nodeId=node, depth=5, **params)
+        """The graph around ``node``, every rendering of a templated name drawn as itself (the edges as stored)."""
+        return self.get("/api/v1/lineage", nodeId=node, depth=5, renderings="expanded", **params)
 
     def graphs(self, **params: Any) -> list[dict[str, Any]]:
         """The graphs around both task jobs (a walk from one does not cross to the other's lineage)."""
