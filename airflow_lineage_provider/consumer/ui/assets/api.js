@@ -56,7 +56,8 @@ export class ApiError extends Error {
 async function getJson(path, params = {}, signal = undefined) {
   const url = new URL(BASE + path, window.location.origin);
   for (const [key, value] of Object.entries(params)) {
-    if (value !== undefined && value !== null && value !== "") url.searchParams.set(key, String(value));
+    if (Array.isArray(value)) for (const item of value) url.searchParams.append(key, String(item));
+    else if (value !== undefined && value !== null && value !== "") url.searchParams.set(key, String(value));
   }
   let response = await fetch(url, { headers: { Accept: "application/json", ...authHeaders() }, signal });
   while (response.status === 401 && AUTH === "key") {
@@ -83,11 +84,14 @@ async function getJson(path, params = {}, signal = undefined) {
   return response.json();
 }
 
-/** The graph around a node: Marquez's {graph: [{id, type, data, inEdges, outEdges}]}. */
-export function lineage({ nodeId, depth, direction, maxNodes, declared }, signal) {
+/**
+ * The graph around a node: Marquez's {graph: [{id, type, data, inEdges, outEdges}]}, the renderings of templated
+ * names drawn as their pattern's node except those of the patterns ``expand`` lists (node ids).
+ */
+export function lineage({ nodeId, depth, direction, maxNodes, declared, expand = [] }, signal) {
   // ``declared``: "include" (the server's default, left out of the address) or "exclude" the edges only declared
   const leave = declared && declared !== "include" ? declared : undefined;
-  return getJson("/api/v1/lineage", { nodeId, depth, direction, maxNodes, declared: leave }, signal);
+  return getJson("/api/v1/lineage", { nodeId, depth, direction, maxNodes, declared: leave, expand }, signal);
 }
 
 /**

@@ -1,6 +1,6 @@
 // The lineage page: wires the controls, the URL, the graph, the details panel and the other views (a
 // job's run history, a run, the events browser, the drift view) together. The URL holds the state (the
-// graph's ?nodeId=...&depth=...&direction=...&maxNodes=...&namespace=...&declared=..., or
+// graph's ?nodeId=...&depth=...&direction=...&maxNodes=...&namespace=...&declared=...&expand=..., or
 // ?view=runs|run|events|drift with their own parameters, docs/ui.md), so a view can be bookmarked and shared;
 // the page asks the server only for the bounded subgraph or the page of runs, events or jobs it shows.
 
@@ -24,6 +24,7 @@ const DEFAULTS = {
   maxNodes: 500,
   namespace: "",
   declared: "include",
+  expand: [],
   days: 30,
   jobNamespace: "",
   jobName: "",
@@ -36,7 +37,7 @@ const DEFAULTS = {
 };
 /** The address parameters of each view ("": the graph), in the order they are written. */
 const VIEW_KEYS = {
-  "": ["nodeId", "depth", "direction", "maxNodes", "namespace", "declared"],
+  "": ["nodeId", "depth", "direction", "maxNodes", "namespace", "declared", "expand"],
   runs: ["view", "jobNamespace", "jobName", "offset", "limit"],
   run: ["view", "runId"],
   events: ["view", "after", "before", "namespace", "job", "offset", "limit"],
@@ -68,6 +69,7 @@ function readUrl() {
     : DEFAULTS.direction;
   state.maxNodes = number("maxNodes", DEFAULTS.maxNodes);
   state.declared = params.get("declared") === "exclude" ? "exclude" : DEFAULTS.declared;
+  state.expand = params.getAll("expand").filter((id) => id.startsWith("dataset:"));
   state.days = number("days", DEFAULTS.days, 1, 36_500);
   state.offset = number("offset", DEFAULTS.offset, 0, 10_000_000);
   state.limit = number("limit", DEFAULTS.limit, 1, 1000);
@@ -78,6 +80,10 @@ function addressOf(target) {
   const params = new URLSearchParams();
   for (const key of VIEW_KEYS[target.view]) {
     const value = target[key];
+    if (Array.isArray(value)) {
+      for (const item of value) params.append(key, item);
+      continue;
+    }
     if (key === "limit" && value === PAGE_SIZE[target.view]) continue;
     if ((value !== DEFAULTS[key] || key === "view") && value !== "") params.set(key, String(value));
   }
@@ -159,7 +165,36 @@ const details = new DetailsPanel($("details"), {
 
 const view = new GraphView($("graph"), {
   onOpen: (id) => openDetails(id),
+  onToggleRenderings: (id) => toggleRenderings(id),
 });
+
+/** What the selected templated name stands for (its latest rendering), with the button expanding its renderings
+ * or collapsing them back. */
+const renderingsText = h("span", { id: "renderings-latest" });
+const renderingsToggle = h("button", { id: "renderings-toggle", type: "button" });
+renderingsToggle.addEventListener("click", () => toggleRenderings(renderingsToggle.dataset.id));
+const renderingsButton = h("p", { id: "renderings-notice", class: "notice", hidden: true }, renderingsText, " ");
+renderingsButton.append(renderingsToggle);
+document.querySelector(".notices").append(renderingsButton);
+
+function showRenderingsButton(node) {
+  const renderings = node?.renderings;
+  renderingsButton.hidden = !renderings;
+  if (!renderings) return;
+  const { count, latest, expanded } = renderings;
+  renderingsText.textContent =
+    `${node.name} stands for ${count} rendering${count === 1 ? "" : "s"}` +
+    (latest ? `, the latest ${latest.name} (updated ${latest.updatedAt}).` : ".");
+  renderingsToggle.dataset.id = node.id;
+  renderingsToggle.textContent = expanded ? `Collapse the renderings of ${node.name}` : `Expand the ${count} renderings`;
+}
+
+/** Draw the renderings of the templated name ``id`` each (or collapse them back into it), keeping it selected. */
+function toggleRenderings(id) {
+  state.expand = state.expand.includes(id) ? state.expand.filter((other) => other !== id) : [...state.expand, id];
+  writeUrl(false);
+  loadGraph(id);
+}
 
 const searchBox = new SearchBox($("search-input"), $("search-results"), {
   onChoose: (nodeId) => choose(nodeId),
@@ -171,6 +206,7 @@ function openDetails(id) {
   if (i === undefined) return;
   view.select(id);
   view.highlight(new Set());
+  showRenderingsButton(model.nodes[i]);
   details.show(model.nodes[i], id === state.nodeId);
   document.body.dataset.selected = id;
 }
@@ -199,6 +235,7 @@ function choose(nodeId) {
 /** Show the view the state names: the graph, or one of the pages (run history, run, events). */
 function render(focus = false) {
   const graph = !state.view;
+  renderingsButton.hidden = true; // shown again once a templated name's node is selected
   document.body.dataset.view = state.view || "graph";
   $("graph-layout").hidden = !graph;
   $("pages").hidden = graph;
@@ -337,8 +374,10 @@ function showCut(shown) {
   $("cut-notice").hidden = false;
 }
 
-async function loadGraph() {
+/** Load and draw the graph the state names; ``selected``: the node to select and focus once drawn (else the root). */
+async function loadGraph(selected = "") {
   loadController?.abort();
+  renderingsButton.hidden = true;
   $("cut-notice").hidden = true;
   showError("");
   if (!state.nodeId) {
@@ -361,6 +400,7 @@ async function loadGraph() {
     direction: state.direction,
     maxNodes: state.maxNodes + 1,
     declared: state.declared,
+    expand: state.expand,
   };
   let answer;
   try {
@@ -391,7 +431,10 @@ async function loadGraph() {
   const size = `${model.nodes.length} nodes, ${model.edges.length} edges`;
   setStatus(`${root?.name ?? state.nodeId}: ${size}, depth ${state.depth} ${ways}.`);
   document.title = `Lineage: ${root?.name ?? state.nodeId}`;
-  if (root) openDetails(root.id);
+  if (selected && model.index.has(selected)) {
+    openDetails(selected);
+    view.focus(selected);
+  } else if (root) openDetails(root.id);
   setPageState("ready");
 }
 

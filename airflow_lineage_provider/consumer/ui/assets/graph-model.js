@@ -3,9 +3,10 @@
 import { kindOf } from "./dom.js";
 
 /**
- * Nodes and edges of a {graph: [...]} answer: nodes {id, kind, name, namespace, data, declaredOnly}, edges
- * [from, to, declaredOnly] as node positions (declaredOnly: a JobEvent declared the edge and no run observed
- * it), index id → position. Edges to nodes outside the answer are left out.
+ * Nodes and edges of a {graph: [...]} answer: nodes {id, kind, name, namespace, data, declaredOnly, renderings},
+ * edges [from, to, declaredOnly] as node positions (declaredOnly: a JobEvent declared the edge and no run
+ * observed it), index id → position. Edges to nodes outside the answer are left out. ``renderings`` is a
+ * templated name's {count, latest, expanded} (its renderings drawn as its one node unless expanded), else null.
  */
 export function fromResponse(answer) {
   const nodes = answer.graph.map((node) => ({
@@ -15,6 +16,7 @@ export function fromResponse(answer) {
     namespace: node.data?.namespace ?? "",
     data: node.data ?? {},
     declaredOnly: Boolean(node.declaredOnly ?? node.data?.declaredOnly),
+    renderings: node.data?.renderings ?? null,
   }));
   const index = new Map(nodes.map((node, i) => [node.id, i]));
   const edges = [];

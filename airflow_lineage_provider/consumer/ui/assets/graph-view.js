@@ -31,11 +31,23 @@ function curve(points) {
   return d;
 }
 
+/** What a templated name's node says of its renderings, for screen readers. */
+export function renderingsText({ count, latest, expanded }) {
+  const newest = latest ? ` The latest is ${latest.name}, updated ${latest.updatedAt}.` : "";
+  const action = expanded ? "Press E to collapse them into this node." : "Press E to expand them.";
+  return `Template of ${count} rendering${count === 1 ? "" : "s"}${expanded ? ", drawn each" : ""}.${newest} ${action}`;
+}
+
 export class GraphView {
-  /** @param {SVGSVGElement} element @param {{onOpen: (id: string) => void}} callbacks */
-  constructor(element, { onOpen }) {
+  /**
+   * @param {SVGSVGElement} element
+   * @param {{onOpen: (id: string) => void, onToggleRenderings?: (id: string) => void}} callbacks ``onToggleRenderings``:
+   *   a templated name's node asks to expand its renderings (or collapse them back): its badge clicked, or E
+   */
+  constructor(element, { onOpen, onToggleRenderings = () => {} }) {
     this.svg = element;
     this.onOpen = onOpen;
+    this.onToggleRenderings = onToggleRenderings;
     this.view = { x: 0, y: 0, k: 1 };
     this.model = null;
     this.bindPointer();
@@ -101,15 +113,17 @@ export class GraphView {
     const state = run ? ` Latest run ${run.state}.` : "";
     const links = `${this.inc[i].length} upstream, ${this.out[i].length} downstream.${isRoot ? " Starting node." : ""}`;
     const declared = node.declaredOnly ? " Declared only: no run has named it." : "";
+    const renderings = node.renderings ? ` ${renderingsText(node.renderings)}` : "";
+    const pattern = node.renderings ? ` pattern${node.renderings.expanded ? " expanded" : ""}` : "";
     const g = svg(
       "g",
       {
-        class: `node ${node.kind}${isRoot ? " root" : ""}${node.declaredOnly ? " declared-only" : ""}`,
+        class: `node ${node.kind}${isRoot ? " root" : ""}${node.declaredOnly ? " declared-only" : ""}${pattern}`,
         transform: `translate(${x.toFixed(1)},${y.toFixed(1)})`,
         tabindex: isRoot ? 0 : -1,
         role: "button",
         "data-id": node.id,
-        "aria-label": `${kind} ${node.name} in namespace ${node.namespace}.${state} ${links}${declared}`,
+        "aria-label": `${kind} ${node.name} in namespace ${node.namespace}.${state} ${links}${declared}${renderings}`,
       },
       parent,
     );
@@ -124,7 +138,23 @@ export class GraphView {
     const room = NODE_WIDTH - pad - (run ? 24 : 10);
     drawNodeLabels(g, node, this.model.nodes, { pad, room, width: NODE_WIDTH });
     if (run) svg("circle", { class: `state-dot ${stateClass(run.state)}`, cx: NODE_WIDTH - 14, cy: 14, r: 5 }, g);
+    if (node.renderings) this.drawRenderingsBadge(node.renderings, g);
     return g;
+  }
+
+  /** The badge on a templated name's node: ``× count`` while its renderings are collapsed into it, ``−`` once
+   * they are drawn; clicking it (or E on the node) expands or collapses them. */
+  drawRenderingsBadge(renderings, parent) {
+    const { count, latest, expanded } = renderings;
+    const text = expanded ? "− collapse" : `× ${count} rendering${count === 1 ? "" : "s"}`;
+    const width = Math.max(34, 10 + 6.5 * text.length);
+    const badge = svg("g", { class: "renderings-badge", transform: `translate(${NODE_WIDTH - width - 6},-9)` }, parent);
+    const newest = latest ? ` (the latest ${latest.name}, updated ${latest.updatedAt})` : "";
+    svg("title", {}, badge).textContent = expanded
+      ? "Collapse the renderings into this node"
+      : `Expand the ${count} renderings${newest}`;
+    svg("rect", { width, height: 18, rx: 9 }, badge);
+    svg("text", { x: width / 2, y: 13, "text-anchor": "middle" }, badge).textContent = text;
   }
 
   nodeElement(id) {
@@ -250,6 +280,10 @@ export class GraphView {
     this.svg.addEventListener("click", (event) => {
       const node = event.target.closest?.(".node");
       if (!node) return;
+      if (event.target.closest(".renderings-badge")) {
+        this.onToggleRenderings(node.dataset.id);
+        return;
+      }
       this.focus(node.dataset.id);
       this.onOpen(node.dataset.id);
     });
@@ -279,6 +313,11 @@ export class GraphView {
           break;
         case "Home":
           target = this.model?.index.get(this.rootId);
+          break;
+        case "e":
+        case "E":
+          if (i === undefined || !this.model.nodes[i].renderings) return;
+          this.onToggleRenderings(node.dataset.id);
           break;
         case "+":
         case "=":
