@@ -108,10 +108,22 @@ _V3_DATASET_EDGES = sa.Table(
 )
 
 
+def _to_version_11(conn: sa.Connection) -> None:
+    """Take off what version 12 added: each job's declaration, declared column links, and declared/observed times
+    on io groups and column edges."""
+    tables.declared_column_links.drop(conn)
+    tables.job_declarations.drop(conn)
+    conn.exec_driver_sql("DROP INDEX ix_lineage_io_groups_job")
+    for table in ("lineage_io_groups", "lineage_column_edges"):
+        for column in ("declared_at", "observed_at"):
+            conn.exec_driver_sql(f"ALTER TABLE {table} DROP COLUMN {column}")
+
+
 def _to_version_10(conn: sa.Connection) -> None:
     """Take off what version 11 added: the ingest log of deferred apply. Like every ``_to_version_N``, leave the
     store as the release before Alembic did: its version only in ``lineage_schema_version``, set by the caller (the
     store is then adopted at that version)."""
+    _to_version_11(conn)
     sa.Table(VERSION_TABLE, sa.MetaData()).drop(conn, checkfirst=True)
     tables.unapplied_events.drop(conn)
     tables.pending_events.drop(conn)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -41,12 +41,20 @@ def _column(engine: sa.Engine, query: str) -> list[object]:
         return list(conn.exec_driver_sql(query).scalars())
 
 
-def _store_as_the_hand_written_runner_created_it(engine: sa.Engine) -> None:
+def _store_as_the_hand_written_runner_created_it(
+    engine: sa.Engine, fill: Callable[[sa.Connection], None] | None = None
+) -> None:
     """What ``migrate`` created for a new store before Alembic (schema version 10, the last it knew): the
-    tables of ``tables.py`` but what came after version 10, a store id and one version stamp."""
-    assert store_migrations.LATEST == 11, "take off what came after version 10, as test_consumer_store does"
+    tables of ``tables.py`` but what came after version 10, a store id and one version stamp. ``fill`` writes
+    lineage with today's ingest first, before what came after version 10 is taken off."""
+    assert store_migrations.LATEST == 12, "take off what came after version 10, as test_consumer_store does"
+    from test_consumer_store import _to_version_11
+
     with engine.begin() as conn:
         tables.metadata.create_all(conn)
+        if fill is not None:
+            fill(conn)
+        _to_version_11(conn)
         tables.unapplied_events.drop(conn)  # version 11's
         tables.pending_events.drop(conn)
         new_store_id(conn)
@@ -70,10 +78,13 @@ def test_a_lineage_store_from_before_alembic_is_adopted_with_its_lineage_and_ide
 
     engine = create_store_engine(url)
     try:
-        _store_as_the_hand_written_runner_created_it(engine)
-        with engine.begin() as conn:
-            event = run_event("COMPLETE", "load", inputs=[dataset("src")], outputs=[dataset("dst")])
+        event = run_event("COMPLETE", "load", inputs=[dataset("src")], outputs=[dataset("dst")])
+
+        def fill(conn: sa.Connection) -> None:
             assert ingest_events(conn, [parse_event(event)]).stored == 1
+
+        _store_as_the_hand_written_runner_created_it(engine, fill)
+        with engine.begin() as conn:
             store_id = read_settings(conn)[STORE_ID]
     finally:
         engine.dispose()
@@ -84,8 +95,8 @@ def test_a_lineage_store_from_before_alembic_is_adopted_with_its_lineage_and_ide
             assert conn.execute(sa.select(sa.func.count()).select_from(tables.events)).scalar() == 1
             assert conn.execute(sa.select(sa.func.count()).select_from(tables.edges)).scalar() == 2
             assert read_settings(conn)[STORE_ID] == store_id  # the same store, not a new one
-        assert _column(store.engine, "SELECT version_num FROM lineage_alembic_version") == ["0011"]
-        assert _column(store.engine, "SELECT version FROM lineage_schema_version") == [10, 11]
+        assert _column(store.engine, "SELECT version_num FROM lineage_alembic_version") == ["0012"]
+        assert _column(store.engine, "SELECT version FROM lineage_schema_version") == [10, 11, 12]
     finally:
         store.dispose()
 
@@ -123,7 +134,7 @@ def test_new_stores_are_stamped_head_in_their_own_version_tables_leaving_airflow
         assert store_migrations.migrate(create_store_engine(url)) == store_migrations.LATEST
         assert _column(engine, "SELECT version_num FROM alembic_version") == ["29ce7909c52b"]
         assert _column(engine, "SELECT version_num FROM lineage_outbox_alembic_version") == ["0001"]
-        assert _column(engine, "SELECT version_num FROM lineage_alembic_version") == ["0011"]
+        assert _column(engine, "SELECT version_num FROM lineage_alembic_version") == ["0012"]
         assert outbox_migrations.migrate(create_outbox_engine(url)) == 1  # at head: nothing to do
     finally:
         engine.dispose()
@@ -146,8 +157,8 @@ def test_a_store_alembic_left_at_an_older_revision_is_upgraded_to_head(url: str)
             context.stamp(ScriptDirectory.from_config(config), "0009")
             conn.execute(tables.schema_version.update().values(version=9))
         assert store_migrations.migrate(engine) == store_migrations.LATEST
-        assert _column(engine, "SELECT version_num FROM lineage_alembic_version") == ["0011"]
-        assert _column(engine, "SELECT version FROM lineage_schema_version ORDER BY version") == [9, 10, 11]
+        assert _column(engine, "SELECT version_num FROM lineage_alembic_version") == ["0012"]
+        assert _column(engine, "SELECT version FROM lineage_schema_version ORDER BY version") == [9, 10, 11, 12]
         assert _column(engine, "SELECT count(*) FROM lineage_name_patterns") == [0]  # version 10's table is back
     finally:
         engine.dispose()
@@ -210,7 +221,7 @@ def test_concurrent_first_uses_create_each_store_once(url: str) -> None:
     assert [process.exitcode for process in processes] == [0, 0, 0, 0]
     engine = sa.create_engine(url)
     try:
-        assert _column(engine, "SELECT version_num FROM lineage_alembic_version") == ["0011"]
+        assert _column(engine, "SELECT version_num FROM lineage_alembic_version") == ["0012"]
         assert _column(engine, "SELECT version FROM lineage_schema_version") == [store_migrations.LATEST]
         assert _column(engine, "SELECT version_num FROM lineage_outbox_alembic_version") == ["0001"]
         assert _column(engine, "SELECT id FROM lineage_outbox_sequencer") == [1]

@@ -1,18 +1,20 @@
 """Drift between declared and observed lineage, per job (``GET /api/v1/drift``, see docs/declared-lineage.md).
 
-A job that a JobEvent declared (``lineage_nodes.declared_at`` set) drifts when, among its job↔dataset edges:
+A job with a declaration (its latest JobEvent named datasets, see :mod:`.declarations`) drifts when, among its
+job↔dataset edges:
 
 * a declared edge was not observed in the window (``declaredNotObserved``): ``declared_at`` set and
   ``observed_at`` NULL or before the window's start, and, for a templated name (``totals_{{ ds_nodash }}``), no
   rendering of it (``totals_20260201``) observed with the same job in the window, and not itself a rendering of
   a pattern the job declared (:mod:`.templated_names`);
-* an edge observed in the window was never declared (``observedNotDeclared``): ``observed_at`` in the window and
+* an edge observed in the window is not declared (``observedNotDeclared``): ``observed_at`` in the window and
   ``declared_at`` NULL (a rendering of a declared templated name is declared by it).
 
-A job nobody declared has no drift. The window is the last ``days`` days before now, by event time. Jobs come in
-(namespace, name) order, a page at a time: one statement reads the page's jobs (those with drift), one counts
-them, one reads their drifting edges (inputs by the edges' destination index, outputs by their key). A key
-limited to namespace patterns sees the jobs in its namespaces and, of each, the edges to datasets it can see.
+A job nobody declared, or whose latest JobEvent retired it, has no drift. The window is the last ``days`` days
+before now, by event time. Jobs come in (namespace, name) order, a page at a time: one statement reads the page's
+jobs (those with drift), one counts them, one reads their drifting edges (inputs by the edges' destination
+index, outputs by their key). A key limited to namespace patterns sees the jobs in its namespaces and, of each,
+the edges to datasets it can see.
 """
 
 from __future__ import annotations
@@ -75,7 +77,9 @@ def _jobs(since: datetime, namespace: str | None, visible: Collection[str] | Non
         edge, dataset, conditions = _edges_of(side, since, visible, dialect)
         at_job = edge.c[side.at_job] == job.c.id
         has_drift.append(exists(select(literal(1)).select_from(edge).join(dataset, and_(*conditions)).where(at_job)))
-    chosen = [job.c.kind == "job", job.c.declared_at.is_not(None), or_(*has_drift)]
+    declaration = tables.job_declarations.c
+    declared = exists(select(literal(1)).where(declaration.job_id == job.c.id, declaration.empty == 0))
+    chosen = [job.c.kind == "job", declared, or_(*has_drift)]
     if namespace is not None:
         chosen.append(job.c.namespace == namespace)
     if visible is not None:

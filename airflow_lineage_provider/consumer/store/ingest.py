@@ -23,8 +23,8 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from airflow_lineage_provider.consumer.store import declarations, identity, lifecycle, tables, templated_names
 from airflow_lineage_provider.consumer.store import facets as facet_readers
-from airflow_lineage_provider.consumer.store import identity, lifecycle, tables, templated_names
 from airflow_lineage_provider.consumer.store.node_versions import node_upsert
 from airflow_lineage_provider.consumer.store.statements import Statement, Statements, column_arrays, statements
 from airflow_lineage_provider.consumer.store.store_settings import STORE_ID, read_settings_and_claims
@@ -33,6 +33,8 @@ from airflow_lineage_provider.consumer.store.versioned_cache import bump_version
 from airflow_lineage_provider.consumer.validation import DatasetRef, LineageEvent
 
 NodeKey = str
+#: A column edge of a batch: ``(source dataset, source field, target dataset, target field)``.
+ColumnKey = tuple[NodeKey, str, NodeKey, str]
 
 
 def node_key(kind: str, namespace: str, name: str) -> NodeKey:
@@ -172,6 +174,8 @@ class _IoGroup:
     inputs: frozenset[NodeKey]
     outputs: frozenset[NodeKey]
     last_seen: datetime
+    declared_at: datetime | None = None
+    observed_at: datetime | None = None
 
 
 @dataclass
@@ -188,7 +192,14 @@ class _Changes:
     run_io: set[tuple[str, NodeKey, str]] = field(default_factory=set)
     edges: dict[tuple[NodeKey, NodeKey], tuple[datetime, datetime]] = field(default_factory=dict)
     io_groups: dict[str, _IoGroup] = field(default_factory=dict)
-    column_edges: dict[tuple[NodeKey, str, NodeKey, str], tuple[datetime, str | None]] = field(default_factory=dict)
+    column_edges: dict[ColumnKey, tuple[datetime, str | None]] = field(default_factory=dict)
+    #: The latest time a static event declared each column edge, and a RunEvent observed it.
+    column_declared: dict[ColumnKey, datetime] = field(default_factory=dict)
+    column_observed: dict[ColumnKey, datetime] = field(default_factory=dict)
+    #: The column edges each job's declaration links (see ..declarations).
+    column_links: set[tuple[NodeKey, ColumnKey]] = field(default_factory=set)
+    #: The declaration each job's JobEvent of the batch makes (one per job: see :func:`.declarations.current_events`).
+    declarations: dict[NodeKey, declarations.Declaration] = field(default_factory=dict)
     #: Names datasets claim (see ..identity): ``(dataset, namespace, name, type, via) → producer``, the first
     #: producer of the batch that said it.
     claims: dict[tuple[NodeKey, str, str, str | None, str], str | None] = field(default_factory=dict)
@@ -217,7 +228,7 @@ class _Changes:
         _span(self.edges, (origin, destination), at)
         _max(self.edge_observed if self.observing else self.edge_declared, (origin, destination), at)
 
-    def dataset(self, ref: DatasetRef, at: datetime, producer: str | None) -> NodeKey:
+    def dataset(self, ref: DatasetRef, at: datetime, producer: str | None, job: NodeKey | None = None) -> NodeKey:
         key = self.node("dataset", ref.namespace, ref.name, at)
         if producer:
             self.producers.add((key, producer))
@@ -238,7 +249,11 @@ class _Changes:
             self.claims.setdefault((key, source, ref.name, None, "dataSource"), producer)
         for link in facet_readers.column_links(ref.facets):
             source = self.node("dataset", link.source_namespace, link.source_name, at)
-            _latest(self.column_edges, (source, link.source_field, key, link.target_field), at, link.transformation)
+            column = (source, link.source_field, key, link.target_field)
+            _latest(self.column_edges, column, at, link.transformation)
+            _max(self.column_observed if self.observing else self.column_declared, column, at)
+            if job is not None and not self.observing:
+                self.column_links.add((job, column))
         return key
 
     def add(self, event: LineageEvent) -> None:
@@ -252,8 +267,10 @@ class _Changes:
         job_facets = json.dumps(event.job.facets, sort_keys=True) if event.job.facets else None
         if job_facets is not None:
             _latest(self.job_facets, job, at, job_facets)
-        inputs = [self.dataset(ref, at, event.producer) for ref in event.inputs]
-        outputs = [self.dataset(ref, at, event.producer) for ref in event.outputs]
+        if declarations.is_declaration(event):
+            self.declarations[job] = declarations.of(event)
+        inputs = [self.dataset(ref, at, event.producer, job) for ref in event.inputs]
+        outputs = [self.dataset(ref, at, event.producer, job) for ref in event.outputs]
         for source in inputs:
             self.edge(source, job, at)
         for target in outputs:
@@ -265,11 +282,36 @@ class _Changes:
 
     def _io_group(self, job: NodeKey, inputs: list[NodeKey], outputs: list[NodeKey], at: datetime) -> None:
         key = io_group_key(job, inputs, outputs)
-        known = self.io_groups.get(key)
-        if known is None:
-            self.io_groups[key] = _IoGroup(job, frozenset(inputs), frozenset(outputs), at)
-        elif at > known.last_seen:
-            self.io_groups[key] = replace(known, last_seen=at)
+        known = self.io_groups.get(key) or _IoGroup(job, frozenset(inputs), frozenset(outputs), at)
+        last_seen = max(known.last_seen, at)
+        if self.observing:
+            observed = at if known.observed_at is None or at > known.observed_at else known.observed_at
+            self.io_groups[key] = replace(known, last_seen=last_seen, observed_at=observed)
+        else:
+            declared = at if known.declared_at is None or at > known.declared_at else known.declared_at
+            self.io_groups[key] = replace(known, last_seen=last_seen, declared_at=declared)
+
+    def forget_declaration(self, job: NodeKey) -> None:
+        """Take back what ``job``'s JobEvent of the batch declared: a newer declaration of the job was stored
+        meanwhile (see :func:`.declarations.replace`). What a run of the batch observed stays."""
+        for edge in [edge for edge in self.edge_declared if job in edge]:
+            del self.edge_declared[edge]
+            if edge not in self.edge_observed:
+                del self.edges[edge]
+        for key, group in list(self.io_groups.items()):
+            if group.job == job:
+                if group.observed_at is None:
+                    del self.io_groups[key]
+                else:
+                    self.io_groups[key] = replace(group, declared_at=None)
+        links = {link for link in self.column_links if link[0] == job}
+        self.column_links -= links
+        still = {column for _job, column in self.column_links}
+        for _job, column in links:
+            if column not in still:
+                self.column_declared.pop(column, None)
+                if column not in self.column_observed:
+                    self.column_edges.pop(column, None)
 
     def _run(
         self, event: LineageEvent, job: NodeKey, inputs: list[NodeKey], outputs: list[NodeKey], job_facets: str | None
@@ -317,8 +359,16 @@ def apply_events(conn: Connection, events: Sequence[LineageEvent]) -> None:
     ``conn``: jobs, datasets, runs, edges and the rest, as one batch."""
     if not events:
         return
+    jobs = {
+        event.key: node_key("job", event.job.namespace, event.job.name)
+        for event in events
+        if event.job is not None and declarations.is_declaration(event)
+    }
+    current = declarations.current_events(conn, events, jobs) if jobs else events
+    if not current:  # only JobEvents a later declaration of their job supersedes: stored, nothing to apply
+        return
     changes = _Changes()
-    for event in events:
+    for event in current:
         changes.add(event)
     after_commit(conn, _apply(conn, changes))
 
@@ -371,6 +421,9 @@ def after_commit(conn: Connection, callback: Callable[[], None]) -> None:
 def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
     sql = statements(conn.dialect.name)
     ids, rewritten = _write_nodes(conn, changes)
+    replaced = declarations.replace(conn, {ids[key]: one for key, one in changes.declarations.items()})
+    for key in changes.declarations.keys() - {key for key in changes.declarations if ids[key] in replaced.jobs}:
+        changes.forget_declaration(key)
     refaceted = _datasets_given_new_facets(conn, changes, ids, rewritten)
     settings, any_claim = read_settings_and_claims(conn)
     _write_io_groups(conn, sql, changes, ids)
@@ -387,6 +440,7 @@ def _apply(conn: Connection, changes: _Changes) -> Callable[[], None]:
         _mark_setting(conn, DECLARED_LINEAGE)
     _match_templated_names(conn, changes, ids, settings)
     _write_columns(conn, sql, changes, ids)
+    declarations.sweep(conn, replaced)
     _regroup(conn, changes, settings, claimed, any_claim or bool(claimed))
     return remember
 
@@ -628,7 +682,13 @@ def _write_io_groups(conn: Connection, sql: Statements, changes: _Changes, ids: 
     if not changes.io_groups:
         return
     rows = [
-        {"group_key": key, "job_id": ids[group.job], "last_seen": group.last_seen}
+        {
+            "group_key": key,
+            "job_id": ids[group.job],
+            "last_seen": group.last_seen,
+            "declared_at": group.declared_at,
+            "observed_at": group.observed_at,
+        }
         for key, group in changes.io_groups.items()
     ]
     # Only the groups the upsert inserted or moved on answer: a group skipped was stored with its members.
@@ -656,13 +716,24 @@ def _write_columns(conn: Connection, sql: Statements, changes: _Changes, ids: di
             wanted[key] = {"field_key": key, "dataset_id": ids[dataset], "name": name}
     _write(conn, sql.fields, list(wanted.values()))
     field_ids = _ids(conn, sql.field_ids, wanted)
+
+    def edge_ids(column: ColumnKey) -> tuple[int, int]:
+        s, sf, t, tf = column
+        return field_ids[field_key(ids[s], sf)], field_ids[field_key(ids[t], tf)]
+
     rows = [
         {
-            "source_field_id": field_ids[field_key(ids[s], sf)],
-            "target_field_id": field_ids[field_key(ids[t], tf)],
+            "source_field_id": source,
+            "target_field_id": target,
             "transformation": transformation,
             "last_seen": at,
+            "declared_at": changes.column_declared.get(column),
+            "observed_at": changes.column_observed.get(column),
         }
-        for (s, sf, t, tf), (at, transformation) in changes.column_edges.items()
+        for column, (at, transformation) in changes.column_edges.items()
+        for source, target in [edge_ids(column)]
     ]
     _write(conn, sql.column_edges, rows)
+    if changes.column_links:
+        links = {(ids[job], *edge_ids(column)) for job, column in changes.column_links}
+        declarations.link_columns(conn, sorted(links))

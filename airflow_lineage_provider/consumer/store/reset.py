@@ -112,6 +112,7 @@ _LINEAGE_TABLES = (
     tables.edges,
     tables.io_members,
     tables.io_groups,
+    tables.declared_column_links,
     tables.column_edges,
     tables.fields,
     tables.symlinks,
@@ -121,6 +122,7 @@ _LINEAGE_TABLES = (
     tables.pattern_renderings,
     tables.name_patterns,
     tables.datasets,
+    tables.job_declarations,
     tables.jobs,
     tables.nodes,
 )
@@ -485,6 +487,11 @@ def _apply(conn: Connection, plan: _Plan) -> ResetCounts:
     _deleted(conn, tables.run_io, scope.run_io)
     counts.runs = _deleted(conn, tables.runs, scope.runs)
     counts.edges = _deleted(conn, tables.edges, scope.edges)
+    links = tables.declared_column_links.c
+    gone_fields = select(tables.fields.c.id).where(scope.fields)
+    _deleted(conn, tables.declared_column_links, scope.of_nodes(links.job_id))
+    _deleted(conn, tables.declared_column_links, links.source_field_id.in_(gone_fields))
+    _deleted(conn, tables.declared_column_links, links.target_field_id.in_(gone_fields))
     counts.column_edges = _deleted(conn, tables.column_edges, scope.column_edges)
     counts.fields = _deleted(conn, tables.fields, scope.fields)
     counts.symlinks = _deleted(conn, tables.symlinks, scope.of_nodes(tables.symlinks.c.dataset_id))
@@ -496,6 +503,7 @@ def _apply(conn: Connection, plan: _Plan) -> ResetCounts:
     _deleted(conn, tables.pattern_renderings, scope.of_nodes(renderings.dataset_id))
     _deleted(conn, tables.name_patterns, scope.of_nodes(tables.name_patterns.c.node_id))
     _deleted(conn, tables.datasets, scope.of_nodes(tables.datasets.c.node_id))
+    _deleted(conn, tables.job_declarations, scope.of_nodes(tables.job_declarations.c.job_id))
     _deleted(conn, tables.jobs, scope.of_nodes(tables.jobs.c.node_id))
     kinds: dict[str, int] = dict(
         conn.execute(select(n.kind, func.count()).where(scope.node_rows).group_by(n.kind)).all()

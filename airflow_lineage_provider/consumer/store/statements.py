@@ -239,8 +239,16 @@ def statements(dialect: str) -> Statements:
     io_groups = insert_for(dialect, t.io_groups)
     io_groups = io_groups.on_conflict_do_update(
         index_elements=["group_key"],
-        set_={"last_seen": lifecycle.latest_sql(t.io_groups.c.last_seen, io_groups.excluded.last_seen)},
-        where=io_groups.excluded.last_seen > t.io_groups.c.last_seen,
+        set_={
+            "last_seen": lifecycle.latest_sql(t.io_groups.c.last_seen, io_groups.excluded.last_seen),
+            "declared_at": lifecycle.latest_sql(t.io_groups.c.declared_at, io_groups.excluded.declared_at),
+            "observed_at": lifecycle.latest_sql(t.io_groups.c.observed_at, io_groups.excluded.observed_at),
+        },
+        where=or_(
+            io_groups.excluded.last_seen > t.io_groups.c.last_seen,
+            later(io_groups.excluded.declared_at, t.io_groups.c.declared_at),
+            later(io_groups.excluded.observed_at, t.io_groups.c.observed_at),
+        ),
     )
     column_edges = insert_for(dialect, t.column_edges)
     newer = lifecycle.newer_sql(column_edges.excluded.last_seen, t.column_edges.c.last_seen)
@@ -251,6 +259,8 @@ def statements(dialect: str) -> Statements:
                 (newer, column_edges.excluded.transformation), else_=t.column_edges.c.transformation
             ),
             "last_seen": lifecycle.latest_sql(t.column_edges.c.last_seen, column_edges.excluded.last_seen),
+            "declared_at": lifecycle.latest_sql(t.column_edges.c.declared_at, column_edges.excluded.declared_at),
+            "observed_at": lifecycle.latest_sql(t.column_edges.c.observed_at, column_edges.excluded.observed_at),
         },
     )
     # The keys as one array on PostgreSQL (``= ANY(:keys)``: one statement text whatever their number, which the

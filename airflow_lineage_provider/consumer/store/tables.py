@@ -212,8 +212,9 @@ run_io = Table(
     Column("direction", String(6), primary_key=True),
 )
 
-#: The job↔dataset graph: input dataset → job and job → output dataset, with when each was last seen, and
-#: the latest event time of a JobEvent that *declared* it and of a RunEvent that *observed* it (NULL: never).
+#: The job↔dataset graph: input dataset → job and job → output dataset, with when each was last seen, the event
+#: time of the job's declaration naming it (:data:`job_declarations`; NULL: the declaration does not) and the
+#: latest event time of a RunEvent that *observed* it (NULL: never). An edge with neither is deleted.
 edges = Table(
     "lineage_edges",
     metadata,
@@ -251,6 +252,34 @@ io_groups = Table(
     Column("group_key", String(40), nullable=False, unique=True),
     Column("job_id", Id, nullable=False),
     Column("last_seen", UtcDateTime, nullable=False),
+    # As on edges: the event time of the job's declaration (see :data:`job_declarations`) holding the group, and
+    # the latest event time of a RunEvent with it (NULL: never). A group with neither is deleted.
+    Column("declared_at", UtcDateTime),
+    Column("observed_at", UtcDateTime),
+    Index("ix_lineage_io_groups_job", "job_id"),
+)
+
+#: Each job's declaration: its latest JobEvent by event time (the greater event key on a tie), whatever order
+#: JobEvents arrive in. The edges, io groups and column-lineage links that JobEvent named are the job's declared
+#: lineage; what an earlier JobEvent named and the latest does not is no longer declared (see
+#: :mod:`..declarations`). ``empty``: the JobEvent named no datasets (a retired job): the job has no declaration.
+job_declarations = Table(
+    "lineage_job_declarations",
+    metadata,
+    Column("job_id", Id, primary_key=True, autoincrement=False),
+    Column("declared_at", UtcDateTime, nullable=False),
+    Column("event_key", String(64), nullable=False),
+    Column("empty", SmallInteger, nullable=False),
+)
+
+#: The column-lineage links each job's declaration names (a column edge is declared while one holds it).
+declared_column_links = Table(
+    "lineage_declared_column_links",
+    metadata,
+    Column("job_id", Id, primary_key=True),
+    Column("source_field_id", Id, primary_key=True),
+    Column("target_field_id", Id, primary_key=True),
+    Index("ix_lineage_declared_column_links_edge", "source_field_id", "target_field_id"),
 )
 
 #: The datasets of each io group, as ``input`` or ``output``. A walk steps dataset → its memberships in
@@ -283,6 +312,10 @@ column_edges = Table(
     Column("target_field_id", Id, primary_key=True),
     Column("transformation", Text),
     Column("last_seen", UtcDateTime, nullable=False),
+    # The latest event time of a static event declaring the link (while a declaration holds it, see
+    # :data:`declared_column_links`) and of a RunEvent observing it (NULL: never).
+    Column("declared_at", UtcDateTime),
+    Column("observed_at", UtcDateTime),
     Index("ix_lineage_column_edges_target", "target_field_id", "source_field_id"),
 )
 

@@ -1,0 +1,263 @@
+"""Version 12: a job's latest JobEvent is its declaration; table and column lineage say declared or observed.
+
+Adds ``lineage_job_declarations`` (each job's latest JobEvent: time, event key, whether it named no dataset),
+``lineage_declared_column_links`` (the column-lineage links each declaration names), ``declared_at`` and
+``observed_at`` on io groups and column edges, and an index of io groups by job.
+
+Derived from what is stored, without today's ingest code (this revision must keep working after it moves on):
+
+* each job's declaration is its stored JobEvent with the latest event time (greater event key on a tie);
+* an edge of a declared job whose ``declared_at`` is before the declaration's time was declared only by an earlier
+  JobEvent (version 9 kept the latest time of any): it is no longer declared; a retired job's (a declaration naming
+  no dataset) edges are none of them declared; an edge left neither declared nor observed is deleted;
+* an io group is declared when it is the group of its job's declaration (same job, inputs and outputs), and then
+  observed when every one of its datasets' edges with the job was observed; every other group is taken as observed
+  at its ``last_seen`` (a group named only by a superseded JobEvent cannot be told apart from what is stored);
+* a column edge named by a declaration's ``columnLineage`` is declared at the declaration's time and observed when
+  it was seen after it; every other column edge is taken as observed at its ``last_seen`` (an edge named only by a
+  superseded JobEvent cannot be told apart from what is stored, and reads as observed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+from alembic import op
+from sqlalchemy import Connection, text
+
+revision = "0012"
+down_revision = "0011"
+branch_labels = None
+depends_on = None
+
+_CHUNK = 500
+
+#: A column-lineage link a declaration names: job id, declaration time, source namespace, name and field, target
+#: namespace, name and field.
+_Link = tuple[int, datetime, str, str, str, str, str, str]
+
+_DDL = """
+CREATE TABLE lineage_job_declarations (
+    job_id {id} NOT NULL PRIMARY KEY, declared_at {timestamp} NOT NULL, event_key VARCHAR(64) NOT NULL,
+    empty SMALLINT NOT NULL
+);
+CREATE TABLE lineage_declared_column_links (
+    job_id {id} NOT NULL, source_field_id {id} NOT NULL, target_field_id {id} NOT NULL,
+    PRIMARY KEY (job_id, source_field_id, target_field_id)
+);
+CREATE INDEX ix_lineage_declared_column_links_edge ON lineage_declared_column_links (source_field_id, target_field_id);
+ALTER TABLE lineage_io_groups ADD COLUMN declared_at {timestamp};
+ALTER TABLE lineage_io_groups ADD COLUMN observed_at {timestamp};
+CREATE INDEX ix_lineage_io_groups_job ON lineage_io_groups (job_id);
+ALTER TABLE lineage_column_edges ADD COLUMN declared_at {timestamp};
+ALTER TABLE lineage_column_edges ADD COLUMN observed_at {timestamp}
+"""
+
+
+def _sha1(text_: str) -> str:
+    return hashlib.sha1(text_.encode()).hexdigest()
+
+
+def _node_key(kind: str, namespace: str, name: str) -> str:
+    return _sha1(f"{kind}\x00{namespace}\x00{name}")
+
+
+def _time(value: Any) -> datetime:
+    if isinstance(value, str):  # SQLite answers text
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def _bound(conn: Connection, value: datetime) -> Any:
+    """A time as the store keeps it: naive UTC text on SQLite, aware on PostgreSQL."""
+    if conn.dialect.name == "sqlite":
+        return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+    return value
+
+
+def _datasets(payload: dict[str, Any], side: str) -> list[dict[str, Any]]:
+    found = payload.get(side)
+    return [d for d in found if isinstance(d, dict)] if isinstance(found, list) else []
+
+
+def _named(dataset: dict[str, Any]) -> tuple[str, str] | None:
+    namespace, name = dataset.get("namespace"), dataset.get("name")
+    return (namespace, name) if isinstance(namespace, str) and isinstance(name, str) and namespace and name else None
+
+
+def _column_links(dataset: dict[str, Any]) -> Iterator[tuple[str, str, str, str]]:
+    """``(source namespace, source name, source field, target field)`` of a dataset's ``columnLineage`` facet."""
+    facets = dataset.get("facets")
+    facet = facets.get("columnLineage") if isinstance(facets, dict) else None
+    fields = facet.get("fields") if isinstance(facet, dict) else None
+    if not isinstance(fields, dict):
+        return
+    for target, mapping in fields.items():
+        sources = mapping.get("inputFields") if isinstance(mapping, dict) else None
+        if not isinstance(target, str) or not target or not isinstance(sources, list):
+            continue
+        for source in sources:
+            if isinstance(source, dict):
+                namespace, name, field = source.get("namespace"), source.get("name"), source.get("field")
+                strings = isinstance(namespace, str) and isinstance(name, str) and isinstance(field, str)
+                if strings and namespace and name and field:
+                    yield (namespace, name, field, target)
+
+
+def _latest_job_events(conn: Connection) -> dict[tuple[str, str], tuple[datetime, str, str]]:
+    """Each job's latest stored JobEvent: ``(namespace, name) → (event time, event key, payload)``."""
+    latest: dict[tuple[str, str], tuple[datetime, str, str]] = {}
+    rows = conn.execute(
+        text(
+            "SELECT job_namespace, job_name, event_time, event_key, payload FROM lineage_events"
+            " WHERE kind = 'job' AND job_namespace IS NOT NULL AND job_name IS NOT NULL"
+        )
+    )
+    for namespace, name, at, key, payload in rows:
+        at = _time(at)
+        known = latest.get((namespace, name))
+        if known is None or (at, key) > known[:2]:
+            latest[(namespace, name)] = (at, key, payload)
+    return latest
+
+
+def _ids(conn: Connection, keys: list[str], table: str, column: str) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for start in range(0, len(keys), _CHUNK):
+        chunk = keys[start : start + _CHUNK]
+        marks = ", ".join(f":k{i}" for i in range(len(chunk)))
+        query = text(f"SELECT {column}, id FROM {table} WHERE {column} IN ({marks})")
+        found.update(
+            (key, found_id) for key, found_id in conn.execute(query, {f"k{i}": k for i, k in enumerate(chunk)})
+        )
+    return found
+
+
+def _declarations(conn: Connection) -> None:
+    latest = _latest_job_events(conn)
+    if not latest:
+        return
+    job_ids = _ids(conn, [_node_key("job", ns, name) for ns, name in latest], "lineage_nodes", "node_key")
+    groups: list[dict[str, Any]] = []
+    links: list[_Link] = []
+    for (namespace, name), (at, key, payload_text) in latest.items():
+        job_key = _node_key("job", namespace, name)
+        job = job_ids.get(job_key)
+        if job is None:
+            continue
+        try:
+            payload = json.loads(payload_text)
+        except ValueError:
+            continue
+        inputs = [ref for ref in map(_named, _datasets(payload, "inputs")) if ref]
+        outputs = [ref for ref in map(_named, _datasets(payload, "outputs")) if ref]
+        empty = not inputs and not outputs
+        conn.execute(
+            text(
+                "INSERT INTO lineage_job_declarations (job_id, declared_at, event_key, empty)"
+                " VALUES (:job, :at, :key, :empty)"
+            ),
+            {"job": job, "at": _bound(conn, at), "key": key, "empty": int(empty)},
+        )
+        bound = {"job": job, "at": _bound(conn, at)}
+        older = "declared_at IS NOT NULL" if empty else "declared_at < :at"
+        for side in ("origin_id", "destination_id"):
+            conn.execute(text(f"UPDATE lineage_edges SET declared_at = NULL WHERE {side} = :job AND {older}"), bound)
+        if inputs and outputs:
+            input_keys = sorted({_node_key("dataset", *ref) for ref in inputs})
+            output_keys = sorted({_node_key("dataset", *ref) for ref in outputs})
+            group_key = _sha1(f"{job_key}>{','.join(input_keys)}>{','.join(output_keys)}")
+            groups.append({"key": group_key, "at": _bound(conn, at)})
+        for dataset in _datasets(payload, "outputs"):
+            target = _named(dataset)
+            if target is not None:
+                links += [
+                    (job, at, source_ns, source_name, source_field, *target, target_field)
+                    for source_ns, source_name, source_field, target_field in _column_links(dataset)
+                ]
+    if groups:
+        conn.execute(
+            text(
+                "UPDATE lineage_io_groups SET declared_at = :at, observed_at = (SELECT CASE WHEN"
+                f" {_GROUP_OBSERVED} THEN g.last_seen END FROM lineage_io_groups g WHERE g.id = lineage_io_groups.id)"
+                " WHERE group_key = :key"
+            ),
+            groups,
+        )
+    _declared_column_links(conn, links)
+
+
+def _declared_column_links(conn: Connection, links: list[_Link]) -> None:
+    """Link each declared column edge to its job and mark it declared at the declaration's time."""
+    if not links:
+        return
+    datasets = {_node_key("dataset", link[2], link[3]) for link in links}
+    datasets |= {_node_key("dataset", link[5], link[6]) for link in links}
+    dataset_ids = _ids(conn, sorted(datasets), "lineage_nodes", "node_key")
+    keyed: list[tuple[int, datetime, str, str]] = []
+    for job, at, source_ns, source_name, source_field, target_ns, target_name, target_field in links:
+        source = dataset_ids.get(_node_key("dataset", source_ns, source_name))
+        target = dataset_ids.get(_node_key("dataset", target_ns, target_name))
+        if source is not None and target is not None:
+            keyed.append((job, at, _sha1(f"{source}\x00{source_field}"), _sha1(f"{target}\x00{target_field}")))
+    field_ids = _ids(conn, sorted({k for link in keyed for k in link[2:]}), "lineage_fields", "field_key")
+    seen: set[tuple[int, int, int]] = set()
+    for job, at, source_key, target_key in keyed:
+        source, target = field_ids.get(source_key), field_ids.get(target_key)
+        if source is None or target is None or (job, source, target) in seen:
+            continue
+        seen.add((job, source, target))
+        edge = {"source": source, "target": target, "at": _bound(conn, at)}
+        found = conn.execute(
+            text(
+                "UPDATE lineage_column_edges SET declared_at = :at,"
+                " observed_at = CASE WHEN last_seen > :at THEN last_seen ELSE NULL END"
+                " WHERE source_field_id = :source AND target_field_id = :target"
+            ),
+            edge,
+        )
+        if found.rowcount:
+            conn.execute(
+                text(
+                    "INSERT INTO lineage_declared_column_links (job_id, source_field_id, target_field_id)"
+                    " VALUES (:job, :source, :target)"
+                ),
+                {"job": job, "source": source, "target": target},
+            )
+
+
+#: Every member of the io group (``g``) was observed with its job: the group was observed, not only declared.
+_GROUP_OBSERVED = """NOT EXISTS (
+    SELECT 1 FROM lineage_io_members m
+    WHERE m.group_id = g.id AND NOT EXISTS (
+        SELECT 1 FROM lineage_edges e
+        WHERE e.observed_at IS NOT NULL AND (
+            (m.direction = 'input' AND e.origin_id = m.dataset_id AND e.destination_id = g.job_id)
+            OR (m.direction = 'output' AND e.origin_id = g.job_id AND e.destination_id = m.dataset_id)
+        )
+    )
+)"""
+
+
+def upgrade() -> None:
+    conn = op.get_bind()
+    postgresql = conn.dialect.name == "postgresql"
+    ddl = _DDL.format(
+        id="BIGINT" if postgresql else "INTEGER",
+        timestamp="TIMESTAMP WITH TIME ZONE" if postgresql else "DATETIME",
+    )
+    for statement in ddl.split(";"):
+        conn.exec_driver_sql(statement)
+    conn.exec_driver_sql("UPDATE lineage_io_groups SET observed_at = last_seen")
+    _declarations(conn)
+    conn.exec_driver_sql(
+        "UPDATE lineage_column_edges SET observed_at = last_seen WHERE declared_at IS NULL AND NOT EXISTS"
+        " (SELECT 1 FROM lineage_declared_column_links l"
+        " WHERE l.source_field_id = lineage_column_edges.source_field_id"
+        " AND l.target_field_id = lineage_column_edges.target_field_id)"
+    )
+    conn.exec_driver_sql("DELETE FROM lineage_edges WHERE declared_at IS NULL AND observed_at IS NULL")
