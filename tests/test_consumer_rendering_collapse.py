@@ -16,6 +16,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from openlineage.client.event_v2 import InputDataset, Job, JobEvent, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.serde import Serde
@@ -24,6 +25,7 @@ from support.olschema import assert_valid_event, shared_available
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
+from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.design.templates import name_regex
 from airflow_lineage_provider.facets.design_time import TEMPLATED_NAME_KEY, TemplatedNameDatasetFacet
 
@@ -232,3 +234,23 @@ def test_a_limited_key_never_sees_a_hidden_renderings_name(consumer: TestClient)
         assert limited["count"] == 1 and limited["latest"]["namespace"] == "lake_eu"
     listing = consumer.get("/api/v1/graph", params={"limit": 100}, headers=LIMITED)
     assert listing.status_code == 200 and "lake_us" not in listing.text
+
+
+def test_a_rendering_of_two_patterns_is_drawn_as_the_lowest(consumer: TestClient) -> None:
+    """``both_{{ ds_nodash }}`` and ``both_{{ params.x }}`` (any text) both render ``both_20260201``."""
+    templates = ["both_{{ ds_nodash }}", "both_{{ params.x }}"]
+    _post(
+        consumer,
+        declared("twice", [_pattern(WAREHOUSE, name, OutputDataset) for name in templates], days_ago=10),
+        ran("twice", 1, outputs=[(WAREHOUSE, "both_20260201")]),
+    )
+    store = consumer.app.state.store  # type: ignore[attr-defined]
+    with store.read() as conn:
+        n = tables.nodes.c
+        ids = dict(conn.execute(sa.select(n.name, n.id).where(n.name.in_(templates))).all())
+    lowest = min(templates, key=lambda name: ids[name])
+    graph = _graph(consumer, f"job:{JOBS}:twice")
+    assert f"dataset:{WAREHOUSE}:both_20260201" not in graph
+    observed = {destination for (_, destination), (_, seen) in _edges(graph).items() if seen}
+    assert observed == {f"dataset:{WAREHOUSE}:{lowest}"}
+    assert all(graph[f"dataset:{WAREHOUSE}:{name}"]["data"]["renderings"]["count"] == 1 for name in templates)

@@ -138,26 +138,26 @@ def summaries(
     """``pattern → Renderings`` (over the visible renderings) of these patterns, in one statement."""
     if not patterns:
         return {}
-    r, n, dialect = tables.pattern_renderings.c, tables.nodes.c, conn.dialect.name
-    newest = (n.updated_at.desc(), n.namespace.desc(), n.name.desc())
-    ranked = (
-        select(
-            r.pattern_id,
-            n.namespace,
-            n.name,
-            iso_utc(n.updated_at).label("updated"),
-            func.count().over(partition_by=r.pattern_id).label("count"),
-            func.row_number().over(partition_by=r.pattern_id, order_by=newest).label("rank"),
-        )
-        .join_from(tables.pattern_renderings, tables.nodes, n.id == r.dataset_id)
-        .where(r.pattern_id.in_(sorted(patterns)))
-    )
+    dialect = conn.dialect.name
+    counted = tables.pattern_renderings.alias("counted")
+    totals = select(counted.c.pattern_id, func.count().label("count")).where(counted.c.pattern_id.in_(sorted(patterns)))
     if visible is not None:
-        ranked = ranked.where(namespace_in(n.namespace, visible, dialect))
-    latest = ranked.subquery("ranked")
+        named = tables.nodes.alias("counted_node")
+        totals = totals.join_from(counted, named, named.c.id == counted.c.dataset_id)
+        totals = totals.where(namespace_in(named.c.namespace, visible, dialect))
+    counts = totals.group_by(counted.c.pattern_id).cte("totals")
+    # Each pattern's newest rendering, by a top-1 per pattern (ties: the last by namespace and name).
+    r, n = tables.pattern_renderings.alias("newest"), tables.nodes.alias("newest_node")
+    newest = select(n.c.id).join_from(r, n, n.c.id == r.c.dataset_id).where(r.c.pattern_id == counts.c.pattern_id)
+    if visible is not None:
+        newest = newest.where(namespace_in(n.c.namespace, visible, dialect))
+    newest = newest.order_by(n.c.updated_at.desc(), n.c.namespace.desc(), n.c.name.desc()).limit(1)
+    shown = tables.nodes.c
+    latest = select(counts.c.pattern_id, counts.c.count, shown.namespace, shown.name, iso_utc(shown.updated_at))
+    latest = latest.join_from(counts, tables.nodes, shown.id == newest.correlate(counts).scalar_subquery())
     found = {
         pattern: Renderings(count, False, LatestRendering(name, namespace, updated))
-        for pattern, namespace, name, updated, count, _rank in conn.execute(select(latest).where(latest.c.rank == 1))
+        for pattern, count, namespace, name, updated in conn.execute(latest)
     }
     every = expanded is None
     return {
@@ -218,14 +218,22 @@ def renderings_of(conn: Connection, patterns: Collection[int], visible: Visible)
     return {rendering: pattern for rendering, pattern in lowest.items() if pattern in patterns}
 
 
-def collapsed_edges(edges: Iterable[tuple[int, int, int]], of: Mapping[int, int]) -> list[tuple[int, int, int]]:
-    """``(origin, destination, flags)`` edges with every end in ``of`` drawn to its pattern, each once, with the
-    flags of any of the stored edges it is drawn for (bits OR-ed)."""
-    drawn: dict[tuple[int, int], int] = {}
+def collapsed_edges(
+    edges: Iterable[tuple[int, int, int]], of: Mapping[int, int], patterns: Collection[int]
+) -> list[tuple[int, int, int]]:
+    """``(origin, destination, flags)`` edges with every end in ``of`` drawn to its pattern (one of ``patterns``),
+    each once, with the flags of any of the stored edges it is drawn for (bits OR-ed)."""
+    if not of:
+        return list(edges)
+    kept: list[tuple[int, int, int]] = []
+    drawn: dict[tuple[int, int], int] = {}  # edges at a pattern: several stored edges may be drawn as one
     for origin, destination, flags in edges:
-        ends = (of.get(origin, origin), of.get(destination, destination))
-        drawn[ends] = drawn.get(ends, 0) | flags
-    return [(origin, destination, flags) for (origin, destination), flags in drawn.items()]
+        if origin in of or destination in of or origin in patterns or destination in patterns:
+            ends = (of.get(origin, origin), of.get(destination, destination))
+            drawn[ends] = drawn.get(ends, 0) | flags
+        else:
+            kept.append((origin, destination, flags))
+    return kept + [(origin, destination, flags) for (origin, destination), flags in drawn.items()]
 
 
 def patterns_among(conn: Connection, ids: Collection[int]) -> set[int]:

@@ -284,7 +284,7 @@ def _collapsed(
         data = renderings.pattern_data(card.data, summaries[pattern])
         declared_only = card.declared_only and pattern not in observed
         drawn[pattern] = GraphNode(card.id, card.type, data, [], [], declared_only)
-    return drawn, renderings.collapsed_edges(edges, of)
+    return drawn, renderings.collapsed_edges(edges, of, shown)
 
 
 def _declared_flags() -> Any:
