@@ -19,6 +19,7 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from openlineage.client.event_v2 import InputDataset, Job, JobEvent, OutputDataset, Run, RunEvent, RunState
+from openlineage.client.generated import symlinks_dataset
 from openlineage.client.serde import Serde
 from support.consumer_helpers import PRODUCER
 from support.olschema import assert_valid_event, shared_available
@@ -254,3 +255,27 @@ def test_a_rendering_of_two_patterns_is_drawn_as_the_lowest(consumer: TestClient
     observed = {destination for (_, destination), (_, seen) in _edges(graph).items() if seen}
     assert observed == {f"dataset:{WAREHOUSE}:{lowest}"}
     assert all(graph[f"dataset:{WAREHOUSE}:{name}"]["data"]["renderings"]["count"] == 1 for name in templates)
+
+
+def test_renderings_collapse_in_a_store_with_datasets_known_under_several_names(consumer: TestClient) -> None:
+    """``report_out`` is also the metastore's ``default.report_out`` (a symlink), which ``audit`` reads: the walks
+    go through groups."""
+    symlinks = symlinks_dataset.SymlinksDatasetFacet(
+        identifiers=[symlinks_dataset.Identifier(namespace="hive://metastore", name="default.report_out", type="TABLE")]
+    )
+    event = _checked(
+        RunEvent(
+            eventType=RunState.COMPLETE,
+            eventTime=_when(0.2),
+            run=Run(runId=str(uuid.uuid4())),
+            job=Job(namespace=JOBS, name="report"),
+            producer=PRODUCER,
+            outputs=[OutputDataset(namespace=WAREHOUSE, name="report_out", facets={"symlinks": symlinks})],
+        )
+    )
+    _post(consumer, event, ran("audit", 0.1, inputs=[("hive://metastore", "default.report_out")]))
+    graph = _graph(consumer, f"job:{JOBS}:summarize", direction="downstream")
+    assert any("aliases" in node["data"] for node in graph.values())  # report_out shown as its group
+    assert not any(node_id.startswith(f"dataset:{WAREHOUSE}:totals_2") for node_id in graph)
+    assert graph[PATTERN]["data"]["renderings"]["count"] == len(DAYS)
+    assert _edges(graph)[(PATTERN, f"job:{JOBS}:report")] == (False, True)
