@@ -249,6 +249,10 @@ def test_column_lineage_follows_the_declaration(consumer: TestClient) -> None:
     field = f"datasetField:{WAREHOUSE}:out:total"
     shown = _get(consumer, "/api/v1/column-lineage", nodeId=field, depth=2)
     assert {node["id"] for node in shown["graph"]} >= {f"datasetField:{WAREHOUSE}:src:tax"}
+    edges = {(e["origin"], e["declared"], e["observed"]) for node in shown["graph"] for e in node["inEdges"]}
+    assert edges == {(f"datasetField:{WAREHOUSE}:src:{f}", True, False) for f in ("amount", "tax")}
+    only_observed = _get(consumer, "/api/v1/column-lineage", nodeId=field, depth=2, declared="exclude")
+    assert [node["id"] for node in only_observed["graph"]] == [field]  # the walk crosses no declared-only link
     _post(consumer, declared(["src"], ["out"], days_ago=2, columns={"out": {"total": ["src.amount"]}}))
     assert _column_links(consumer) == {"src.amount>out.total": (True, False)}
     shown = _get(consumer, "/api/v1/column-lineage", nodeId=field, depth=2)

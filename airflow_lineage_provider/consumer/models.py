@@ -92,8 +92,8 @@ class ColumnNode(BaseModel):
         description="namespace, dataset, field, fieldType, and inputFields (namespace, dataset, field, "
         "transformations) within the returned graph."
     )
-    inEdges: list[Edge]
-    outEdges: list[Edge]
+    inEdges: list[LineageEdge]
+    outEdges: list[LineageEdge]
 
 
 class ColumnLineageGraph(BaseModel):

@@ -30,7 +30,7 @@ from airflow_lineage_provider.consumer.access import Access, NamespaceScope
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Settings, Store
 from airflow_lineage_provider.consumer.models import ColumnLineageGraph, Problem
-from airflow_lineage_provider.consumer.routers.lineage import Depth, MaxNodes, NodeId, picked_nodes
+from airflow_lineage_provider.consumer.routers.lineage import DeclaredEdges, Depth, MaxNodes, NodeId, picked_nodes
 from airflow_lineage_provider.consumer.store import LineageStore, columns, graph, nodes
 from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
 from airflow_lineage_provider.consumer.walk_limits import Walk, reading
@@ -86,6 +86,7 @@ def column_graph(
     direction: str,
     max_nodes: int,
     namespaces: NamespaceScope | None = None,
+    declared: graph.Declared = "include",
     walk: Walk | None = None,
 ) -> bytes:
     """The column-lineage graph around a field (or the fields of a dataset or of a job's datasets) as JSON bytes,
@@ -101,6 +102,7 @@ def column_graph(
             max_nodes=max(max_nodes, len(roots)),
             namespaces=None if visible is None else tuple(visible),
             grouped=grouped,
+            declared=declared,
         )
         check()  # just before the walk's statement: once it runs, an interrupt stops it
         picked = {
@@ -111,7 +113,7 @@ def column_graph(
         }
         check()
         details = columns.field_details(conn, list(picked))
-        edges = columns.edges_among(conn, picked)
+        edges = columns.edges_among(conn, picked, declared)
         check()
         datasets = list({d[0] for d in details.values()})
         shown = columns.shown_datasets(conn, datasets, visible) if grouped else {}
@@ -127,7 +129,7 @@ def _go_on() -> None:
 def _graph(
     picked: dict[int, int],
     details: dict[int, tuple[int, str, str, str]],
-    edges: list[tuple[int, int, Any]],
+    edges: list[tuple[int, int, Any, bool, bool]],
     types: dict[int, dict[str, str | None]],
     shown: dict[int, tuple[int, str, str]],
 ) -> list[dict[str, Any]]:
@@ -152,12 +154,17 @@ def _graph(
             node["data"] = {**{k: v for k, v in data.items() if k != "inputFields"}, "fieldType": field_type}
             node["data"]["inputFields"] = data["inputFields"]
     drawn: set[tuple[str, str]] = set()
-    for source, target, transformations in edges:
+    for source, target, transformations, declared, observed in edges:
         origin, destination = of[source], of[target]
-        if (origin, destination) in drawn or (origin == destination and source != target):
-            continue  # the same edge through another name, or one between two names of one field
+        if origin == destination and source != target:
+            continue  # an edge between two names of one field
+        if (origin, destination) in drawn:  # the same edge through another name: its flags merge
+            edge = next(e for e in nodes[origin]["outEdges"] if e["destination"] == destination)
+            edge["declared"] |= declared
+            edge["observed"] |= observed
+            continue
         drawn.add((origin, destination))
-        edge = {"origin": origin, "destination": destination}
+        edge = {"origin": origin, "destination": destination, "declared": declared, "observed": observed}
         nodes[origin]["outEdges"].append(edge)
         nodes[destination]["inEdges"].append(edge)
         nodes[destination]["data"]["inputFields"].append(_input_field(nodes[origin]["data"], transformations))
@@ -191,6 +198,7 @@ async def get_column_lineage(
     with_downstream: WithDownstream = None,
     direction: ColumnDirection = None,
     max_nodes: MaxNodes = None,
+    declared: DeclaredEdges = "include",
 ) -> Response:
     return await request.app.state.walks.answer(
         request,
@@ -201,4 +209,5 @@ async def get_column_lineage(
         walk_direction(with_downstream, direction),
         max_nodes or settings.default_max_nodes,
         principal.namespaces,
+        declared,
     )

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, literal, select, union
 
 from airflow_lineage_provider.consumer.store import dataset_aliases, tables
+from airflow_lineage_provider.consumer.store.graph import Declared, declared_filter
 from airflow_lineage_provider.consumer.store.nodes import CHUNK, representative
 from airflow_lineage_provider.consumer.store.text import loads
 from airflow_lineage_provider.consumer.store.visibility import Visible, namespace_in
@@ -87,16 +88,26 @@ def field_details(conn: Connection, field_ids: list[int]) -> dict[int, tuple[int
     return found
 
 
-def edges_among(conn: Connection, field_ids: set[int] | dict[int, Any]) -> list[tuple[int, int, Any]]:
-    """``(source field, target field, transformations)`` of every column edge between two of the fields."""
+def edges_among(
+    conn: Connection, field_ids: set[int] | dict[int, Any], declared: Declared = "include"
+) -> list[tuple[int, int, Any, bool, bool]]:
+    """``(source field, target field, transformations, declared, observed)`` of every column edge between two of
+    the fields that ``declared`` keeps (see :func:`.graph.declared_filter`)."""
     c = tables.column_edges.c
     ids = list(field_ids)
+    kept = declared_filter(tables.column_edges, declared)
     found = []
     for start in range(0, len(ids), CHUNK):
-        query = select(c.source_field_id, c.target_field_id, c.transformation).where(
-            c.source_field_id.in_(ids[start : start + CHUNK])
-        )
-        found += [(s, t, loads(x, None)) for s, t, x in conn.execute(query) if t in field_ids]
+        query = select(
+            c.source_field_id,
+            c.target_field_id,
+            c.transformation,
+            c.declared_at.is_not(None),
+            c.observed_at.is_not(None),
+        ).where(c.source_field_id.in_(ids[start : start + CHUNK]))
+        if kept is not None:
+            query = query.where(kept)
+        found += [(s, t, loads(x, None), bool(d), bool(o)) for s, t, x, d, o in conn.execute(query) if t in field_ids]
     return found
 
 

@@ -50,7 +50,8 @@ from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.visibility import namespace_in
 
 Direction = Literal["upstream", "downstream"]
-#: Which job↔dataset edges a walk crosses and an answer draws, by how they are known (see :func:`declared_filter`).
+#: Which edges a walk crosses and an answer draws, by how they are known (see :func:`declared_filter`): job↔dataset
+#: edges, io groups (table lineage) and column edges alike.
 Declared = Literal["include", "exclude", "only"]
 
 
@@ -78,7 +79,8 @@ class Hop:
     target: ColumnElement[Any] | None = None
     canonical: ColumnElement[Any] | None = None
     edge: FromClause | None = None
-    """The ``lineage_edges`` row crossed (None for other edge tables): what ``WalkBounds.declared`` checks."""
+    """The row crossed — an edge, column edge or (when joined) io group, each with ``declared_at`` and
+    ``observed_at`` — what ``WalkBounds.declared`` checks."""
 
     @property
     def stepped_into(self) -> ColumnElement[Any]:
@@ -214,10 +216,7 @@ class EdgeSpec:
         """One edge from the walk's node (``dated``: the edge's time is read; ``through``: into every name of
         the vertex reached)."""
         edge = self.table.alias(f"{name}_edge")
-        crossed = edge if self.table is tables.edges else None
-        hop = Hop(
-            walk.join(edge, edge.c[self.here] == walk.c.node_id), edge.c[self.next], edge.c[self.seen], edge=crossed
-        )
+        hop = Hop(walk.join(edge, edge.c[self.here] == walk.c.node_id), edge.c[self.next], edge.c[self.seen], edge=edge)
         return hop.through(through, self.into_fields, name)
 
 
@@ -240,13 +239,13 @@ class IoGroupSpec:
         ``through``: into every name of the dataset reached)."""
         member, other = tables.io_members.alias(f"{name}_member"), tables.io_members.alias(f"{name}_other")
         joined = walk.join(member, and_(member.c.dataset_id == walk.c.node_id, member.c.direction == self.here))
-        seen = None
+        seen, group = None, None
         if dated:
             group = tables.io_groups.alias(f"{name}_group")
             joined = joined.join(group, group.c.id == member.c.group_id)
             seen = group.c.last_seen
         joined = joined.join(other, and_(other.c.group_id == member.c.group_id, other.c.direction == self.next))
-        return Hop(joined, other.c.dataset_id, seen).through(through, False, name)
+        return Hop(joined, other.c.dataset_id, seen, edge=group).through(through, False, name)
 
 
 #: What a walk follows: an edge table, or table lineage's io groups.
@@ -330,7 +329,8 @@ def walk_cte(
     """The recursive CTE of one walk: ``(node_id, [via,] depth [, canonical])`` rows, bounded as the module
     says (``canonical``: see :func:`carries_canonical`)."""
     walk = _anchor(spec, roots, bounds, dialect, name, with_via).cte(name, recursive=True)
-    hop = spec.hop(walk, name, dated=bounds.since is not None, through=bounds.through(dialect))
+    dated = bounds.since is not None or bounds.declared != "include"  # an io group's row is read for either
+    hop = spec.hop(walk, name, dated=dated, through=bounds.through(dialect))
     step_columns = [hop.next] + ([walk.c.node_id] if with_via else []) + [walk.c.depth + 1]
     if carries_canonical(spec, bounds):
         step_columns.append(hop.canonical)
