@@ -13,7 +13,7 @@ export const DAY_CHOICES = [1, 7, 30, 90, 365];
 function edgeItem(edge, className, link) {
   const side = edge.direction === "input" ? "reads" : "writes";
   const when = [
-    edge.declaredAt ? `declared ${formatTime(edge.declaredAt)}` : "never declared",
+    edge.declaredAt ? `declared ${formatTime(edge.declaredAt)}` : "not declared",
     edge.lastObservedAt ? `last observed ${formatTime(edge.lastObservedAt)}` : "never observed",
   ].join("; ");
   return h(
@@ -66,7 +66,7 @@ export async function showDrift(container, { days, namespace, offset, limit }, {
         h("span", { class: "ns" }, job.namespace),
       ),
       ...edgeList(`Declared, not observed in ${span}`, declaredNotObserved, "declared-not-observed", link),
-      ...edgeList("Observed, never declared", observedNotDeclared, "observed-not-declared", link),
+      ...edgeList("Observed, not declared", observedNotDeclared, "observed-not-declared", link),
     ),
   );
   const choices = DAY_CHOICES.includes(days) ? DAY_CHOICES : [...DAY_CHOICES, days].sort((a, b) => a - b);
@@ -76,7 +76,7 @@ export async function showDrift(container, { days, namespace, offset, limit }, {
       "p",
       { class: "muted" },
       "Per job a JobEvent declared: the edges it declared that no run observed, " +
-        "and the edges runs observed that it never declared.",
+        "and the edges runs observed that its declaration does not name.",
     ),
     h(
       "div",
