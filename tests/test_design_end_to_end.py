@@ -8,6 +8,11 @@ The DAG (``tests/dags/design_drift_dag.py``) gives each kind of edge: declared a
 declares plainly and a run names alike; a templated output's rendering, declared through its pattern), declared
 only (the templated output's pattern: no run writes a table of that name) and observed only (a lookup an
 operator's own lineage reports at run time).
+
+Last, the DAG changes (``DESIGN_DRIFT_CHANGED``: ``summarize`` stops declaring its templated output, ``enrich`` is
+removed), is reserialized and published again: a job's latest ``JobEvent`` is its declaration
+(docs/declared-lineage.md), so what is no longer declared stops being declared. Those tests come last in this
+file: their fixture changes what the consumer holds.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ class Served:
     warehouse: str
     before_run: list[dict[str, Any]]
     drift_before_run: dict[str, Any]
+    env: dict[str, str]
+    ship: list[str]
 
     def dataset(self, table: str) -> str:
         return f"dataset:{self.warehouse}:main.{table}"
@@ -96,7 +103,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, airflow_home: Path) -> Iter
     with serve_consumer(f"sqlite:///{root / 'lineage.db'}", root / "consumer") as consumer:
         shipped = _run([*ship, consumer.url], env)
         assert "3 delivered, 0 dead-lettered" in shipped, shipped  # the DAG's job and its two tasks' jobs
-        result = Served(consumer.url, f"sqlite://{warehouse}", [], {})
+        result = Served(consumer.url, f"sqlite://{warehouse}", [], {}, env, [*ship, consumer.url])
         result.before_run = result.graphs()
         result.drift_before_run = result.get("/api/v1/drift")
         run = dags_test(home, dags, DAG_ID, LOGICAL_DATE, env=settings)
@@ -217,3 +224,47 @@ def test_drift_lists_both_directions_per_job(served: Served) -> None:
     assert summary == {f"{DAG_ID}.enrich": (set(), {("input", "s3://lookups", "customers.csv")})}
     (lookup,) = drift["jobs"][0]["observedNotDeclared"]
     assert lookup["declaredAt"] is None and lookup["lastObservedAt"] is not None
+
+
+@pytest.fixture(scope="module")
+def changed(served: Served) -> Served:
+    """The consumer once the DAG changed and was reserialized, published and shipped again (see the module)."""
+    env = {**served.env, "DESIGN_DRIFT_CHANGED": "1"}
+    _run([str(VENV_BIN / "airflow"), "dags", "reserialize"], env)
+    summary = _run([str(VENV_BIN / "airflow-lineage"), "publish-dags"], env).strip().splitlines()[-1]
+    assert "1 retiring gone jobs" in summary, summary  # enrich
+    shipped = _run(served.ship, env)
+    assert re.search(r": [1-9][0-9]* delivered, 0 dead-lettered", shipped), shipped
+    return served
+
+
+def test_after_a_change_what_is_no_longer_declared_stops_being_declared(changed: Served) -> None:
+    graphs = changed.graphs()
+    orders, totals = changed.dataset("orders"), changed.dataset("totals")
+    pattern, rendered = changed.dataset("totals_{{ ds_nodash }}"), changed.dataset("totals_20260201")
+    assert _flags(graphs) == {
+        (orders, SUMMARIZE): (True, True),
+        (SUMMARIZE, totals): (True, True),
+        (SUMMARIZE, rendered): (False, True),  # its pattern is no longer declared: observed only
+        (orders, ENRICH): (False, True),  # enrich retired: what its run did stays, observed
+        (ENRICH, changed.dataset("enriched")): (False, True),
+        (LOOKUP, ENRICH): (False, True),
+    }  # the pattern's edge, only ever declared, is gone
+    assert pattern not in _nodes(graphs)
+    only = _flags(changed.graphs(declared="only"))
+    assert set(only) == {(orders, SUMMARIZE), (SUMMARIZE, totals)}
+
+
+def test_after_a_change_drift_follows_the_latest_declaration(changed: Served) -> None:
+    drift = changed.get("/api/v1/drift", days=30, namespace=JOBS)
+    summary = {
+        job["job"]["name"]: tuple(
+            {(e["direction"], e["name"]) for e in job[member]}
+            for member in ("declaredNotObserved", "observedNotDeclared")
+        )
+        for job in drift["jobs"]
+    }
+    # enrich was retired: no declaration, no drift. summarize's rendering is no longer declared through a pattern.
+    assert summary == {f"{DAG_ID}.summarize": (set(), {("output", "main.totals_20260201")})}
+    job = changed.get(f"/api/v1/namespaces/{JOBS}/jobs/{DAG_ID}.summarize")
+    assert {d["name"] for d in job["outputs"]} == {"main.totals", "main.totals_20260201"}
