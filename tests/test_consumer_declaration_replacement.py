@@ -135,6 +135,14 @@ def test_the_latest_jobevent_is_the_declaration_whatever_order_they_arrive_in(co
     assert _edges(consumer, declared="only") == {"src": (True, False), "balances": (True, False)}
     assert _job_io(consumer) == ({"src"}, {"balances"})
     assert _drift(consumer) == {"load": ({"input src", "output balances"}, set())}
+    # The dataset only the earlier JobEvent named is gone from listings, search and the namespace graph.
+    assert {d["name"] for d in _get(consumer, f"/api/v1/namespaces/{WAREHOUSE}/datasets")["datasets"]} == {
+        "src",
+        "balances",
+    }
+    assert _get(consumer, "/api/v1/search", q="balances_audit")["totalCount"] == 0
+    assert f"dataset:{WAREHOUSE}:balances_audit" not in {n["id"] for n in _get(consumer, "/api/v1/graph")["nodes"]}
+    assert len(_get(consumer, "/api/v1/events", limit=10)["events"]) == 2  # both JobEvents stay stored
 
 
 def test_two_jobevents_of_one_batch_leave_the_later_one(consumer: TestClient) -> None:
@@ -269,12 +277,16 @@ def test_a_version_11_store_keeps_only_each_job_s_latest_declaration(store_url: 
         with engine.begin() as conn:
             old = declared(["src"], ["balances", "balances_audit"], days_ago=3)
             assert ingest_events(conn, [parse_event(old)]).stored == 1
-            stored_edges = conn.execute(sa.select(tables.edges)).mappings().all()
+            stored = {t: conn.execute(sa.select(t)).mappings().all() for t in (tables.edges, tables.nodes)}
             new = declared(["src"], ["balances"], days_ago=2)
             assert ingest_events(conn, [parse_event(new)]).stored == 1
             # As version 11 left it: the edge the earlier JobEvent declared kept, declared at that event's time.
             conn.execute(tables.edges.delete())
-            conn.execute(tables.edges.insert(), [dict(row) for row in stored_edges])
+            conn.execute(tables.edges.insert(), [dict(row) for row in stored[tables.edges]])
+            kept = set(conn.execute(sa.select(tables.nodes.c.id)).scalars())
+            lost = [dict(row) for row in stored[tables.nodes] if row["id"] not in kept]
+            assert [row["name"] for row in lost] == ["balances_audit"]
+            conn.execute(tables.nodes.insert(), lost)
             moved = (
                 tables.edges.update().values(declared_at=_parsed(new)).where(tables.edges.c.declared_at.is_not(None))
             )
@@ -296,7 +308,11 @@ def test_a_version_11_store_keeps_only_each_job_s_latest_declaration(store_url: 
                 )
             }
             declarations = conn.execute(sa.select(tables.job_declarations)).mappings().all()
+            datasets = set(
+                conn.execute(sa.select(tables.nodes.c.name).where(tables.nodes.c.kind == "dataset")).scalars()
+            )
         assert names == {"src", "balances", "load"}
+        assert datasets == {"src", "balances"}  # balances_audit, only ever declared by the earlier JobEvent, is gone
         assert [(row["event_key"], row["empty"]) for row in declarations] == [(parse_event(new).key, 0)]
     finally:
         engine.dispose()

@@ -15,7 +15,8 @@ At ingest, in the write transaction:
    it lost) and clears what the replaced declarations named: the jobs' edges, io groups and column-lineage links
    lose their ``declared_at``. The batch's own writes then set it again on what the new declaration names.
 3. :func:`sweep`, after the batch's writes, deletes what is left neither declared nor observed: an edge, io group
-   or column edge that only a replaced declaration named is gone from every view (its events stay stored).
+   or column edge that only a replaced declaration named is gone from every view (its events stay stored), and so
+   is a dataset only such lineage named (no run, nothing else in the store pointing at it).
 """
 
 from __future__ import annotations
@@ -183,9 +184,12 @@ def sweep(conn: Connection, replaced: Replaced) -> None:
     templated names no declaration names any more (:mod:`.templated_names` matches them again if one does)."""
     e, g, m, c = tables.edges, tables.io_groups, tables.io_members, tables.column_edges
     unseen_edge = and_(e.c.declared_at.is_(None), e.c.observed_at.is_(None))
+    far_ends: set[int] = set()
     for chunk in _chunks(replaced.jobs):
         ids = list(chunk)
         patterns = _undeclared_patterns(conn, ids)
+        far_ends.update(conn.execute(select(e.c.origin_id).where(e.c.destination_id.in_(ids), unseen_edge)).scalars())
+        far_ends.update(conn.execute(select(e.c.destination_id).where(e.c.origin_id.in_(ids), unseen_edge)).scalars())
         conn.execute(delete(e).where(or_(e.c.origin_id.in_(ids), e.c.destination_id.in_(ids)), unseen_edge))
         gone = [
             group
@@ -206,6 +210,52 @@ def sweep(conn: Connection, replaced: Replaced) -> None:
             .where(c.c.declared_at.is_(None), c.c.observed_at.is_(None)),
             [{"b_source": source, "b_target": target} for source, target in replaced.column_edges],
         )
+        far_ends.update(_field_datasets(conn, {field for edge in replaced.column_edges for field in edge}))
+    if far_ends:
+        _forget_retracted_datasets(conn, sorted(far_ends))
+
+
+def _field_datasets(conn: Connection, field_ids: set[int]) -> set[int]:
+    f = tables.fields.c
+    found: set[int] = set()
+    for chunk in _chunks(sorted(field_ids)):
+        found.update(conn.execute(select(f.dataset_id).where(f.id.in_(list(chunk)))).scalars())
+    return found
+
+
+def _forget_retracted_datasets(conn: Connection, candidates: list[int]) -> None:
+    """Delete the datasets of ``candidates`` that only a replaced declaration named: no run named them
+    (``observed_at`` NULL) and nothing in the store points at them any more — no edge, io group, column edge, run,
+    tag, other name or group. (A dataset a ``DatasetEvent`` also declared cannot be told apart: the node keeps
+    only the latest static event's time; it goes too, its events staying stored.)
+    """
+    n, f, c = tables.nodes, tables.fields, tables.column_edges
+    e, m, io, tags = tables.edges, tables.io_members, tables.run_io, tables.node_tags
+    s, members, patterns = tables.symlinks, tables.dataset_members, tables.pattern_renderings
+    used_field = or_(
+        exists().where(c.c.source_field_id == f.c.id),
+        exists().where(c.c.target_field_id == f.c.id),
+    )
+    for chunk in _chunks(candidates):
+        ids = list(chunk)
+        retracted = (
+            select(n.c.id)
+            .where(n.c.id.in_(ids), n.c.kind == "dataset", n.c.observed_at.is_(None))
+            .where(~exists().where(or_(e.c.origin_id == n.c.id, e.c.destination_id == n.c.id)))
+            .where(~exists().where(m.c.dataset_id == n.c.id), ~exists().where(io.c.dataset_id == n.c.id))
+            .where(~exists().where(tags.c.node_id == n.c.id), ~exists().where(s.c.dataset_id == n.c.id))
+            .where(~exists().where(members.c.node_id == n.c.id), ~exists().where(patterns.c.dataset_id == n.c.id))
+            .where(~exists().where(f.c.dataset_id == n.c.id, used_field))
+        )
+        gone = list(conn.execute(retracted).scalars())
+        if not gone:
+            continue
+        conn.execute(delete(tables.fields).where(f.c.dataset_id.in_(gone)))
+        conn.execute(delete(tables.node_producers).where(tables.node_producers.c.node_id.in_(gone)))
+        conn.execute(delete(tables.name_patterns).where(tables.name_patterns.c.node_id.in_(gone)))
+        conn.execute(delete(patterns).where(patterns.c.pattern_id.in_(gone)))
+        conn.execute(delete(tables.datasets).where(tables.datasets.c.node_id.in_(gone)))
+        conn.execute(delete(n).where(n.c.id.in_(gone)))
 
 
 def _undeclared_patterns(conn: Connection, jobs: list[int]) -> list[int]:

@@ -9,7 +9,8 @@ Derived from what is stored, without today's ingest code (this revision must kee
 * each job's declaration is its stored JobEvent with the latest event time (greater event key on a tie);
 * an edge of a declared job whose ``declared_at`` is before the declaration's time was declared only by an earlier
   JobEvent (version 9 kept the latest time of any): it is no longer declared; a retired job's (a declaration naming
-  no dataset) edges are none of them declared; an edge left neither declared nor observed is deleted;
+  no dataset) edges are none of them declared; an edge left neither declared nor observed is deleted, and so is a
+  dataset only such edges named (no run, nothing else pointing at it);
 * an io group is declared when it is the group of its job's declaration (same job, inputs and outputs), and then
   observed when every one of its datasets' edges with the job was observed; every other group is taken as observed
   at its ``last_seen`` (a group named only by a superseded JobEvent cannot be told apart from what is stored);
@@ -260,4 +261,55 @@ def upgrade() -> None:
         " WHERE l.source_field_id = lineage_column_edges.source_field_id"
         " AND l.target_field_id = lineage_column_edges.target_field_id)"
     )
-    conn.exec_driver_sql("DELETE FROM lineage_edges WHERE declared_at IS NULL AND observed_at IS NULL")
+    unseen = "declared_at IS NULL AND observed_at IS NULL"
+    far_ends = sorted(
+        node
+        for (node,) in conn.exec_driver_sql(
+            f"SELECT origin_id FROM lineage_edges WHERE {unseen} UNION SELECT destination_id FROM lineage_edges"
+            f" WHERE {unseen}"
+        )
+    )
+    conn.exec_driver_sql(f"DELETE FROM lineage_edges WHERE {unseen}")
+    _forget_retracted_datasets(conn, far_ends)
+
+
+#: A dataset (``n``) no run named and nothing in the store points at any more: only a superseded JobEvent named it.
+_RETRACTED = """
+n.kind = 'dataset' AND n.observed_at IS NULL
+AND NOT EXISTS (SELECT 1 FROM lineage_edges e WHERE e.origin_id = n.id OR e.destination_id = n.id)
+AND NOT EXISTS (SELECT 1 FROM lineage_io_members m WHERE m.dataset_id = n.id)
+AND NOT EXISTS (SELECT 1 FROM lineage_run_io r WHERE r.dataset_id = n.id)
+AND NOT EXISTS (SELECT 1 FROM lineage_node_tags t WHERE t.node_id = n.id)
+AND NOT EXISTS (SELECT 1 FROM lineage_symlinks s WHERE s.dataset_id = n.id)
+AND NOT EXISTS (SELECT 1 FROM lineage_dataset_members d WHERE d.node_id = n.id)
+AND NOT EXISTS (SELECT 1 FROM lineage_pattern_renderings p WHERE p.dataset_id = n.id)
+AND NOT EXISTS (
+    SELECT 1 FROM lineage_fields f JOIN lineage_column_edges c ON c.source_field_id = f.id OR c.target_field_id = f.id
+    WHERE f.dataset_id = n.id
+)
+"""
+
+
+def _forget_retracted_datasets(conn: Connection, candidates: list[int]) -> None:
+    """Delete the datasets of ``candidates`` (ends of the edges deleted) that :data:`_RETRACTED` says are gone."""
+    for start in range(0, len(candidates), _CHUNK):
+        chunk = candidates[start : start + _CHUNK]
+        marks = ", ".join(str(int(node)) for node in chunk)
+        gone = [
+            node
+            for (node,) in conn.exec_driver_sql(
+                f"SELECT n.id FROM lineage_nodes n WHERE n.id IN ({marks}) AND {_RETRACTED}"
+            )
+        ]
+        if not gone:
+            continue
+        ids = ", ".join(str(int(node)) for node in gone)
+        for table, column in (
+            ("lineage_fields", "dataset_id"),
+            ("lineage_node_producers", "node_id"),
+            ("lineage_name_patterns", "node_id"),
+            ("lineage_pattern_renderings", "pattern_id"),
+            ("lineage_datasets", "node_id"),
+            ("lineage_nodes", "id"),
+        ):
+            conn.exec_driver_sql(f"DELETE FROM {table} WHERE {column} IN ({ids})")
