@@ -39,7 +39,7 @@ from airflow_lineage_provider.consumer.access import Access, NamespaceScope
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Settings, Store
 from airflow_lineage_provider.consumer.models import LineageGraph, Problem
-from airflow_lineage_provider.consumer.store import LineageStore, graph, nodes, renderings, subgraph
+from airflow_lineage_provider.consumer.store import LineageStore, graph, job_parents, nodes, renderings, subgraph
 from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
 from airflow_lineage_provider.consumer.walk_limits import Walk, reading
 
@@ -176,6 +176,9 @@ def lineage_graph(
             found, edges = subgraph.subgraph(conn, picked, store.graph_cards, declared, declarations, collapse)
         if walk is not None:
             walk.check()
+        jobs = [node for node, drawn in found.items() if drawn.type == "JOB"]
+        for node, contained in job_parents.containment(conn, jobs, visible).items():
+            found[node].data = job_parents.with_containment(found[node].data, contained)
         for origin, destination, flags in edges:
             source, target = found[origin], found[destination]
             edge = subgraph.Edge(source.id, target.id, bool(flags & subgraph.DECLARED), bool(flags & subgraph.OBSERVED))

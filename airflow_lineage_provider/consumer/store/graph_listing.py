@@ -26,7 +26,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer.nodeids import node_id
-from airflow_lineage_provider.consumer.store import dataset_aliases, nodes, renderings, subgraph, tables
+from airflow_lineage_provider.consumer.store import dataset_aliases, job_parents, nodes, renderings, subgraph, tables
 from airflow_lineage_provider.consumer.store.graph_cards import GraphCard, GraphCards
 from airflow_lineage_provider.consumer.store.marquez_runs import named
 from airflow_lineage_provider.consumer.store.queries import Admit, name_size, stored_size
@@ -127,6 +127,9 @@ def graph_page(
         shown_as.update(collapsed)
         for pattern, summary in renderings.summaries(conn, patterns, visible, frozenset()).items():
             data[pattern] = renderings.pattern_data(data[pattern], summary)
+    jobs = [node for node, card in found.items() if card.type == "JOB"]
+    for node, contained in job_parents.containment(conn, jobs, visible).items():
+        data[node] = job_parents.with_containment(data[node], contained)
     nodes = [GraphCard(node.id, node.type, data[key]) for key, node in found.items()]
     edges = _edges(conn, shown_as, found, visible, grouped, collapsing)
     return GraphPage(nodes, edges, _symlinks(conn, ids, found, visible), total)

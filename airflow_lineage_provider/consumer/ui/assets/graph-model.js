@@ -6,7 +6,9 @@ import { kindOf } from "./dom.js";
  * Nodes and edges of a {graph: [...]} answer: nodes {id, kind, name, namespace, data, declaredOnly, renderings},
  * edges [from, to, declaredOnly] as node positions (declaredOnly: a JobEvent declared the edge and no run
  * observed it), index id → position. Edges to nodes outside the answer are left out. ``renderings`` is a
- * templated name's {count, latest, expanded} (its renderings drawn as its one node unless expanded), else null.
+ * templated name's {count, latest, expanded} (its renderings drawn as its one node unless expanded), else null;
+ * ``parentJob`` the {namespace, name} of the job containing a job (see task-groups.js), ``airflowTask`` the Airflow
+ * task instance a job is ({dagId, taskId, runId, mapIndex}), else null.
  */
 export function fromResponse(answer) {
   const nodes = answer.graph.map((node) => ({
@@ -17,6 +19,8 @@ export function fromResponse(answer) {
     data: node.data ?? {},
     declaredOnly: Boolean(node.declaredOnly ?? node.data?.declaredOnly),
     renderings: node.data?.renderings ?? null,
+    parentJob: node.data?.parentJob ?? null,
+    airflowTask: node.data?.airflowTask ?? null,
   }));
   const index = new Map(nodes.map((node, i) => [node.id, i]));
   const edges = [];

@@ -1,0 +1,145 @@
+"""The job that contains a job: a ``lineage_run`` inside an Airflow task, a task inside its DAG run.
+
+A run names its parent run in its ``parent`` facet (the stock provider points a task's run at its DAG run,
+``lineage_run`` points its run at the task's). A graph answer tells, for each job node shown whose latest run
+has a parent, the parent run's job as ``data.parentJob`` (``{"namespace", "name"}``): the stored parent run's
+job, or, when that run is not stored, the job the ``parent`` facet names. A job whose latest run is an Airflow
+task's (its ``airflow`` run facet names a task, as the stock provider writes it) also gets ``data.airflowTask``
+(``{"dagId", "taskId", "runId", "mapIndex"}``, what Airflow's UI addresses a task instance by), and so does a
+``parentJob`` whose stored run is one — the page links there (docs/ui.md#tasks-and-their-jobs).
+
+One statement per answer (on SQLite, per :data:`SQLITE_IDS` job nodes), for its job nodes, reading only those
+whose latest run has a parent (a job without one costs an index probe, an answer without job nodes nothing). A
+key limited to namespaces (:mod:`.visibility`) is not told a parent in a namespace it cannot see. Cards are
+shared between answers and never changed: a node with a parent gets a copy of its data.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import msgspec
+from sqlalchemy import BigInteger, Connection, any_, bindparam, select
+from sqlalchemy.dialects import postgresql
+
+from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store.json_paths import json_member, member_value
+from airflow_lineage_provider.consumer.store.visibility import Visible
+
+
+class AirflowTask(msgspec.Struct, omit_defaults=True):
+    """An Airflow task instance as Airflow's UI addresses it; ``runId`` and ``mapIndex`` left out when unknown
+    (``mapIndex``: only for a mapped task's instance)."""
+
+    dagId: str
+    taskId: str
+    runId: str | None = None
+    mapIndex: int | None = None
+
+
+class ParentJob(msgspec.Struct, omit_defaults=True):
+    """The job whose run contains a job's latest run; ``airflowTask`` when that run is an Airflow task's."""
+
+    namespace: str
+    name: str
+    airflowTask: AirflowTask | None = None
+
+
+class Containment(msgspec.Struct, omit_defaults=True):
+    """What :func:`containment` found of one job: the job containing it, and the Airflow task it is."""
+
+    parentJob: ParentJob | None = None
+    airflowTask: AirflowTask | None = None
+
+
+#: Members of a run's ``airflow`` facet that name its task instance (the stock provider's ``AirflowRunFacet``).
+_TASK_MEMBERS = (
+    ("airflow", "dag", "dag_id"),
+    ("airflow", "task", "task_id"),
+    ("airflow", "dagRun", "run_id"),
+    ("airflow", "taskInstance", "map_index"),
+)
+
+
+#: Ids per statement on SQLite, where each is a parameter: within SQLite's smallest default limit since 3.32.
+SQLITE_IDS = 32_000
+
+
+def _ids(column: Any, dialect: str) -> Any:
+    """``column`` is one of the parameter ``ids``: an array on PostgreSQL, a list of parameters on SQLite (not
+    ``json_each``, which reads JSON: an answer for an unlimited key reads none, see :mod:`.visibility`)."""
+    if dialect == "postgresql":
+        return column == any_(bindparam("ids", type_=postgresql.ARRAY(BigInteger)))
+    return column.in_(bindparam("ids", expanding=True))
+
+
+@cache
+def _statement(dialect: str) -> Any:
+    """``(job id, stored parent job's namespace and name, the parent facet's job namespace and name, the job's
+    latest run's task members, the parent run's task members)`` of the jobs ``ids`` whose latest run has a
+    parent run."""
+    j = tables.jobs.c
+    latest, parent, container = tables.runs.alias("latest_run"), tables.runs.alias("parent_run"), tables.nodes
+    facet = [json_member(latest.c.facets, ("parent", "job", key), dialect) for key in ("namespace", "name")]
+    own = [json_member(latest.c.facets, path, dialect) for path in _TASK_MEMBERS]
+    parents = [json_member(parent.c.facets, path, dialect) for path in _TASK_MEMBERS]
+    return (
+        select(j.node_id, container.c.namespace, container.c.name, *facet, *own, *parents)
+        .join_from(tables.jobs, latest, latest.c.run_uuid == j.latest_run_uuid)
+        .outerjoin(parent, parent.c.run_uuid == latest.c.parent_run_uuid)
+        .outerjoin(container, container.c.id == parent.c.job_id)
+        .where(_ids(j.node_id, dialect), latest.c.parent_run_uuid.is_not(None))
+    )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _task(members: tuple[Any, ...]) -> AirflowTask | None:
+    """The task instance the ``airflow`` facet members (JSON texts, see :data:`_TASK_MEMBERS`) name, if any."""
+    dag_id, task_id, run_id, map_index = (member_value(text) for text in members)
+    if _text(dag_id) is None or _text(task_id) is None:
+        return None
+    mapped = map_index if isinstance(map_index, int) and not isinstance(map_index, bool) and map_index >= 0 else None
+    return AirflowTask(dag_id, task_id, _text(run_id), mapped)
+
+
+def containment(conn: Connection, jobs: list[int], visible: Visible) -> dict[int, Containment]:
+    """``job id → what contains it`` for the ``jobs`` (node ids) whose latest run has a parent run; a parent in a
+    namespace not ``visible`` (None: every one) is left out."""
+    if not jobs:
+        return {}
+    dialect = conn.dialect.name
+    step = len(jobs) if dialect == "postgresql" else SQLITE_IDS
+    rows = [
+        row
+        for at in range(0, len(jobs), step)
+        for row in conn.execute(_statement(dialect), {"ids": jobs[at : at + step]})
+    ]
+    found: dict[int, Containment] = {}
+    seen = None if visible is None else frozenset(visible)
+    for row in rows:
+        node, stored_namespace, stored_name, facet_namespace, facet_name = row[:5]
+        own, of_parent = _task(tuple(row[5:9])), _task(tuple(row[9:13]))
+        if stored_name is not None:
+            namespace, name = stored_namespace, stored_name
+        else:
+            namespace, name = _text(member_value(facet_namespace)), _text(member_value(facet_name))
+        parent = None
+        if namespace is not None and name is not None and (seen is None or namespace in seen):
+            parent = ParentJob(namespace, name, of_parent)
+        if parent is not None or own is not None:
+            found[node] = Containment(parent, own)
+    return found
+
+
+def with_containment(data: Any, contained: Containment) -> dict[str, Any]:
+    """A job node's ``data`` (a card's, never changed: cards are shared) with ``parentJob`` and ``airflowTask``."""
+    shown = msgspec.structs.asdict(data) if isinstance(data, msgspec.Struct) else dict(data)
+    if contained.parentJob is not None:
+        shown["parentJob"] = contained.parentJob
+    if contained.airflowTask is not None:
+        shown["airflowTask"] = contained.airflowTask
+    return shown
