@@ -155,7 +155,9 @@ def lineage_graph(
         if root is None:
             raise _not_found(node_id)
         grouped, declarations = graph.walk_probe(conn)
-        templated, rendering_roots = renderings.probe(conn, root[0] if kind == "dataset" else None, visible)
+        templated = declarations and renderings.has_patterns(conn)  # templated names come with JobEvents only
+        pattern = templated and kind == "dataset" and renderings.may_be_pattern(root[1], root[2])
+        rendering_roots = renderings.rendering_roots(conn, root[0], visible) if pattern else []
         collapse = _collapse(conn, root[0], shown, expand, visible) if templated else None
         bounds = graph.WalkBounds(
             hops=hops_for(kind, depth),

@@ -12,13 +12,15 @@ Rules, each applied here once:
 
 * a rendering of two patterns is shown as the one with the lowest node id (both patterns' counts include it);
 * the node a walk is rooted at is shown as itself, even a rendering (the caller asked for that name);
-* a walk rooted at a pattern starts from the pattern and its renderings (:func:`probe`): what they feed is
-  downstream of it;
+* a walk rooted at a pattern starts from the pattern and its renderings (:func:`rendering_roots`): what they
+  feed is downstream of it;
 * for a key limited to namespaces (:mod:`.visibility`) a rendering is collapsed only into a visible pattern, and
   ``count`` and ``latest`` read visible renderings only: a hidden rendering's name never shows.
 
-A store that never received a templated name (no :data:`.tables.TEMPLATED_NAMES` setting) answers the probe
-with nothing and walks with the statements it always did.
+Templated names come only with JobEvents: a store without declared lineage (which graph answers probe for
+anyway, :func:`.graph.walk_probe`) pays nothing, and one with declared lineage but no templated name (no
+:data:`.tables.TEMPLATED_NAMES` setting) one index probe (:func:`has_patterns`); either walks with the statements
+it always did.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
-from sqlalchemy import Connection, Select, exists, func, literal, null, select, union_all
+from sqlalchemy import Connection, Select, exists, func, literal, null, select
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.visibility import Visible, namespace_in
+from airflow_lineage_provider.design.templates import is_templated
 
 #: How a graph answer draws renderings: as their pattern's node (``collapsed``) or as themselves (``expanded``).
 Shown = Literal["collapsed", "expanded"]
@@ -86,23 +89,25 @@ def _visible_rendering(rendering_id: Any, visible: Visible, dialect: str) -> tup
     return r.join(n, n.c.id == rendering_id), [namespace_in(n.c.namespace, visible, dialect)]
 
 
-def probe(conn: Connection, root: int | None, visible: Visible) -> tuple[bool, list[int]]:
-    """Whether the store holds templated names, and the (visible) renderings of ``root`` (a dataset; None: a
-    job), in one statement: the roots a walk from a pattern starts from besides the pattern."""
-    marker = select(literal(0).label("kind"), null().label("rendering")).where(_has_patterns())
-    if root is None:
-        return conn.execute(marker).first() is not None, []
+def rendering_roots(conn: Connection, root: int, visible: Visible) -> list[int]:
+    """The (visible) renderings of the pattern ``root``: where a walk from it starts besides itself. Asked only for
+    a root whose name or namespace is templated (:func:`may_be_pattern`): other walks pay no statement."""
     r = tables.pattern_renderings.c
     joined, conditions = _visible_rendering(r.dataset_id, visible, conn.dialect.name)
-    renderings = select(literal(1), r.dataset_id).select_from(joined).where(r.pattern_id == root, *conditions)
-    rows = conn.execute(union_all(marker, renderings)).all()
-    return any(row[0] == 0 for row in rows), sorted(row[1] for row in rows if row[0] == 1)
+    query = select(r.dataset_id).select_from(joined).where(r.pattern_id == root, *conditions)
+    return sorted(conn.execute(query).scalars())
+
+
+def may_be_pattern(namespace: str, name: str) -> bool:
+    """Whether a dataset so named can be a pattern (only templated declared names are, see
+    :func:`.templated_names.pattern_of`)."""
+    return is_templated(name) or is_templated(namespace)
 
 
 def walk_parts(picked: Any, width: int, visible: Visible, dialect: str) -> tuple[Select[Any], Select[Any]]:
     """Rows ``('r', pattern, rendering, NULL...)`` (``width`` columns) for the walk's statement (``picked``: its
     CTE of node ids): each picked node that renders a visible pattern, with the pattern; and ``('r', pattern,
-    NULL, ...)`` for each picked pattern."""
+    NULL, ...)`` for each picked pattern. Added only for a store holding templated names (:func:`has_patterns`)."""
     r, p = tables.pattern_renderings.c, tables.name_patterns.c
     padding = [null() for _ in range(width - 3)]
     rendered = select(literal("r"), r.pattern_id, r.dataset_id, *padding).join_from(
