@@ -4,13 +4,14 @@ The graph: ``src`` is read by 10 jobs, each writing a daily partition ``part_<i>
 events each), a job per pattern reading the year's partitions and writing ``summary_<i>_0``, then a chain of 8
 jobs per pattern (``summary_<i>_<k>``), so that a depth-10 downstream walk from ``src`` reaches the ends. With
 ``patterns``, each partitioning job has also declared ``part_<i>_{{ ds_nodash }}`` (a JobEvent with the templated
-name facet): 10 templated datasets x 365 renderings. Without, the same runs and no JobEvent: a store without
-patterns.
+name facet): 10 templated datasets x 365 renderings. Without, the same runs and no JobEvent (a store without
+declared lineage), or with JobEvents declaring only ``src`` as each partitioning job's input (declared lineage,
+no templated name).
 
 Measured, each request interleaved with its alternative, the median of each and of the per-pair ratios:
 
 * ``walk``: the depth-10 downstream walk from ``src`` over HTTP (``GET /api/v1/lineage``, graph cards warm),
-  on the graph with patterns collapsed (the default) and expanded (``renderings=expanded``); and on the graph
+  on the graph with patterns collapsed (the default) and expanded (``renderings=expanded``); and on the graphs
   without patterns, served by checkout BEFORE (the commit before collapsing existed) and by this checkout;
 * ``page``: the lineage page (headless Chromium, 1400x900, SQLite) showing that walk, from navigation to
   ``ready``, and its own layout-and-drawing time (``data-render-ms``); collapsed vs every pattern expanded
@@ -33,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlencode
 
 HERE = Path(__file__).resolve().parent
@@ -74,22 +75,26 @@ def _run(job: str, at: datetime, inputs: list[str], outputs: list[str]) -> dict[
     )
 
 
-def events(patterns: bool) -> list[dict[str, Any]]:
-    """The graph of the module, with or without the 10 JobEvents declaring the templated names."""
+#: What the partitioning jobs declared: their templated output, only their input, or nothing (no JobEvent).
+Declared = Literal["templated", "plain", "none"]
+
+
+def events(declared: Declared) -> list[dict[str, Any]]:
+    """The graph of the module, the partitioning jobs having ``declared`` their lineage."""
     found = []
     for i in range(PATTERNS):
         template = f"part_{i}_{{{{ ds_nodash }}}}"
-        if patterns:
+        if declared != "none":
             facet = TemplatedNameDatasetFacet(nameTemplate=template, nameRegex=name_regex(template))
             output = OutputDataset(namespace=NAMESPACE, name=template, facets={TEMPLATED_NAME_KEY: facet})
-            declared = JobEvent(
+            event = JobEvent(
                 eventTime=FIRST_DAY.isoformat(),
                 job=Job(namespace=JOBS, name=f"partition_{i}"),
                 producer=PRODUCER,
                 inputs=[InputDataset(namespace=NAMESPACE, name="src")],
-                outputs=[output],
+                outputs=[output] if declared == "templated" else [],
             )
-            found.append(_json(declared))
+            found.append(_json(event))
         days = [FIRST_DAY + timedelta(days=day) for day in range(DAYS)]
         partitions = [f"part_{i}_{day:%Y%m%d}" for day in days]
         found += [_run(f"partition_{i}", day, ["src"], [name]) for day, name in zip(days, partitions, strict=True)]
@@ -124,12 +129,12 @@ def compare(calls: dict[str, Callable[[], Any]], repeat: int) -> dict[str, Any]:
 
 
 @contextmanager
-def loaded(kind: str, folder: Path, patterns: bool, tree: Path) -> Iterator[str]:
+def loaded(kind: str, folder: Path, declared: Declared, tree: Path) -> Iterator[str]:
     """A fresh store holding :func:`events`, loaded through a server of checkout ``tree`` (each checkout reads a
     store of its own: a newer one may migrate a store past what the older one reads)."""
     with fresh_store(kind, folder) as store:
         with serve_ours(store, folder / "loader", tree=tree) as loader:
-            load_batches(loader, events(patterns))
+            load_batches(loader, events(declared))
         yield store
 
 
@@ -139,7 +144,10 @@ def _row(kind: str, what: str, found: dict[str, Any], first: str, second: str, u
 
 def walks(kind: str, before: Path, after: Path, repeat: int) -> list[str]:
     rows = []
-    with tempfile.TemporaryDirectory(prefix="alp-templated-") as tmp, loaded(kind, Path(tmp), True, after) as store:
+    with (
+        tempfile.TemporaryDirectory(prefix="alp-templated-") as tmp,
+        loaded(kind, Path(tmp), "templated", after) as store,
+    ):
         with serve_ours(store, Path(tmp) / "after", tree=after) as server:
             collapsed, expanded = (server.count(walk(server, **p)) for p in ({}, {"renderings": "expanded"}))
             found = compare(
@@ -147,17 +155,19 @@ def walks(kind: str, before: Path, after: Path, repeat: int) -> list[str]:
             )
             what = f"patterns: collapsed ({collapsed} nodes) vs expanded ({expanded})"
             rows.append(_row(kind, what, found, "collapsed", "expanded"))
-    with (
-        tempfile.TemporaryDirectory(prefix="alp-templated-") as tmp,
-        loaded(kind, Path(tmp) / "old", False, before) as old_store,
-        loaded(kind, Path(tmp) / "new", False, after) as new_store,
-        serve_ours(old_store, Path(tmp) / "before", tree=before) as old,
-        serve_ours(new_store, Path(tmp) / "after", tree=after) as new,
-    ):
-        nodes = new.count(walk(new))
-        assert old.count(walk(old)) == nodes, "both checkouts must give the same answer"
-        found = compare({"before": lambda: walk(old), "after": lambda: walk(new)}, repeat)
-        rows.append(_row(kind, f"no patterns ({nodes} nodes): before vs after", found, "before", "after"))
+    for declared, what in (("none", "no JobEvent"), ("plain", "JobEvents")):
+        with (
+            tempfile.TemporaryDirectory(prefix="alp-templated-") as tmp,
+            loaded(kind, Path(tmp) / "old", declared, before) as old_store,
+            loaded(kind, Path(tmp) / "new", declared, after) as new_store,
+            serve_ours(old_store, Path(tmp) / "before", tree=before) as old,
+            serve_ours(new_store, Path(tmp) / "after", tree=after) as new,
+        ):
+            nodes = new.count(walk(new))
+            assert old.count(walk(old)) == nodes, "both checkouts must give the same answer"
+            found = compare({"before": lambda: walk(old), "after": lambda: walk(new)}, repeat)
+            measure = f"no patterns, {what} ({nodes} nodes): before vs after"
+            rows.append(_row(kind, measure, found, "before", "after"))
     return rows
 
 
@@ -185,7 +195,7 @@ def pages(before: Path, after: Path, repeat: int) -> list[str]:
     with headless_chromium() as driver:
         with (
             tempfile.TemporaryDirectory(prefix="alp-templated-") as tmp,
-            loaded("sqlite", Path(tmp), True, after) as store,
+            loaded("sqlite", Path(tmp), "templated", after) as store,
         ):
             with serve_ours(store, Path(tmp) / "after", tree=after) as server:
                 page = LineagePage(driver, server.url)
@@ -196,8 +206,8 @@ def pages(before: Path, after: Path, repeat: int) -> list[str]:
                 rows += _page_rows("patterns: collapsed vs expanded", shown, repeat)
         with (
             tempfile.TemporaryDirectory(prefix="alp-templated-") as tmp,
-            loaded("sqlite", Path(tmp) / "old", False, before) as old_store,
-            loaded("sqlite", Path(tmp) / "new", False, after) as new_store,
+            loaded("sqlite", Path(tmp) / "old", "none", before) as old_store,
+            loaded("sqlite", Path(tmp) / "new", "none", after) as new_store,
             serve_ours(old_store, Path(tmp) / "before", tree=before) as old,
             serve_ours(new_store, Path(tmp) / "after", tree=after) as new,
         ):
