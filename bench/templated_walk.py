@@ -155,7 +155,8 @@ def walks(kind: str, before: Path, after: Path, repeat: int) -> list[str]:
             )
             what = f"patterns: collapsed ({collapsed} nodes) vs expanded ({expanded})"
             rows.append(_row(kind, what, found, "collapsed", "expanded"))
-    for declared, what in (("none", "no JobEvent"), ("plain", "JobEvents")):
+    stores: list[tuple[Declared, str]] = [("none", "no JobEvent"), ("plain", "JobEvents")]
+    for declared, what in stores:
         with (
             tempfile.TemporaryDirectory(prefix="alp-templated-") as tmp,
             loaded(kind, Path(tmp) / "old", declared, before) as old_store,
