@@ -1,6 +1,6 @@
 // The lineage page: wires the controls, the URL, the graph, the details panel and the other views (a
 // job's run history, a run, the events browser, the drift view) together. The URL holds the state (the
-// graph's ?nodeId=...&depth=...&direction=...&maxNodes=...&namespace=...&declared=...&expand=..., or
+// graph's ?nodeId=...&depth=...&direction=...&maxNodes=...&namespace=...&declared=...&expand=...&collapse=..., or
 // ?view=runs|run|events|drift with their own parameters, docs/ui.md), so a view can be bookmarked and shared;
 // the page asks the server only for the bounded subgraph or the page of runs, events or jobs it shows.
 
@@ -14,6 +14,7 @@ import { GraphView } from "./graph-view.js";
 import { showRun } from "./run.js";
 import { showRunHistory } from "./runs.js";
 import { SearchBox } from "./search.js";
+import { airflowBase, drawnModel } from "./task-groups.js";
 
 const $ = (id) => document.getElementById(id);
 const DEFAULTS = {
@@ -25,6 +26,7 @@ const DEFAULTS = {
   namespace: "",
   declared: "include",
   expand: [],
+  collapse: [],
   days: 30,
   jobNamespace: "",
   jobName: "",
@@ -37,7 +39,7 @@ const DEFAULTS = {
 };
 /** The address parameters of each view ("": the graph), in the order they are written. */
 const VIEW_KEYS = {
-  "": ["nodeId", "depth", "direction", "maxNodes", "namespace", "declared", "expand"],
+  "": ["nodeId", "depth", "direction", "maxNodes", "namespace", "declared", "expand", "collapse"],
   runs: ["view", "jobNamespace", "jobName", "offset", "limit"],
   run: ["view", "runId"],
   events: ["view", "after", "before", "namespace", "job", "offset", "limit"],
@@ -51,6 +53,8 @@ const MAX_NODE_CHOICES = [...$("max-nodes").options].map((o) => Number(o.value))
 
 const state = { ...DEFAULTS };
 let model = null;
+/** The answer's graph (cut to maxNodes) before tasks' boxes are collapsed: ``model`` is drawn from it. */
+let answerModel = null;
 let loadController = null;
 let pageController = null;
 
@@ -70,6 +74,7 @@ function readUrl() {
   state.maxNodes = number("maxNodes", DEFAULTS.maxNodes);
   state.declared = params.get("declared") === "exclude" ? "exclude" : DEFAULTS.declared;
   state.expand = params.getAll("expand").filter((id) => id.startsWith("dataset:"));
+  state.collapse = params.getAll("collapse").filter((id) => id.startsWith("job:"));
   state.days = number("days", DEFAULTS.days, 1, 36_500);
   state.offset = number("offset", DEFAULTS.offset, 0, 10_000_000);
   state.limit = number("limit", DEFAULTS.limit, 1, 1000);
@@ -166,7 +171,34 @@ const details = new DetailsPanel($("details"), {
 const view = new GraphView($("graph"), {
   onOpen: (id) => openDetails(id),
   onToggleRenderings: (id) => toggleRenderings(id),
+  onToggleTasks: (id) => toggleTasks(id),
+  airflowBase: airflowBase(
+    document.querySelector('meta[name="lineage-base"]')?.content ?? "",
+    document.querySelector('meta[name="lineage-auth"]')?.content ?? "key",
+  ),
 });
+
+/** Collapse the jobs of the task ``id`` into its node (or expand them back), without asking the server again;
+ * focus the task's node, or once expanded its first job when the task's own node is not in the graph. */
+function toggleTasks(id) {
+  if (!answerModel) return;
+  const collapsed = state.collapse.includes(id);
+  state.collapse = collapsed ? state.collapse.filter((other) => other !== id) : [...state.collapse, id];
+  writeUrl(false);
+  const selected = document.body.dataset.selected;
+  model = drawnModel(answerModel, new Set(state.collapse));
+  const rootId = drawnRoot();
+  view.render(model, rootId);
+  const group = model.groups.find((shown) => shown.id === id);
+  const target = model.index.has(id) ? id : group ? model.nodes[group.members[0]].id : rootId;
+  if (selected && model.index.has(selected)) view.select(selected);
+  view.focus(target);
+}
+
+/** The node drawn for the root: itself, or the task's node its box is collapsed into. */
+function drawnRoot() {
+  return model.standsFor.get(state.nodeId) ?? state.nodeId;
+}
 
 /** What the selected templated name stands for (its latest rendering), with the button expanding its renderings
  * or collapsing them back. */
@@ -186,7 +218,9 @@ function showRenderingsButton(node) {
     `${node.name} stands for ${count} rendering${count === 1 ? "" : "s"}` +
     (latest ? `, the latest ${latest.name} (updated ${latest.updatedAt}).` : ".");
   renderingsToggle.dataset.id = node.id;
-  renderingsToggle.textContent = expanded ? `Collapse the renderings of ${node.name}` : `Expand the ${count} renderings`;
+  renderingsToggle.textContent = expanded
+    ? `Collapse the renderings of ${node.name}`
+    : `Expand the ${count} renderings`;
 }
 
 /** Draw the renderings of the templated name ``id`` each (or collapse them back into it), keeping it selected. */
@@ -381,7 +415,7 @@ async function loadGraph(selected = "") {
   $("cut-notice").hidden = true;
   showError("");
   if (!state.nodeId) {
-    model = null;
+    model = answerModel = null;
     $("graph").replaceChildren();
     $("graph").setAttribute("aria-label", "No graph yet");
     details.clear();
@@ -407,7 +441,7 @@ async function loadGraph(selected = "") {
     answer = await lineage(request, loadController.signal);
   } catch (error) {
     if (error.name === "AbortError") return;
-    model = null;
+    model = answerModel = null;
     $("graph").replaceChildren();
     details.clear();
     showError(
@@ -422,11 +456,12 @@ async function loadGraph(selected = "") {
   // One node more than the limit was asked for: getting it back means the walk was cut.
   const full = fromResponse(answer);
   const cut = full.nodes.length > state.maxNodes;
-  model = cut ? nearest(full, state.nodeId, state.direction, state.maxNodes) : full;
-  const took = view.render(model, state.nodeId);
+  answerModel = cut ? nearest(full, state.nodeId, state.direction, state.maxNodes) : full;
+  model = drawnModel(answerModel, new Set(state.collapse));
+  const took = view.render(model, drawnRoot());
   $("graph").dataset.renderMs = took.toFixed(0);
   if (cut) showCut(model.nodes.length);
-  const root = model.nodes[model.index.get(state.nodeId)];
+  const root = model.nodes[model.index.get(drawnRoot())];
   const ways = { both: "both ways", upstream: "upstream", downstream: "downstream" }[state.direction];
   const size = `${model.nodes.length} nodes, ${model.edges.length} edges`;
   setStatus(`${root?.name ?? state.nodeId}: ${size}, depth ${state.depth} ${ways}.`);

@@ -2,14 +2,18 @@
 // Nodes are buttons with a roving tabindex: one Tab stop for the whole graph, arrow keys inside it.
 
 import { stateClass } from "./dom.js";
-import { drawNodeLabels } from "./labels.js";
+import { drawNodeLabels, middleEllipsis } from "./labels.js";
 import { layeredLayout } from "./layout.js";
+import { airflowTaskUrl } from "./task-groups.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const NODE_WIDTH = 212;
 const NODE_HEIGHT = 44;
 /** The first view fits the whole graph unless that makes labels unreadably small: then it zooms on the root. */
 const READABLE_SCALE = 0.6;
+/** Room around a task's box of jobs: padding, and the header above its nodes. */
+const BOX_PAD = 12;
+const BOX_HEADER = 24;
 
 function svg(tag, attrs = {}, parent = null) {
   const el = document.createElementNS(SVG, tag);
@@ -38,16 +42,34 @@ export function renderingsText({ count, latest, expanded }) {
   return `Template of ${count} rendering${count === 1 ? "" : "s"}${expanded ? ", drawn each" : ""}.${newest} ${action}`;
 }
 
+/** What a node says of the task box it is drawn in, or of the jobs it stands for, for screen readers. */
+export function tasksText(node) {
+  if (node.tasks) {
+    const { count, collapsed } = node.tasks;
+    const jobs = `${count} job${count === 1 ? "" : "s"}`;
+    return collapsed
+      ? `Task containing ${jobs}, collapsed into this node. Press E to expand them.`
+      : `Task containing ${jobs}, drawn in its box. Press E to collapse them into this node.`;
+  }
+  return node.group ? `In task ${node.group.replace(/^job:[^:]*:/, "")}'s box. Press E to collapse the box.` : "";
+}
+
 export class GraphView {
   /**
    * @param {SVGSVGElement} element
-   * @param {{onOpen: (id: string) => void, onToggleRenderings?: (id: string) => void}} callbacks ``onToggleRenderings``:
-   *   a templated name's node asks to expand its renderings (or collapse them back): its badge clicked, or E
+   * @param {{onOpen: (id: string) => void, onToggleRenderings?: (id: string) => void,
+   *   onToggleTasks?: (id: string) => void, airflowBase?: string | null}} callbacks ``onToggleRenderings``:
+   *   a templated name's node asks to expand its renderings (or collapse them back): its badge clicked, or E;
+   *   ``onToggleTasks``: a task's box (by the task's job id) asks to be collapsed or expanded: its header or badge
+   *   clicked, or E on a node in it; ``airflowBase``: Airflow's UI when the page runs inside Airflow (task nodes
+   *   then link to their task instance), else null
    */
-  constructor(element, { onOpen, onToggleRenderings = () => {} }) {
+  constructor(element, { onOpen, onToggleRenderings = () => {}, onToggleTasks = () => {}, airflowBase = null }) {
     this.svg = element;
     this.onOpen = onOpen;
     this.onToggleRenderings = onToggleRenderings;
+    this.onToggleTasks = onToggleTasks;
+    this.airflowBase = airflowBase;
     this.view = { x: 0, y: 0, k: 1 };
     this.model = null;
     this.bindPointer();
@@ -60,7 +82,10 @@ export class GraphView {
     this.model = model;
     this.rootId = rootId;
     const sizes = model.nodes.map(() => ({ width: NODE_WIDTH, height: NODE_HEIGHT }));
-    this.layout = layeredLayout(sizes, model.edges, { layerGap: 50 });
+    const boxed = model.groups?.length
+      ? model.nodes.map((node) => node.group ?? (node.tasks && !node.tasks.collapsed ? node.tasks.group : null))
+      : null;
+    this.layout = layeredLayout(sizes, model.edges, boxed ? { layerGap: 50, groups: boxed } : { layerGap: 50 });
     this.out = model.nodes.map(() => []);
     this.inc = model.nodes.map(() => []);
     for (const [from, to] of model.edges) {
@@ -78,6 +103,8 @@ export class GraphView {
       svg("path", { d: "M0,0 L10,5 L0,10 z" }, marker);
     }
     this.viewport = svg("g", { class: "viewport" }, this.svg);
+    const boxLayer = svg("g", { class: "task-boxes" }, this.viewport);
+    for (const group of model.groups ?? []) this.drawTaskBox(group, boxLayer);
     const edgeLayer = svg("g", { class: "edges", "aria-hidden": "true" }, this.viewport);
     const nodeLayer = svg("g", { class: "nodes" }, this.viewport);
     this.edgeEls = model.edges.map(([from, to, declaredOnly], i) => {
@@ -115,15 +142,19 @@ export class GraphView {
     const declared = node.declaredOnly ? " Declared only: no run has named it." : "";
     const renderings = node.renderings ? ` ${renderingsText(node.renderings)}` : "";
     const pattern = node.renderings ? ` pattern${node.renderings.expanded ? " expanded" : ""}` : "";
+    const tasks = node.tasks || node.group ? ` ${tasksText(node)}` : "";
+    const task = node.tasks ? ` task${node.tasks.collapsed ? " collapsed" : ""}` : "";
+    const contained = `${pattern}${node.group ? " contained" : ""}${task}`;
     const g = svg(
       "g",
       {
-        class: `node ${node.kind}${isRoot ? " root" : ""}${node.declaredOnly ? " declared-only" : ""}${pattern}`,
+        class: `node ${node.kind}${isRoot ? " root" : ""}${node.declaredOnly ? " declared-only" : ""}${contained}`,
         transform: `translate(${x.toFixed(1)},${y.toFixed(1)})`,
         tabindex: isRoot ? 0 : -1,
         role: "button",
         "data-id": node.id,
-        "aria-label": `${kind} ${node.name} in namespace ${node.namespace}.${state} ${links}${declared}${renderings}`,
+        "aria-label":
+          `${kind} ${node.name} in namespace ${node.namespace}.${state} ${links}${declared}${renderings}` + tasks,
       },
       parent,
     );
@@ -139,7 +170,84 @@ export class GraphView {
     drawNodeLabels(g, node, this.model.nodes, { pad, room, width: NODE_WIDTH });
     if (run) svg("circle", { class: `state-dot ${stateClass(run.state)}`, cx: NODE_WIDTH - 14, cy: 14, r: 5 }, g);
     if (node.renderings) this.drawRenderingsBadge(node.renderings, g);
+    if (node.tasks?.collapsed) this.drawTasksBadge(node.tasks, g);
+    if (node.airflowTask && this.airflowBase !== null) this.drawAirflowLink(node.airflowTask, g, -9);
     return g;
+  }
+
+  /** The box around an expanded task's jobs (and the task's own node when drawn), under a header naming the
+   * task that collapses it; inside Airflow, the header links to the task instance when the task's node is not
+   * drawn (the node then links there itself). */
+  drawTaskBox(group, parent) {
+    const drawn = group.task >= 0 ? [...group.members, group.task] : group.members;
+    let left = Infinity;
+    let top = Infinity;
+    let right = -Infinity;
+    let bottom = -Infinity;
+    for (const i of drawn) {
+      const { x, y } = this.layout.nodes[i];
+      left = Math.min(left, x);
+      top = Math.min(top, y);
+      right = Math.max(right, x + NODE_WIDTH);
+      bottom = Math.max(bottom, y + NODE_HEIGHT);
+    }
+    const box = { x: left - BOX_PAD, y: top - BOX_PAD - BOX_HEADER, width: right - left + 2 * BOX_PAD };
+    box.height = bottom - top + 2 * BOX_PAD + BOX_HEADER;
+    const at = `translate(${box.x},${box.y})`;
+    const g = svg("g", { class: "task-box", "data-group": group.id, transform: at }, parent);
+    svg("rect", { class: "frame", width: box.width, height: box.height, rx: 8 }, g);
+    const count = group.members.length;
+    const header = svg(
+      "g",
+      {
+        class: "task-toggle",
+        role: "button",
+        tabindex: -1,
+        "data-group": group.id,
+        "aria-expanded": "true",
+        "aria-label": `Task ${group.name}: ${count} job${count === 1 ? "" : "s"}. Collapse them into the task's node.`,
+      },
+      g,
+    );
+    svg("title", {}, header).textContent = `${group.namespace} : ${group.name}`;
+    const room = box.width - 16 - (group.airflowTask && group.task < 0 && this.airflowBase !== null ? 70 : 0);
+    const label = svg("text", { class: "task-name", x: 8, y: 17 }, header);
+    label.textContent = `▾ ${fitText(group.name, room)}`;
+    if (group.airflowTask && group.task < 0 && this.airflowBase !== null)
+      this.drawAirflowLink(group.airflowTask, g, 3, box.width - 66);
+  }
+
+  /** The badge on a task's node whose jobs are collapsed into it: ``▸ count jobs``; clicking it (or E) expands
+   * them. */
+  drawTasksBadge({ count }, parent) {
+    const text = `▸ ${count} job${count === 1 ? "" : "s"}`;
+    const width = Math.max(34, 10 + 6.5 * text.length);
+    const badge = svg("g", { class: "tasks-badge", transform: `translate(${NODE_WIDTH - width - 6},-9)` }, parent);
+    svg("title", {}, badge).textContent = `Expand the ${count} job${count === 1 ? "" : "s"} of this task`;
+    svg("rect", { width, height: 18, rx: 9 }, badge);
+    svg("text", { x: width / 2, y: 13, "text-anchor": "middle" }, badge).textContent = text;
+  }
+
+  /** A link to the Airflow task instance ``task`` in Airflow's UI (the whole window, not the frame the page may
+   * be embedded in). */
+  drawAirflowLink(task, parent, y, x = 8) {
+    const href = airflowTaskUrl(this.airflowBase, task);
+    const link = svg(
+      "a",
+      {
+        class: "airflow-link",
+        href,
+        target: "_top",
+        "aria-label": `Task ${task.taskId} of DAG ${task.dagId} in Airflow`,
+        transform: `translate(${x},${y})`,
+      },
+      parent,
+    );
+    svg("title", {}, link).textContent = task.runId
+      ? `Open task ${task.taskId} of run ${task.runId} in Airflow`
+      : `Open task ${task.taskId} of DAG ${task.dagId} in Airflow`;
+    svg("rect", { width: 62, height: 18, rx: 9 }, link);
+    svg("text", { x: 31, y: 13, "text-anchor": "middle" }, link).textContent = "Airflow ↗";
   }
 
   /** The badge on a templated name's node: ``× count`` while its renderings are collapsed into it, ``−`` once
@@ -250,7 +358,7 @@ export class GraphView {
   bindPointer() {
     let drag = null;
     this.svg.addEventListener("pointerdown", (event) => {
-      const node = event.target.closest?.(".node");
+      const node = event.target.closest?.(".node, .task-toggle, .airflow-link");
       if (node || event.button !== 0) return;
       drag = { x: event.clientX, y: event.clientY, vx: this.view.x, vy: this.view.y };
       this.svg.setPointerCapture(event.pointerId);
@@ -278,8 +386,18 @@ export class GraphView {
       { passive: false },
     );
     this.svg.addEventListener("click", (event) => {
+      if (event.target.closest?.(".airflow-link")) return; // followed by the browser
+      const toggle = event.target.closest?.(".task-toggle");
+      if (toggle) {
+        this.onToggleTasks(toggle.dataset.group);
+        return;
+      }
       const node = event.target.closest?.(".node");
       if (!node) return;
+      if (event.target.closest(".tasks-badge")) {
+        this.onToggleTasks(this.model.nodes[this.model.index.get(node.dataset.id)].tasks.group);
+        return;
+      }
       if (event.target.closest(".renderings-badge")) {
         this.onToggleRenderings(node.dataset.id);
         return;
@@ -292,6 +410,13 @@ export class GraphView {
   bindKeys() {
     this.svg.addEventListener("keydown", (event) => {
       if (event.altKey || event.ctrlKey || event.metaKey) return;
+      if (event.target.closest?.(".airflow-link")) return;
+      const toggle = event.target.closest?.(".task-toggle");
+      if (toggle && (event.key === "Enter" || event.key === " ")) {
+        event.preventDefault();
+        this.onToggleTasks(toggle.dataset.group);
+        return;
+      }
       const node = event.target.closest?.(".node");
       const i = node ? this.model.index.get(node.dataset.id) : undefined;
       let target;
@@ -315,10 +440,13 @@ export class GraphView {
           target = this.model?.index.get(this.rootId);
           break;
         case "e":
-        case "E":
-          if (i === undefined || !this.model.nodes[i].renderings) return;
-          this.onToggleRenderings(node.dataset.id);
+        case "E": {
+          const shown = i === undefined ? null : this.model.nodes[i];
+          if (shown?.renderings) this.onToggleRenderings(node.dataset.id);
+          else if (shown?.tasks || shown?.group) this.onToggleTasks(shown.tasks?.group ?? shown.group);
+          else return;
           break;
+        }
         case "+":
         case "=":
           this.zoom(1.25);
@@ -362,4 +490,12 @@ export class GraphView {
     const at = column.indexOf(i) + step;
     return at >= 0 && at < column.length ? column[at] : undefined;
   }
+}
+
+const fitMeasure = document.createElement("canvas").getContext("2d");
+
+/** ``text`` cut in the middle to fit ``room`` pixels in the task header's font. */
+function fitText(text, room) {
+  fitMeasure.font = `600 12px ${getComputedStyle(document.body).fontFamily}`;
+  return middleEllipsis(text, (candidate) => fitMeasure.measureText(`▾ ${candidate}`).width <= room);
 }

@@ -6,12 +6,14 @@
 //   5. each node is pulled toward the mean height of its neighbours, keeping order and spacing.
 // Every step is linear or n·log n per sweep, so a few thousand nodes lay out in well under a second.
 
-const DEFAULTS = { layerGap: 80, nodeGap: 14, virtualGap: 6, sweeps: 12, placementPasses: 8, margin: 24 };
+const DEFAULTS = { layerGap: 80, nodeGap: 14, virtualGap: 6, groupGap: 40, sweeps: 12, placementPasses: 8, margin: 24 };
 
 /**
  * Lay out nodes of the given sizes joined by the given edges.
  * @param {{width: number, height: number}[]} sizes one entry per node (index = node number)
  * @param {[number, number][]} edges [source, target] pairs of node numbers
+ * @param {{groups?: (string | null)[]}} options ``groups``: each node's group (null: none); the nodes of a group are
+ *   kept next to each other in each layer, with ``groupGap`` (room for the group's box) between groups
  * @returns {{nodes: {x: number, y: number, layer: number}[], edges: ({points: number[][], reversed: boolean} | null)[],
  *   width: number, height: number, layers: number[][]}} top-left corner of each node; each input edge's
  *   polyline (null for self-loops and repeats); the real nodes of each layer, top to bottom
@@ -25,6 +27,7 @@ export function layeredLayout(sizes, edges, options = {}) {
   const layer = longestPathLayers(n, dag);
   const graph = splitLongEdges(n, sizes, layer, dag);
   const layers = orderLayers(graph, opt.sweeps);
+  if (opt.groups) keepGroupsTogether(layers, opt.groups);
   const y = placeVertically(graph, layers, opt);
   const x = placeHorizontally(graph, layers, opt);
   let minY = Infinity;
@@ -243,11 +246,30 @@ function totalCrossings(graph, layers, pos) {
   return total;
 }
 
+/** Each layer reordered so that the nodes of a group follow each other, where its first node was. */
+function keepGroupsTogether(layers, groupOf) {
+  for (const ids of layers) {
+    const first = new Map();
+    ids.forEach((v, i) => {
+      const group = groupOf[v] ?? null;
+      if (group !== null && !first.has(group)) first.set(group, i);
+    });
+    if (!first.size) continue;
+    const at = new Map(ids.map((v, i) => [v, i]));
+    const key = (v) => (groupOf[v] ?? null) === null ? at.get(v) : first.get(groupOf[v]);
+    ids.sort((a, b) => key(a) - key(b) || at.get(a) - at.get(b));
+  }
+}
+
 /** Vertical centre of every node: pulled toward its neighbours, never overlapping within a layer. */
 function placeVertically(graph, layers, opt) {
   const y = new Float64Array(graph.count);
+  const groupOf = (v) => (opt.groups && v < graph.real ? (opt.groups[v] ?? null) : null);
+  const apart = (a, b) => (groupOf(a) !== groupOf(b) ? opt.groupGap : 0);
   const gap = (a, b) =>
-    (graph.height[a] + graph.height[b]) / 2 + (a < graph.real && b < graph.real ? opt.nodeGap : opt.virtualGap);
+    (graph.height[a] + graph.height[b]) / 2 +
+    (a < graph.real && b < graph.real ? opt.nodeGap : opt.virtualGap) +
+    apart(a, b);
   for (const ids of layers) {
     let at = 0;
     ids.forEach((v, i) => {
