@@ -283,23 +283,45 @@ def test_deferred_stores_opened_and_disposed_leave_no_connection_open(pg_store_u
         watcher.dispose()
 
 
-def test_collect_lineages_walker_reads_what_a_deferred_server_logged(store_url: str) -> None:
-    """CollectLineageOperator's reader opens the store on its own: it too waits for (and applies) what was logged
-    before it, so it never walks a graph behind what the server answered 201."""
+def test_collect_lineages_walker_waits_for_what_a_deferred_server_logged_to_be_applied(store_url: str) -> None:
+    """CollectLineageOperator's reader never applies the ingest log (that is the consumer's): it waits for the
+    consumer's applier to apply what was logged before the walk, so it does not walk a graph behind a 201."""
     from airflow_lineage_provider.consumer.reads import LineageWalker
 
-    server = LineageStore(
-        store_url, ingest_apply="inline"
-    )  # logs without applying, as a deferred server whose applier is behind
-    with server.write() as conn:
-        log_events(conn, _events(["upstream_job"]))
-    server.dispose()
+    server = LineageStore(store_url, ingest_apply="deferred")
+    with server.write(applied=False) as conn:
+        log_events(conn, _events(["upstream_job"]))  # logged, answered; applied by the server's applier
+    server.deferred.wake()  # type: ignore[union-attr]
     walker = LineageWalker(store_url)
     try:
         out = walker.dataset_id("warehouse", "upstream_job_out")
         assert out is not None
         [row] = walker.table_edges(out, "upstream", depth=1, max_nodes=10, since=None)
         assert row["target_table"] == "warehouse/upstream_job_in"
+    finally:
+        walker.close()
+        server.dispose()
+
+
+def test_collect_lineages_walker_never_applies_and_reads_what_is_applied_when_no_one_applies(
+    store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With no consumer applying (its applier behind or stopped), the reader waits its bounded time, then reads the
+    graph as applied and says how far behind it is; the log stays for the consumer."""
+    from airflow_lineage_provider.consumer.reads import LineageWalker
+
+    server = LineageStore(store_url, ingest_apply="inline")  # logs without applying
+    with server.write() as conn:
+        log_events(conn, _events(["upstream_job"]))
+    server.dispose()
+    walker = LineageWalker(store_url)
+    walker.store.applied_wait = 0.2
+    try:
+        with caplog.at_level("WARNING"):
+            assert walker.dataset_id("warehouse", "upstream_job_out") is None  # not applied: not in the graph
+        assert "events logged before this read are not applied yet" in caplog.text
+        with walker.store.read() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(tables.pending_events)).scalar() > 0
     finally:
         walker.close()
 

@@ -26,10 +26,11 @@ from typing import TypedDict
 
 from sqlalchemy import Connection, and_, func, or_, select
 
-from airflow_lineage_provider.consumer.store import LineageStore, graph, nodes, tables
+from airflow_lineage_provider.consumer.store import graph, nodes, tables
 from airflow_lineage_provider.consumer.store.columns import field_details
 from airflow_lineage_provider.consumer.store.graph import Direction
 from airflow_lineage_provider.consumer.store.ingest import field_key
+from airflow_lineage_provider.consumer.store.read_only import ReadOnlyStore
 from airflow_lineage_provider.consumer.store.stepwise import walk_edges_stepwise
 
 
@@ -69,10 +70,10 @@ class LineageWalker:
     """
 
     def __init__(self, url: str) -> None:
-        # Deferred, whatever the servers writing the store use: every walk then waits until what was logged
-        # before it is applied (one indexed max(seq) when nothing is pending; see ..store.deferred_apply), and
-        # helps apply it, so the operator never reads a graph behind what a deferred-apply consumer answered 201.
-        self.store = LineageStore(url, ingest_apply="deferred")
+        # Read-only: never migrates the store nor applies its ingest log (that is the consumer's, of whatever
+        # release); a walk waits a bounded time for what was logged before it to be applied (see
+        # ..store.read_only). Raises StoreVersionError on first use for a store at another schema version.
+        self.store = ReadOnlyStore(url)
 
     def close(self) -> None:
         """Close the store's connections."""
