@@ -70,7 +70,9 @@ class GraphNode(BaseModel):
     type: Literal["DATASET", "JOB"]
     data: dict[str, Any] = Field(
         description="Dataset: id, name, namespace, type, updatedAt and fields (latest schema). "
-        "Job: id, name, namespace, type, simpleName, updatedAt and latestRun (id, state, startedAt, endedAt)."
+        "Job: id, name, namespace, type, simpleName, updatedAt and latestRun (id, state, startedAt, endedAt); "
+        "parentJob (namespace, name) when its latest run has a parent run, airflowTask (dagId, taskId, runId, "
+        "mapIndex) when it is an Airflow task's."
     )
     inEdges: list[LineageEdge]
     outEdges: list[LineageEdge]
