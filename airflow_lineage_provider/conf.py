@@ -16,7 +16,7 @@ from airflow_lineage_provider.get_provider_info import CONFIG
 from airflow_lineage_provider.version import __version__
 
 if TYPE_CHECKING:
-    from airflow_lineage_provider.consumer.namespace_aliases import NamespaceAliases
+    from airflow_lineage_provider.namespace_aliases import NamespaceAliases
 
 SECTION = "lineage_provider"
 DEFAULT_PRODUCER = f"https://pypi.org/project/airflow-lineage-provider/{__version__}/"
@@ -330,7 +330,7 @@ def consumer_retention_check_interval_hours() -> float:
 
 def consumer_namespace_aliases() -> NamespaceAliases:
     """``[lineage_provider] consumer_namespace_aliases``: ``alias=canonical`` entries, by newline or comma."""
-    from airflow_lineage_provider.consumer.namespace_aliases import NamespaceAliases
+    from airflow_lineage_provider.namespace_aliases import NamespaceAliases
 
     try:
         return NamespaceAliases.parse(_get("consumer_namespace_aliases"))

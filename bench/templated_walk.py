@@ -48,8 +48,8 @@ from openlineage.client.serde import Serde  # noqa: E402
 from support.browser import headless_chromium, require_chromium  # noqa: E402
 from support.ui_page import LineagePage  # noqa: E402
 
-from airflow_lineage_provider.design.templates import name_regex  # noqa: E402
 from airflow_lineage_provider.facets.design_time import TEMPLATED_NAME_KEY, TemplatedNameDatasetFacet  # noqa: E402
+from airflow_lineage_provider.name_templates import name_regex  # noqa: E402
 
 NAMESPACE, JOBS, PRODUCER = "bench", "pipelines", "https://example.com/templated-walk-bench"
 PATTERNS, DAYS, CHAIN, DEPTH = 10, 365, 8, 10

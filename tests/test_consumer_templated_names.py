@@ -29,8 +29,8 @@ from airflow_lineage_provider.consumer.store import create_store_engine, tables
 from airflow_lineage_provider.consumer.store.ingest import ingest_events
 from airflow_lineage_provider.consumer.store.migrations import LATEST, migrate
 from airflow_lineage_provider.consumer.validation import parse_event
-from airflow_lineage_provider.design.templates import MAX_FREE_PARTS, name_regex, rendering_regex
 from airflow_lineage_provider.facets.design_time import TEMPLATED_NAME_KEY, TemplatedNameDatasetFacet
+from airflow_lineage_provider.name_templates import MAX_FREE_PARTS, name_regex, rendering_regex
 
 pytest_plugins = ("support.consumer_fixtures",)
 

@@ -17,8 +17,8 @@ from airflow_lineage_provider.design.declaration import (
     encode_connector,
     encode_declaration,
 )
-from airflow_lineage_provider.design.templates import Protected, is_templated, name_regex, template_variables
 from airflow_lineage_provider.facets import design_time
+from airflow_lineage_provider.name_templates import Protected, is_templated, name_regex, template_variables
 
 
 def _serialized_task(operator: Any) -> dict[str, Any]:

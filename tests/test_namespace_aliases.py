@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_lineage_provider.consumer.namespace_aliases import NamespaceAliases, aliases_from
+from airflow_lineage_provider.namespace_aliases import NamespaceAliases, aliases_from
 
 PG, PG_INTERNAL, PG_SHORT = "postgres://db:5432", "postgresql://db.internal:5432", "pg://db"
 

@@ -24,7 +24,7 @@ from support.capture import file_transport_env, read_events
 from support.environment import PRISTINE_DB, require_shared
 from support.olschema import STOCK_PROVIDER_FACETS, assert_valid_event
 
-from airflow_lineage_provider.design.templates import RUN_DATE_MACROS, fill_run_dates
+from airflow_lineage_provider.name_templates import RUN_DATE_MACROS, fill_run_dates
 
 pytestmark = pytest.mark.airflow
 

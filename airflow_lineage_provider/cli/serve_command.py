@@ -22,8 +22,8 @@ from typing import Any
 from airflow_lineage_provider.cli import CommandError
 from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing, load_keys_file
 from airflow_lineage_provider.consumer.hosts import serve_hosts
-from airflow_lineage_provider.consumer.namespace_aliases import NamespaceAliases
 from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, INGEST_APPLY, INGEST_APPLY_MODES, MAX_BODY_BYTES
+from airflow_lineage_provider.namespace_aliases import NamespaceAliases
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6580

@@ -6,13 +6,13 @@ import warnings
 from dataclasses import dataclass, field
 
 from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing
-from airflow_lineage_provider.consumer.namespace_aliases import NamespaceAliases, aliases_from
 from airflow_lineage_provider.consumer.store.deferred_apply import (
     APPLY_TIMEOUT_SECONDS,
     MAX_PENDING_BYTES,
     MAX_PENDING_EVENTS,
 )
 from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, INGEST_APPLY, INGEST_APPLY_MODES, MAX_BODY_BYTES
+from airflow_lineage_provider.namespace_aliases import NamespaceAliases, aliases_from
 
 
 @dataclass(frozen=True)

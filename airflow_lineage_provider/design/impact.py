@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_lineage_provider.design.templates import rendering_regex
 from airflow_lineage_provider.facets.design_time import DECLARED_LINEAGE_KEY, TEMPLATED_NAME_KEY
+from airflow_lineage_provider.name_templates import rendering_regex
 
 #: Renderings of one templated output walked at most (the newest names the consumer lists first are not
 #: known: the listing is by name), so that a daily partition with years of history stays one answer.

@@ -32,8 +32,8 @@ from airflow_lineage_provider.design.declaration import (
     declaration_from_partial_kwargs,
     decode_declaration,
 )
-from airflow_lineage_provider.design.templates import Protected, is_templated, name_regex, template_variables
 from airflow_lineage_provider.facets.design_time import TEMPLATED_NAME_KEY, TemplatedNameDatasetFacet
+from airflow_lineage_provider.name_templates import Protected, is_templated, name_regex, template_variables
 from airflow_lineage_provider.producer.datasets import DatasetRef, to_dataset_ref, to_dataset_refs
 from airflow_lineage_provider.reporting import warn_once
 

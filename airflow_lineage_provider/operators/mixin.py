@@ -21,7 +21,7 @@ from airflow.sdk import BaseOperator
 from openlineage.client.event_v2 import RunState as EventType
 
 from airflow_lineage_provider.design.declaration import DECLARATION_FIELD, encode_declaration
-from airflow_lineage_provider.design.templates import fill_run_dates
+from airflow_lineage_provider.name_templates import fill_run_dates
 from airflow_lineage_provider.operators.facets_merge import merge_lineage
 from airflow_lineage_provider.operators.self_emission import wrap_execute
 from airflow_lineage_provider.producer import client
@@ -127,7 +127,7 @@ class LineageMixin(BaseOperator):
 
         Every template of the task passes here (its ``template_fields``, a mapped task's expansion too, and the
         declared lineage), so a run without a logical date renders ``ds``, ``ts``... from its ``run_after``
-        (:func:`~airflow_lineage_provider.design.templates.fill_run_dates`: once per context, one log line)."""
+        (:func:`~airflow_lineage_provider.name_templates.fill_run_dates`: once per context, one log line)."""
         fill_run_dates(context)  # type: ignore[arg-type]  # Airflow's Context is a mutable dict at run time
         return super().render_template(content, context, jinja_env, seen_oids)
 

@@ -36,7 +36,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.visibility import Visible, namespace_in
-from airflow_lineage_provider.design.templates import is_templated
+from airflow_lineage_provider.name_templates import is_templated
 
 #: How a graph answer draws renderings: as their pattern's node (``collapsed``) or as themselves (``expanded``).
 Shown = Literal["collapsed", "expanded"]

@@ -14,7 +14,7 @@ edge to the *pattern* and one observed edge to the *rendering*. They are the sam
 
 Matching is by name, in the job's own edges only (a pattern declared by one task is not matched to what another
 task writes), in the same direction. The regular expression is derived here from the template itself
-(:func:`..design.templates.rendering_regex`: Airflow's date macros as what they render to, any other expression
+(:func:`..name_templates.rendering_regex`: Airflow's date macros as what they render to, any other expression
 as any text), never taken from the event — a consumer matches names from anyone, and a regex from an event could
 take exponential time. A template with more than :data:`MAX_FREE_PARTS` free parts is not matched.
 
@@ -37,8 +37,8 @@ from sqlalchemy import Connection, and_, bindparam, literal, or_, select, union_
 from sqlalchemy.dialects import postgresql, sqlite
 
 from airflow_lineage_provider.consumer.store import tables
-from airflow_lineage_provider.design.templates import MAX_FREE_PARTS, is_templated, rendering_regex
 from airflow_lineage_provider.facets.design_time import TEMPLATED_NAME_KEY
+from airflow_lineage_provider.name_templates import MAX_FREE_PARTS, is_templated, rendering_regex
 
 _CHUNK = 500
 
