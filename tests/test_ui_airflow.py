@@ -1,20 +1,21 @@
 """The lineage page inside Airflow: the real Airflow 3 API server app (``airflow.api_fastapi.app.create_app``,
 plugins loaded from the installed provider) served by uvicorn on 127.0.0.1 in a subprocess with its own
-AIRFLOW_HOME, driven by a real headless Chromium: the page under ``/lineage/ui`` and Airflow's navigation
-entry that embeds it."""
+AIRFLOW_HOME, driven by a real headless Chromium: the page under ``/lineage/ui``, Airflow's navigation
+entry that embeds it, and a task's link from the page to its task instance in Airflow's UI."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import httpx
 import pytest
 from selenium.webdriver.common.by import By
 from support.airflow_run import airflow_env, api_server, migrate
 from support.browser import wait_for
+from support.task_jobs import DAG_ID, RUN_ID, TASK_ID, TASK_NODE, task_job_events
 from support.ui_graph import CUSTOMERS, DAILY, ENRICH, ENRICHED, LOAD, ORDERS, RAW, REVENUE, post_events, sales_events
 from support.ui_page import LineagePage
 
@@ -117,3 +118,14 @@ def test_the_airflow_ui_embeds_the_page_and_the_page_works_inside(browser, airfl
         browser.switch_to.default_content()
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     browser.save_screenshot(str(SCREENSHOT))
+
+
+def test_a_task_links_to_its_task_instance_in_airflows_ui(browser, airflow_url: str) -> None:
+    """Inside Airflow, the node of an Airflow task links to its task instance in Airflow's own UI."""
+    post_events(f"{airflow_url}/lineage", task_job_events(), headers={"X-API-Key": API_KEY})
+    log_in(browser, airflow_url)
+    page = LineagePage(browser, f"{airflow_url}/lineage").open(nodeId=TASK_NODE)
+    instance = f"/dags/{DAG_ID}/runs/{quote(RUN_ID, safe='')}/tasks/{TASK_ID}"
+    assert page.js("return document.querySelector('#graph .airflow-link').getAttribute('href')") == instance
+    page.click("#graph .airflow-link")
+    wait_for(browser, lambda d: d.current_url == f"{airflow_url}{instance}", "Airflow's task instance page")
