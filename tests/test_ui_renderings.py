@@ -50,7 +50,7 @@ def test_thirty_renderings_are_one_node_that_says_so(page: LineagePage) -> None:
     pattern = page.nodes()[PATTERN]
     assert "pattern" in pattern["classes"]
     assert "Template of 30 renderings" in pattern["label"] and f"totals_{DAYS[-1]}" in pattern["label"]
-    assert page.content(f'#graph .node[data-id="{PATTERN}"] .renderings-badge text') == "× 30 renderings"
+    assert page.content(f'#graph .node[data-id="{PATTERN}"] .renderings-badge text') == "\u00d7 30 renderings"
 
 
 def test_the_badge_expands_the_renderings_and_collapses_them_back(page: LineagePage) -> None:
