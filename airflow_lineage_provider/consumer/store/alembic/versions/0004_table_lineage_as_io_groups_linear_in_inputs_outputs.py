@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
+
 from alembic import op
 from sqlalchemy import Connection, text
-
-from airflow_lineage_provider.consumer.store.ingest import io_group_key
 
 revision = "0004"
 down_revision = "0003"
@@ -49,8 +50,15 @@ LIMIT 5000
 """
 
 
+def _io_group_key(job: str, inputs: Iterable[str], outputs: Iterable[str]) -> str:
+    """The key the ingest gave an io group at version 4: SHA-1 of the job's node key and the sorted node keys of its
+    inputs and outputs."""
+    text_ = f"{job}>{','.join(sorted(set(inputs)))}>{','.join(sorted(set(outputs)))}"
+    return hashlib.sha1(text_.encode()).hexdigest()
+
+
 def _io_groups(conn: Connection) -> None:
-    """Version 4: table lineage as io groups instead of every source → target pair (see :mod:`.tables`).
+    """Version 4: table lineage as io groups instead of every source → target pair.
 
     Each ``lineage_dataset_edges`` row becomes a group of its job with its source as the one input and its
     target as the one output, with its ``last_seen`` and the key the ingest gives that group (so a later
@@ -70,7 +78,7 @@ def _io_groups(conn: Connection) -> None:
         for source, target, job, seen, source_key, target_key, job_key in pairs:
             group_id += 1
             groups.append(
-                {"id": group_id, "key": io_group_key(job_key, [source_key], [target_key]), "job": job, "seen": seen}
+                {"id": group_id, "key": _io_group_key(job_key, [source_key], [target_key]), "job": job, "seen": seen}
             )
             members += [
                 {"id": group_id, "way": "input", "dataset": source},
