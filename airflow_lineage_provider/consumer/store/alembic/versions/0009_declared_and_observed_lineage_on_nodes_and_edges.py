@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from alembic import op
-from sqlalchemy import BindParameter, Connection, bindparam, case, null, select, text
-
-from airflow_lineage_provider.consumer.store import tables
-from airflow_lineage_provider.consumer.store.ingest import _Changes
-from airflow_lineage_provider.consumer.store.store_settings import write_setting
-from airflow_lineage_provider.consumer.validation import EventError, parse_event
+from sqlalchemy import BindParameter, Connection, DateTime, bindparam, case, column, null, select, table, text
 
 revision = "0009"
 down_revision = "0008"
@@ -43,6 +39,31 @@ _V8_JOB_RUNS = "SELECT job_id, max(state_time) FROM lineage_runs GROUP BY job_id
 
 _Key = TypeVar("_Key", str, tuple[str, str])
 
+#: A time as version 8 stores it: UTC (naive text on SQLite, what SQLAlchemy's ``DATETIME`` makes of a UTC time).
+_TIME = DateTime(timezone=True)
+#: Version 8's nodes and edges, as far as this revision reads and writes them.
+_nodes = table(
+    "lineage_nodes",
+    column("id"),
+    column("node_key"),
+    column("kind"),
+    column("created_at", _TIME),
+    column("declared_at", _TIME),
+    column("observed_at", _TIME),
+)
+_edges = table(
+    "lineage_edges",
+    column("origin_id"),
+    column("destination_id"),
+    column("first_seen", _TIME),
+    column("declared_at", _TIME),
+    column("observed_at", _TIME),
+)
+#: OpenLineage run event types: a stored event with another ``eventType`` was unreadable at version 8.
+_EVENT_TYPES = ("START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER")
+#: Longest namespace or name version 8 read.
+_MAX_NAME_LENGTH = 4096
+
 
 def _static_spans(
     conn: Connection,
@@ -54,15 +75,112 @@ def _static_spans(
     after = 0
     while page := conn.execute(text(_V8_STATIC_EVENTS), {"after": after}).all():
         after = page[-1][0]
-        changes = _Changes()
         for _id, payload in page:
             try:
-                changes.add(parse_event(json.loads(payload), stored=True))
-            except (EventError, ValueError):  # stored by an older, laxer release: it names nothing we can read
+                event = json.loads(payload)
+                if "\\ud" in payload:  # a lone surrogate escape made the event unreadable
+                    json.dumps(event, ensure_ascii=False).encode()
+                named = _named_by(event)
+            except (ValueError, OverflowError):  # stored by an older, laxer release: it names nothing we can read
                 continue
-        _widen(nodes, changes.node_times)
-        _widen(edges, changes.edges)
+            at, found_nodes, found_edges = named
+            _widen(nodes, {key: (at, at) for key in found_nodes})
+            _widen(edges, {key: (at, at) for key in found_edges})
     return nodes, edges
+
+
+def _node_key(kind: str, namespace: str, name: str) -> str:
+    """The key of a job or dataset node: SHA-1 of kind, namespace and name."""
+    return hashlib.sha1(f"{kind}\x00{namespace}\x00{name}".encode()).hexdigest()
+
+
+def _named_by(event: Any) -> tuple[datetime, set[str], set[tuple[str, str]]]:
+    """The event time of a stored static event, the node keys it names (its job, its datasets and the source
+    datasets of their column lineage) and its edges (input → job, job → output), as version 8 read them.
+
+    Raises:
+        ValueError: the event is not one version 8 could read (no readable time, a job or dataset without a
+            namespace or name, ``inputs`` not an array, ...).
+    """
+    if not isinstance(event, dict):
+        raise ValueError("not an object")
+    if event.get("eventType") is not None and event["eventType"] not in _EVENT_TYPES:
+        raise ValueError("unknown eventType")
+    at = _event_time(event.get("eventTime"))
+    producer = event.get("producer")
+    if producer is not None and (not isinstance(producer, str) or "\x00" in producer):
+        raise ValueError("unreadable producer")
+    if "dataset" in event:
+        return at, _dataset_keys(_reference(event["dataset"])), set()
+    job_namespace, job_name, _facets = _reference(event.get("job"))
+    inputs = [_reference(item) for item in _references(event.get("inputs"))]
+    outputs = [_reference(item) for item in _references(event.get("outputs"))]
+    job = _node_key("job", job_namespace, job_name)
+    nodes = {job}
+    for ref in inputs + outputs:
+        nodes |= _dataset_keys(ref)
+    edges = {(_node_key("dataset", ns, name), job) for ns, name, _facets in inputs}
+    edges |= {(job, _node_key("dataset", ns, name)) for ns, name, _facets in outputs}
+    return at, nodes, edges
+
+
+def _event_time(value: Any) -> datetime:
+    """An ISO 8601 ``eventTime`` as an aware UTC time (without a zone: UTC)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("no eventTime")
+    parsed = datetime.fromisoformat(value.strip())
+    return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed.astimezone(timezone.utc)
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or not value or len(value) > _MAX_NAME_LENGTH or "\x00" in value:
+        raise ValueError("unreadable name")
+    value.encode()  # a lone surrogate: UnicodeEncodeError, a ValueError
+    return value
+
+
+def _reference(value: Any) -> tuple[str, str, dict[str, Any]]:
+    """``(namespace, name, facets)`` of a job or dataset."""
+    if not isinstance(value, dict):
+        raise ValueError("not an object")
+    facets = value.get("facets")
+    if facets is not None and not isinstance(facets, dict):
+        raise ValueError("facets not an object")
+    return _name(value.get("namespace")), _name(value.get("name")), facets or {}
+
+
+def _references(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError("not an array")
+    return value
+
+
+def _text(value: Any) -> bool:
+    if not isinstance(value, str) or not value or "\x00" in value:
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _dataset_keys(ref: tuple[str, str, dict[str, Any]]) -> set[str]:
+    """The node keys of a dataset and of the source datasets its ``columnLineage`` facet names."""
+    namespace, name, facets = ref
+    keys = {_node_key("dataset", namespace, name)}
+    facet = facets.get("columnLineage")
+    fields = facet.get("fields") if isinstance(facet, dict) else None
+    for target, mapping in fields.items() if isinstance(fields, dict) else ():
+        sources = mapping.get("inputFields") if isinstance(mapping, dict) else None
+        if not _text(target) or not isinstance(sources, list):
+            continue
+        for source in sources:
+            if isinstance(source, dict) and all(_text(source.get(k)) for k in ("namespace", "name", "field")):
+                keys.add(_node_key("dataset", source["namespace"], source["name"]))
+    return keys
 
 
 def _widen(spans: dict[_Key, tuple[datetime, datetime]], found: dict[_Key, tuple[datetime, datetime]]) -> None:
@@ -79,7 +197,7 @@ def _runs_by(conn: Connection, query: str, keep: Callable[[tuple[Any, ...]], boo
         if keep(tuple(key)) and at is not None:
             if isinstance(at, str):  # SQLite answers an aggregate's time as text
                 at = datetime.fromisoformat(at)
-            found[tuple(key)] = tables.as_utc(at)
+            found[tuple(key)] = at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at.astimezone(timezone.utc)
     return found
 
 
@@ -96,9 +214,9 @@ def _declared_lineage(conn: Connection) -> None:
     run observes it again.
     """
     timestamp = "TIMESTAMP WITH TIME ZONE" if conn.dialect.name == "postgresql" else "DATETIME"
-    for table in ("lineage_nodes", "lineage_edges"):
-        conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN declared_at {timestamp}")
-        conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN observed_at {timestamp}")
+    for name in ("lineage_nodes", "lineage_edges"):
+        conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN declared_at {timestamp}")
+        conn.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN observed_at {timestamp}")
     conn.exec_driver_sql(
         "CREATE INDEX ix_lineage_edges_declared ON lineage_edges (origin_id, destination_id, observed_at)"
         " WHERE declared_at IS NOT NULL"
@@ -108,8 +226,9 @@ def _declared_lineage(conn: Connection) -> None:
     node_spans, edge_spans = _static_spans(conn)
     if not node_spans:
         return
-    write_setting(conn, tables.DECLARED_LINEAGE, "1")
-    n, e = tables.nodes.c, tables.edges.c
+    conn.execute(text("DELETE FROM lineage_store_settings WHERE name = 'declared_lineage'"))
+    conn.execute(text("INSERT INTO lineage_store_settings (name, value) VALUES ('declared_lineage', '1')"))
+    n, e = _nodes.c, _edges.c
     ids: dict[str, tuple[int, str]] = {}
     keys = list(node_spans)
     for start in range(0, len(keys), 900):
@@ -118,11 +237,11 @@ def _declared_lineage(conn: Connection) -> None:
     declared = {node_id for node_id, _kind in ids.values()}
     job_runs = _runs_by(conn, _V8_JOB_RUNS, lambda key: key[0] in declared)
     dataset_runs = _runs_by(conn, _V8_DATASET_RUNS, lambda key: key[0] in declared)
-    evidence = bindparam("b_evidence", type_=tables.UtcDateTime)
+    evidence = bindparam("b_evidence", type_=_TIME)
     first: BindParameter[datetime] = bindparam("b_first")
     last: BindParameter[datetime] = bindparam("b_last")
     set_nodes = (
-        tables.nodes.update()
+        _nodes.update()
         .where(n.id == bindparam("b_id"))
         .values(
             declared_at=last,
@@ -139,7 +258,7 @@ def _declared_lineage(conn: Connection) -> None:
         return
     edge_runs = _runs_by(conn, _V8_EDGE_RUNS, lambda key: key[0] in declared and key[1] in declared)
     set_edges = (
-        tables.edges.update()
+        _edges.update()
         .where(e.origin_id == bindparam("b_origin"), e.destination_id == bindparam("b_destination"))
         .values(
             declared_at=last,
