@@ -9,9 +9,10 @@
   (``pii`` on a field is ``PII``), a dataset's and a job's are kept as given.
 
 Reads need read access, writes write access; a namespace-limited key cannot see, so cannot tag, a node in a
-namespace it may not see (404, as for a missing one). Tags themselves are not in a namespace: every key
-lists all of them, so a tag's definition (its name and description) is global, as in Marquez, and creating or
-describing one needs a principal without namespace limits: a limited key is refused ``PUT /api/v1/tags`` and
+namespace it may not see (404, as for a missing one). Tags themselves are not in a namespace: a tag's
+definition (its name and description) is global, as in Marquez; a limited key lists the tags on what it sees and
+those on nothing (a tag used only on hidden nodes is hidden, like them). Creating or describing one needs a
+principal without namespace limits: a limited key is refused ``PUT /api/v1/tags`` and
 putting a tag that does not exist yet on a node (403), and may put existing tags on, and take any off, what
 it sees. A tag name is checked (:func:`..store.tags.check_tag_name`): 400 in Marquez's shape naming the
 problem. Every tag write is one line in the audit log.
@@ -26,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from airflow_lineage_provider.consumer import audit
 from airflow_lineage_provider.consumer.access import Access, Principal
-from airflow_lineage_provider.consumer.auth import Writer, requires
+from airflow_lineage_provider.consumer.auth import Reader, Writer, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store
 from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
 from airflow_lineage_provider.consumer.marquez_paths import Dataset, Job, Namespace, path_name
@@ -85,10 +86,10 @@ def _tag_answer(name: str, description: str | None) -> dict:
 
 
 @router.get("/api/v1/tags", dependencies=[*READ, KnownQuery], summary="Tags by name (TagList)")
-async def list_tags(store: Store, limit: Limit = 100, offset: Offset = 0) -> Response:
+async def list_tags(store: Store, principal: Reader, limit: Limit = 100, offset: Offset = 0) -> Response:
     def run() -> dict:
         with store.read() as conn:
-            items, total = tags.list_tags(conn, limit, offset)
+            items, total = tags.list_tags(conn, limit, offset, visible_namespaces(conn, principal.namespaces))
         return {"tags": [_tag_answer(item["name"], item["description"]) for item in items], "totalCount": total}
 
     return await marquez_answer(run)

@@ -11,12 +11,13 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Connection, and_, delete, func, select
+from sqlalchemy import Connection, and_, delete, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.ingest import field_key
 from airflow_lineage_provider.consumer.store.versioned_cache import bump_versions
+from airflow_lineage_provider.consumer.store.visibility import Visible, namespace_in
 
 #: Longest tag name accepted (Marquez's column is ``VARCHAR(255)``).
 MAX_TAG_LENGTH = 255
@@ -124,9 +125,19 @@ def fields_tags(conn: Connection, dataset_ids: Iterable[int]) -> dict[int, dict[
     return found
 
 
-def list_tags(conn: Connection, limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """Tags by name, a page of them, and how many there are: ``[{name, description}]``, total."""
-    t = tables.tags.c
-    total = conn.execute(select(func.count()).select_from(tables.tags)).scalar_one()
-    page = conn.execute(select(t.name, t.description).order_by(t.name).limit(limit).offset(offset))
+def list_tags(conn: Connection, limit: int, offset: int, visible: Visible = None) -> tuple[list[dict[str, Any]], int]:
+    """Tags by name, a page of them, and how many there are: ``[{name, description}]``, total. For a key seeing
+    ``visible`` namespaces only (None: every one), the tags it can see: those on a node it can see, and those on
+    nothing (the vocabulary); a tag used only on hidden nodes is hidden, like them."""
+    t, nt, n = tables.tags.c, tables.node_tags.c, tables.nodes.c
+    shown = select(t.name, t.description)
+    if visible is not None:
+        used = select(nt.tag).where(nt.tag == t.name)
+        seen = used.join_from(tables.node_tags, tables.nodes, n.id == nt.node_id).where(
+            namespace_in(n.namespace, visible, conn.dialect.name)
+        )
+        shown = shown.where(or_(~used.exists(), seen.exists()))
+    listed = shown.subquery("listed")
+    total = conn.execute(select(func.count()).select_from(listed)).scalar_one()
+    page = conn.execute(select(listed.c.name, listed.c.description).order_by(listed.c.name).limit(limit).offset(offset))
     return [{"name": name, "description": description} for name, description in page], total
