@@ -1,8 +1,8 @@
 """What the test environment provides and how a test says it needs it: PostgreSQL, ../shared, the test DAGs.
 
 Needed things that are missing skip a test on a developer laptop and fail it under ``CI=true``, where the
-machine always has them. Tests import these from here (``from support.environment import ...``), never from
-``conftest``.
+machine always has them: :func:`unavailable` is that rule, and every test and helper that needs something calls
+it. Tests import these from here (``from support.environment import ...``), never from ``conftest``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -28,6 +29,14 @@ TEST_DAGS = Path(__file__).resolve().parent.parent / "dags"
 #: A copy of the ``airflow_home`` fixture's metadata database as migrated, before any test serialized or ran a
 #: DAG in it: for tests that count what is in the database (copy it as ``airflow.db`` into a home of their own).
 PRISTINE_DB = "airflow.pristine.db"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """What a test needs is missing (``reason`` says what and how to get it): skip the test on a laptop, fail it
+    under ``CI=true``, where the machine always has it."""
+    if IN_CI:
+        pytest.fail(f"{reason}; under CI=true that is a failure, not a skip")
+    pytest.skip(reason)
 
 
 def require_shared() -> None:
@@ -46,11 +55,8 @@ def postgres_reachable() -> bool:
 
 def require_postgres() -> None:
     """Skip without PostgreSQL on a laptop; fail in CI, where the machine always runs it."""
-    if postgres_reachable():
-        return
-    if IN_CI:
-        pytest.fail("PostgreSQL on 127.0.0.1:5432 is not reachable, and CI=true requires it")
-    pytest.skip("PostgreSQL on 127.0.0.1:5432 is not reachable")
+    if not postgres_reachable():
+        unavailable("PostgreSQL on 127.0.0.1:5432 is not reachable")
 
 
 @contextmanager

@@ -19,8 +19,6 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-import pytest
-
 from support.olschema import SHARED
 
 MARQUEZ_SPEC = SHARED / "spec" / "marquez" / "openapi.yml"
@@ -35,11 +33,9 @@ def require_marquez_spec() -> None:
     """Skip without ``../shared`` on a laptop; fail under ``CI=true``, where it is always beside the clone."""
     if marquez_spec_available():
         return
-    from support.environment import IN_CI
+    from support.environment import unavailable
 
-    if IN_CI:
-        pytest.fail(SKIP_REASON)
-    pytest.skip(SKIP_REASON)
+    unavailable(SKIP_REASON)
 
 
 def _json_schema(node: Any) -> Any:
