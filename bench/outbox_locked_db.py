@@ -7,6 +7,8 @@ seconds, none is lost and all drain into the outbox in order. This benchmark mea
 
 * ``SQLite, locked``: another connection holds ``BEGIN EXCLUSIVE`` on the outbox file (a shipper or a
   second writer stuck mid-transaction); ``timeout`` as given (SQLite's busy timeout);
+* ``SQLite, locked by a queued writer``: another process holds its turn in the writers' queue and SQLite's write
+  lock; the turn and the busy timeout share one deadline, so the first emit waits ``timeout``, not twice that;
 * ``PostgreSQL, unreachable``: the outbox's connections go through a TCP proxy on 127.0.0.1 that is then
   stopped (connections refused); ``timeout`` is the connect timeout (skipped without a server);
 * ``SQLite, healthy``: the same emits into a free outbox, for comparison.
@@ -25,6 +27,7 @@ import argparse
 import os
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -64,6 +67,32 @@ def sqlite_locked(folder: Path, options: dict[str, Any]) -> Iterator[OutboxTrans
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
+
+
+#: Another process: takes its turn in the writers' queue of the database argv[1] and SQLite's write lock, says
+#: "held", and holds both until its standard input closes.
+QUEUED_HOLDER = (
+    "import sqlite3, sys\n"
+    "from airflow_lineage_provider.sqlite_writers import writers_of\n"
+    "with writers_of(sys.argv[1]).turn(60):\n"
+    "    locked = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+    "    locked.execute('BEGIN IMMEDIATE')\n"
+    "    print('held', flush=True)\n"
+    "    sys.stdin.read()\n"
+)
+
+
+@contextmanager
+def sqlite_locked_by_a_queued_writer(folder: Path, options: dict[str, Any]) -> Iterator[OutboxTransport]:
+    outbox = _transport(f"sqlite:///{folder / 'outbox.db'}", folder, options)
+    outbox.emit(run_event(job_name="before"))
+    command = [sys.executable, "-c", QUEUED_HOLDER, str(folder / "outbox.db")]
+    holder = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield outbox
+    finally:
+        holder.communicate("", timeout=60)
 
 
 @contextmanager
@@ -130,7 +159,11 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=0.2, help="the transport's timeout option, seconds")
     args = parser.parse_args()
     options = {"timeout": args.timeout, "retry_after": 30}
-    cases: dict[str, Case] = {"SQLite, healthy": sqlite_healthy, "SQLite, locked": sqlite_locked}
+    cases: dict[str, Case] = {
+        "SQLite, healthy": sqlite_healthy,
+        "SQLite, locked": sqlite_locked,
+        "SQLite, locked by a queued writer": sqlite_locked_by_a_queued_writer,
+    }
     if _postgres_reachable():
         cases["PostgreSQL, unreachable"] = postgres_unreachable
     found: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in cases}
