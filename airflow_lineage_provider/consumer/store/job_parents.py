@@ -20,7 +20,7 @@ from functools import cache
 from typing import Any
 
 import msgspec
-from sqlalchemy import BigInteger, Connection, any_, bindparam, select
+from sqlalchemy import BigInteger, Connection, any_, bindparam, case, func, null, or_, select, union_all
 from sqlalchemy.dialects import postgresql
 
 from airflow_lineage_provider.consumer.store import tables
@@ -53,15 +53,6 @@ class Containment(msgspec.Struct, omit_defaults=True):
     airflowTask: AirflowTask | None = None
 
 
-#: Members of a run's ``airflow`` facet that name its task instance (the stock provider's ``AirflowRunFacet``).
-_TASK_MEMBERS = (
-    ("airflow", "dag", "dag_id"),
-    ("airflow", "task", "task_id"),
-    ("airflow", "dagRun", "run_id"),
-    ("airflow", "taskInstance", "map_index"),
-)
-
-
 #: Ids per statement on SQLite, where each is a parameter: within SQLite's smallest default limit since 3.32.
 SQLITE_IDS = 32_000
 
@@ -74,36 +65,66 @@ def _ids(column: Any, dialect: str) -> Any:
     return column.in_(bindparam("ids", expanding=True))
 
 
+def _airflow_facet(facets: Any, dialect: str) -> Any:
+    """SQL: the ``airflow`` facet of the JSON text ``facets``, as JSON text; the text is parsed only when it has
+    the key (``"airflow":``, compact or not): a run outside Airflow, or a ``lineage_run``'s, costs a search."""
+    search = func.strpos if dialect == "postgresql" else func.instr
+    keyed = or_(search(facets, '"airflow":') > 0, search(facets, '"airflow" :') > 0)
+    return case((keyed, json_member(facets, ("airflow",), dialect)), else_=null())
+
+
 @cache
 def _statement(dialect: str) -> Any:
-    """``(job id, stored parent job's namespace and name, the parent facet's job namespace and name, the job's
-    latest run's task members, the parent run's task members)`` of the jobs ``ids`` whose latest run has a
-    parent run."""
+    """Rows ``(job id, parent run id, the stored parent run's job namespace and name, the parent facet's job when
+    that run is not stored, the latest run's airflow facet)`` of the jobs ``ids`` whose latest run has a parent
+    run, then ``(NULL, parent run id, NULL, NULL, NULL, its airflow facet)`` once per stored parent run: a task's
+    facets are parsed once, however many jobs it contains."""
     j = tables.jobs.c
     latest, parent, container = tables.runs.alias("latest_run"), tables.runs.alias("parent_run"), tables.nodes
-    facet = [json_member(latest.c.facets, ("parent", "job", key), dialect) for key in ("namespace", "name")]
-    own = [json_member(latest.c.facets, path, dialect) for path in _TASK_MEMBERS]
-    parents = [json_member(parent.c.facets, path, dialect) for path in _TASK_MEMBERS]
-    return (
-        select(j.node_id, container.c.namespace, container.c.name, *facet, *own, *parents)
+    named = case((container.c.id.is_(None), json_member(latest.c.facets, ("parent", "job"), dialect)), else_=null())
+    children = (
+        select(
+            j.node_id,
+            latest.c.parent_run_uuid.label("parent_run"),
+            container.c.namespace,
+            container.c.name,
+            named.label("named"),
+            _airflow_facet(latest.c.facets, dialect).label("airflow"),
+        )
         .join_from(tables.jobs, latest, latest.c.run_uuid == j.latest_run_uuid)
         .outerjoin(parent, parent.c.run_uuid == latest.c.parent_run_uuid)
         .outerjoin(container, container.c.id == parent.c.job_id)
         .where(_ids(j.node_id, dialect), latest.c.parent_run_uuid.is_not(None))
+        .cte("contained")
     )
+    task = tables.runs.alias("task_run")
+    tasks = select(null(), task.c.run_uuid, null(), null(), null(), _airflow_facet(task.c.facets, dialect)).where(
+        task.c.run_uuid.in_(select(children.c.parent_run).distinct())
+    )
+    return union_all(select(children), tasks)
 
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _task(members: tuple[Any, ...]) -> AirflowTask | None:
-    """The task instance the ``airflow`` facet members (JSON texts, see :data:`_TASK_MEMBERS`) name, if any."""
-    dag_id, task_id, run_id, map_index = (member_value(text) for text in members)
-    if _text(dag_id) is None or _text(task_id) is None:
+def _member(value: Any, key: str) -> Any:
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def _task(facet: Any) -> AirflowTask | None:
+    """The task instance an ``airflow`` run facet (JSON text) names, if it names one (a DAG run's names none)."""
+    airflow = member_value(facet)
+    dag_id, task_id = (
+        _text(_member(_member(airflow, "dag"), "dag_id")),
+        _text(_member(_member(airflow, "task"), "task_id")),
+    )
+    if dag_id is None or task_id is None:
         return None
+    run_id = _text(_member(_member(airflow, "dagRun"), "run_id"))
+    map_index = _member(_member(airflow, "taskInstance"), "map_index")
     mapped = map_index if isinstance(map_index, int) and not isinstance(map_index, bool) and map_index >= 0 else None
-    return AirflowTask(dag_id, task_id, _text(run_id), mapped)
+    return AirflowTask(dag_id, task_id, run_id, mapped)
 
 
 def containment(conn: Connection, jobs: list[int], visible: Visible) -> dict[int, Containment]:
@@ -118,18 +139,21 @@ def containment(conn: Connection, jobs: list[int], visible: Visible) -> dict[int
         for at in range(0, len(jobs), step)
         for row in conn.execute(_statement(dialect), {"ids": jobs[at : at + step]})
     ]
+    tasks = {row[1]: _task(row[5]) for row in rows if row[0] is None}
     found: dict[int, Containment] = {}
     seen = None if visible is None else frozenset(visible)
-    for row in rows:
-        node, stored_namespace, stored_name, facet_namespace, facet_name = row[:5]
-        own, of_parent = _task(tuple(row[5:9])), _task(tuple(row[9:13]))
+    for node, parent_run, stored_namespace, stored_name, facet_job, own_facet in rows:
+        if node is None:
+            continue
+        own = _task(own_facet)
         if stored_name is not None:
             namespace, name = stored_namespace, stored_name
         else:
-            namespace, name = _text(member_value(facet_namespace)), _text(member_value(facet_name))
+            job = member_value(facet_job)
+            namespace, name = _text(_member(job, "namespace")), _text(_member(job, "name"))
         parent = None
         if namespace is not None and name is not None and (seen is None or namespace in seen):
-            parent = ParentJob(namespace, name, of_parent)
+            parent = ParentJob(namespace, name, tasks.get(parent_run))
         if parent is not None or own is not None:
             found[node] = Containment(parent, own)
     return found
