@@ -51,7 +51,7 @@ export function tasksText(node) {
       ? `Task containing ${jobs}, collapsed into this node. Press E to expand them.`
       : `Task containing ${jobs}, drawn in its box. Press E to collapse them into this node.`;
   }
-  return node.group ? `In task ${node.group.replace(/^job:[^:]*:/, "")}'s box. Press E to collapse the box.` : "";
+  return node.group ? `In task ${node.groupName}'s box. Press E to collapse the box.` : "";
 }
 
 export class GraphView {

@@ -46,10 +46,10 @@ export function taskGroups(model) {
 /**
  * The model drawn: ``model`` with the members of the ``collapsed`` groups (ids) left out, each edge to or from one
  * drawn to or from the group's task node (the task's own node when the answer has it, else a node made for it),
- * once. Nodes are copies carrying ``group`` (the expanded group they are drawn in) or ``tasks`` ({group, count,
- * collapsed}: the node stands for a group); ``groups`` lists the expanded groups {id, name, namespace,
- * airflowTask, task (its node's position or -1), members (positions)} to draw as boxes; ``standsFor`` maps the id of
- * each job left out to the id of the node drawn for it.
+ * once. Nodes are copies carrying ``group`` and ``groupName`` (the expanded group they are drawn in, its task's
+ * job id and name) or ``tasks`` ({group, count, collapsed}: the node stands for a group); ``groups`` lists the
+ * expanded groups {id, name, namespace, airflowTask, task (its node's position or -1), members (positions)} to
+ * draw as boxes; ``standsFor`` maps the id of each job left out to the id of the node drawn for it.
  */
 export function drawnModel(model, collapsed = new Set()) {
   const groups = taskGroups(model);
@@ -62,7 +62,7 @@ export function drawnModel(model, collapsed = new Set()) {
     const group = memberOf.get(i);
     if (group && collapsed.has(group.id)) return;
     const own = groups.get(node.id);
-    const copy = { ...node, group: group?.id ?? null, tasks: null };
+    const copy = { ...node, group: group?.id ?? null, groupName: group?.name ?? null, tasks: null };
     if (own) copy.tasks = { group: own.id, count: own.members.length, collapsed: collapsed.has(own.id) };
     position.set(i, nodes.length);
     nodes.push(copy);
@@ -81,6 +81,7 @@ export function drawnModel(model, collapsed = new Set()) {
       airflowTask: group.airflowTask,
       synthetic: true,
       group: null,
+      groupName: null,
       tasks: { group: group.id, count: group.members.length, collapsed: true },
     });
   }
