@@ -17,6 +17,7 @@ import requests
 from sqlalchemy import create_engine
 from support.consumer_helpers import dataset, run_event
 from support.uvicorn_thread import served
+from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access
@@ -78,21 +79,33 @@ def test_idle_and_headless_connections_are_bounded_by_uvicorns_own_settings(stor
     app = create_app(store_url=store_url, anonymous=Access.ADMIN)
     request = b"GET /api/v1/namespaces HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     with served(app, keep_alive_seconds=0.5, limit_concurrency=3) as url:
+
+        def answer_to_a_new_connection() -> tuple[socket.socket, bytes]:
+            connection = socket.create_connection(("127.0.0.1", _port(url)), timeout=10)
+            connection.sendall(request)
+            return connection, connection.recv(65536)
+
+        def refused() -> bool:
+            connection, answer = answer_to_a_new_connection()
+            connection.close()
+            return answer.startswith(b"HTTP/1.1 503")
+
+        def answered() -> socket.socket | None:
+            connection, answer = answer_to_a_new_connection()
+            if answer.startswith(b"HTTP/1.1 200"):
+                return connection
+            connection.close()
+            return None
+
         silent = socket.create_connection(("127.0.0.1", _port(url)))
         trickle = socket.create_connection(("127.0.0.1", _port(url)))
         trickle.sendall(b"GET /api/v1/namespaces HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never ends the head
-        time.sleep(0.3)
-        with socket.create_connection(("127.0.0.1", _port(url)), timeout=10) as third:  # the third connection
-            third.sendall(request)
-            assert third.recv(1024).startswith(b"HTTP/1.1 503")  # refused, not queued: the two hold no more
+        # A third connection is refused, not queued, once uvicorn holds the two: they hold no more.
+        wait_until(refused, "a third connection was never refused while two others held their places")
         silent.close()
-        time.sleep(0.3)
-        kept = socket.create_connection(("127.0.0.1", _port(url)), timeout=10)
-        kept.sendall(request)
-        assert kept.recv(65536).startswith(b"HTTP/1.1 200")  # a place was freed: answered as always
-        started = time.monotonic()
-        assert kept.recv(1024) == b""  # idle after its answer: closed by uvicorn's keep-alive timeout
-        assert time.monotonic() - started < 4
+        kept = wait_until(answered, "no place was freed when a connection closed")  # answered as always
+        # Idle after its answer: closed by uvicorn's keep-alive timeout (within the socket's own 10 s).
+        assert kept.recv(1024) == b""
         kept.close()
         trickle.close()
 
@@ -133,11 +146,11 @@ def test_answers_a_client_does_not_read_are_bounded_and_dropped_when_it_stalls(t
         reader = socket.create_connection(("127.0.0.1", _port(url)))
         reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         reader.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())  # and reads nothing
-        time.sleep(0.5)
+        wait_until(lambda: app.state.walks.held_bytes, "the unread answer was never held")
         busy = requests.get(url + path, timeout=30)  # the unread answer holds the budget
         assert busy.status_code == 503, busy.status_code
         assert busy.headers["retry-after"] == "5" and "still being sent" in busy.json()["detail"]
-        time.sleep(2.0)  # the stalled answer is abandoned, its bytes freed
+        wait_until(lambda: app.state.walks.held_bytes == 0, "the stalled answer was never abandoned and freed")
         assert requests.get(url + path, timeout=30).status_code == 200
         reader.close()
 
@@ -158,9 +171,9 @@ def test_walks_past_the_concurrency_bound_wait_and_past_the_queue_get_503(pg_sto
             threading.Thread(target=lambda: answers.append(requests.get(url + path, timeout=60).status_code))
             for _ in range(2)
         ]
-        for walker in walkers:  # one takes the only turn, one waits for it
+        for admitted, walker in enumerate(walkers, start=1):  # one takes the only turn, one waits for it
             walker.start()
-            time.sleep(0.5)
+            wait_until(lambda n=admitted: app.state.walks.admitted == n, f"walk {admitted} was never admitted")
         refused = requests.get(url + path, timeout=10)
         assert refused.status_code == 503 and refused.headers["retry-after"] == "5"
         assert "1 lineage walks are running and 1 waiting" in refused.json()["detail"]
@@ -193,7 +206,7 @@ def test_a_body_that_stops_arriving_is_answered_408_and_one_in_parts_is_read_who
             assert answer.startswith(b"HTTP/1.1 408"), answer
         with socket.create_connection(("127.0.0.1", _port(url)), timeout=10) as parted:
             parted.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body[:10])
-            time.sleep(0.2)
+            time.sleep(0.2)  # a real pause between two parts, within the idle bound
             parted.sendall(body[10:])
             answer = parted.recv(4096)
             assert answer.startswith(b"HTTP/1.1 201"), answer
