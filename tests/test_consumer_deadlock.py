@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
 from support.consumer_helpers import dataset, run_event
+from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer.service import prune_now, store_events
 from airflow_lineage_provider.consumer.store import LineageStore, create_store_engine
@@ -41,6 +41,7 @@ def as_deadlock_victim(
     with ``waiter`` (one of them) waits for a lock, then runs ``close_cycle`` (asks for what ``work`` holds). Its
     ``deadlock_timeout`` is long, so PostgreSQL aborts ``work``'s transaction, which must be retried.
     """
+    holding = threading.Event()
     victim_waits = threading.Event()
     failures: list[BaseException] = []
 
@@ -49,28 +50,33 @@ def as_deadlock_victim(
             with other.connect() as conn, conn.begin():
                 conn.exec_driver_sql("SET LOCAL deadlock_timeout = '30s'")  # let work be the victim
                 hold(conn)
+                holding.set()
                 victim_waits.wait(30)
                 close_cycle(conn)
         except BaseException as error:  # reported by the test thread
             failures.append(error)
+            holding.set()
 
     def report_when_work_waits() -> None:
         with other.connect() as conn:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
+
+            def work_waits() -> bool:
                 waiting = conn.exec_driver_sql(
                     "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE ANY(%(q)s)",
                     {"q": [start + "%" for start in ((waiter,) if isinstance(waiter, str) else waiter)]},
                 ).scalar_one()
                 conn.rollback()
-                if waiting:
-                    victim_waits.set()
-                    return
-                time.sleep(0.05)
+                return bool(waiting)
+
+            try:
+                wait_until(work_waits, f"no {waiter} statement ever waited for the locked rows", interval=0.05)
+            except AssertionError:  # reported by the test thread: the event stays unset
+                return
+            victim_waits.set()
 
     locker = threading.Thread(target=lock_in_the_opposite_order)
     locker.start()
-    time.sleep(0.3)  # the other transaction holds its rows
+    assert holding.wait(30), "the other transaction never held its rows"
     watcher = threading.Thread(target=report_when_work_waits)
     watcher.start()
     result = work()
