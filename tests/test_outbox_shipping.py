@@ -18,6 +18,7 @@ import pytest
 from support.consumer_server import ConsumerServer
 from support.olschema import assert_valid_event
 from support.outbox_helpers import assert_per_run_order, pg_url, run_event, run_pairs, sqlite_url
+from support.waiting import wait_until
 
 from airflow_lineage_provider.outbox import OutboxConfig, OutboxTransport, store
 from airflow_lineage_provider.outbox.consumer_client import ConsumerConfig
@@ -96,7 +97,7 @@ def test_unavailable_consumer_keeps_events_pending_with_backoff(tmp_path: Path, 
     assert "HTTP 503" in report.last_error
     assert shipper(url, consumer, backoff_base=1.0).ship().requests == 0, "events in backoff were retried at once"
     consumer.down_status = None
-    time.sleep(1.3)  # past the backoff and its +20 % jitter
+    time.sleep(1.3)  # a real gap: past the backoff and its +20 % jitter
     recovered = shipper(url, consumer).ship()
     assert (recovered.delivered, recovered.pending) == (20, 0)
     assert len(consumer.events) == 20
@@ -256,15 +257,12 @@ def test_shipper_killed_mid_batch_delivers_at_least_once(tmp_path: Path, consume
         """
     )
     child = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, env=os.environ.copy())
-    deadline = time.monotonic() + 60
-    while len(consumer.requests) < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    time.sleep(0.15)  # the third batch is in flight
-    os.kill(child.pid, signal.SIGKILL)
+    wait_until(lambda: consumer.arrived >= 3, "the shipper never sent a third batch", timeout=60)
+    os.kill(child.pid, signal.SIGKILL)  # while the third batch is in flight (the consumer takes 0.3 s to answer)
     child.wait(10)
     assert 0 < len(consumer.events) < 60
     consumer.delay = 0
-    time.sleep(2.1)  # the dead shipper's lease runs out
+    time.sleep(2.1)  # a real gap: the dead shipper's lease of 2 s runs out
     policy = DeliveryPolicy(batch_size=10, lease_seconds=2)
     Shipper(OutboxWriter(url), "consumer", ConsumerConfig.from_dict({"url": consumer.url}), policy).ship()
     received = Counter(e["run"]["runId"] + e["eventType"] for e in consumer.events)

@@ -51,6 +51,8 @@ class ConsumerServer:
         self.endpoint = endpoint.strip("/")
         self.events: list[dict[str, Any]] = []
         self.requests: list[Request] = []
+        #: Requests whose body arrived, answered or not yet (``requests`` holds the answered ones).
+        self.arrived = 0
         self.down_status: int | None = None
         self.fail_next = 0
         self.fail_status = 503
@@ -151,6 +153,8 @@ class ConsumerServer:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 headers = {k.lower(): v for k, v in self.headers.items()}
+                with server._lock:
+                    server.arrived += 1
                 if server.delay:
                     time.sleep(server.delay)
                 status, answer = server._answer(self.path, body, headers)
