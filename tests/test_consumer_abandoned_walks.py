@@ -8,9 +8,8 @@ import asyncio
 import random
 import socket
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from starlette.requests import Request
 from support.consumer_helpers import PRODUCER
 from support.environment import PG_URL, postgres_schema_url
 from support.uvicorn_thread import served
+from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access
@@ -107,13 +107,6 @@ def heavy_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
         yield url
 
 
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {DEADLINE:.0f} s: {what}"
-        time.sleep(0.02)
-
-
 def walk_statements(url: str) -> int | None:
     """How many walk statements the store's sessions run now (None for SQLite)."""
     if not url.startswith("postgresql"):
@@ -146,15 +139,15 @@ def test_walks_whose_clients_disconnect_are_stopped_and_the_queue_serves_a_new_w
         port = int(url.rsplit(":", 1)[1])
         assert requests.get(url + SMALL, timeout=30).status_code == 200
         clients = [send(port, HEAVY) for _ in range(walks.concurrent + walks.waiting)]
-        wait_for(lambda: walks.admitted == len(clients) and walks.running == walks.concurrent, "every walk admitted")
+        wait_until(lambda: walks.admitted == len(clients) and walks.running == walks.concurrent, "every walk admitted")
         if on_postgres:
-            wait_for(lambda: walk_statements(heavy_store) == walks.concurrent, "the running walks' statements")
+            wait_until(lambda: walk_statements(heavy_store) == walks.concurrent, "the running walks' statements")
         for client in clients:
             client.close()
         # The waiting walks leave the queue, the running ones' statements are cancelled in the database.
-        wait_for(lambda: walks.admitted == 0 and walks.running == 0, "the abandoned walks stopped")
+        wait_until(lambda: walks.admitted == 0 and walks.running == 0, "the abandoned walks stopped")
         if on_postgres:
-            wait_for(lambda: walk_statements(heavy_store) == 0, "no walk statement left in the database")
+            wait_until(lambda: walk_statements(heavy_store) == 0, "no walk statement left in the database")
         assert walks.stopped == len(clients)  # none was computed to its end
         assert requests.get(url + SMALL, timeout=30).status_code == 200
         # The cancelled walks' connections are back in the pool, and every one of them serves walks again.
@@ -183,7 +176,7 @@ def test_a_walk_past_its_time_is_stopped_and_answered_504(heavy_store: str) -> N
         assert "walk_timeout_seconds (0.5 s)" in detail and "depth" in detail and "maxNodes" in detail
         assert walks.running == 0 and walks.stopped == 1  # answered once its thread ended
         if walk_statements(heavy_store) is not None:
-            wait_for(lambda: walk_statements(heavy_store) == 0, "no walk statement left in the database")
+            wait_until(lambda: walk_statements(heavy_store) == 0, "no walk statement left in the database")
         assert requests.get(url + SMALL, timeout=30).status_code == 200
     app.state.store.dispose()
 
@@ -277,7 +270,7 @@ def test_a_walk_waiting_for_deferred_apply_is_stopped_at_its_time(monkeypatch: p
                 assert walks.running == 0 and walks.stopped == 1
                 held.rollback()
             locker.dispose()
-            wait_for(
+            wait_until(
                 lambda: client.get("/api/v1/lineage", params={"nodeId": "dataset:wh:t", "depth": 1}).status_code == 200,
                 "the walk answered once the lock was gone",
             )

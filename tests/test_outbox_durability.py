@@ -302,7 +302,7 @@ def test_the_background_pass_runs_once_an_interval(tmp_path: Path, monkeypatch: 
     for _ in range(50):
         outbox.emit(run_event())
     assert len(passes) == 1
-    time.sleep(0.35)
+    time.sleep(0.35)  # a real gap: the interval between two passes goes by
     outbox.emit(run_event())
     assert len(passes) == 2
 

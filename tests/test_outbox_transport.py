@@ -238,7 +238,7 @@ def test_locked_database_spills_without_waiting_and_drains_in_order(
     assert outbox.writer.spill.has_events()
     blocker.execute("ROLLBACK")
     blocker.close()
-    time.sleep(0.35)
+    time.sleep(0.35)  # a real gap: retry_after (0.3 s) goes by, so the next event tries the database again
     outbox.emit(run_event(job_name="after"))
     assert outbox.close(10), "spilled events were not moved into the outbox"
     rows = stored(url)
@@ -276,7 +276,7 @@ def test_postgres_down_spills_then_recovers_automatically(
         assert tried == ["during"]  # one try; the other five events did not wait for the database
         assert outbox.writer.spill.has_events()
         proxy.start()
-        time.sleep(0.6)
+        time.sleep(0.6)  # a real gap: retry_after (0.5 s) goes by, so the next event tries the database again
         outbox.emit(run_event(job_name="after"))
         assert outbox.close(15)
     finally:
