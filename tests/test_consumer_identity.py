@@ -246,6 +246,42 @@ def test_a_data_source_uri_naming_the_database_otherwise_is_an_alias(store: Line
         assert conn.execute(sa.select(tables.symlinks.c.via)).scalars().all() == ["dataSource"]
 
 
+@pytest.mark.parametrize(
+    ("uri", "alias"),
+    [
+        ("postgres://pg.internal:5432/analytics", "postgres://pg.internal:5432"),  # the path is the database
+        ("postgres://etl:s3cret-pw@pg.internal:5432/analytics?sslmode=require", "postgres://pg.internal:5432"),
+    ],
+)
+def test_a_data_source_uri_with_a_database_path_is_an_alias_without_its_credentials(
+    store: LineageStore, uri: str, alias: str
+) -> None:
+    spelled = run_event(
+        "COMPLETE",
+        "load",
+        str(uuid.uuid4()),
+        outputs=[dataset("analytics.public.orders", namespace="postgres://db:5432")],
+    )
+    spelled["outputs"][0]["facets"]["dataSource"] = {
+        "_producer": AIRFLOW,
+        "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DatasourceDatasetFacet.json#/$defs/DatasourceDatasetFacet",
+        "name": "analytics",
+        "uri": uri,
+    }
+    reader = run_event(
+        "COMPLETE", "read", str(uuid.uuid4()), inputs=[dataset("analytics.public.orders", namespace=alias)]
+    )
+    ingest(store, spelled, reader)
+    group = group_of(store, "postgres://db:5432", "analytics.public.orders")
+    assert group is not None and group[1] == {
+        ("postgres://db:5432", "analytics.public.orders"),
+        (alias, "analytics.public.orders"),
+    }
+    with store.read() as conn:
+        stored = conn.execute(sa.select(tables.symlinks.c.namespace, tables.symlinks.c.name)).all()
+    assert stored == [(alias, "analytics.public.orders")]  # no user, password, database path or query
+
+
 def test_a_version_7_store_gets_its_stored_symlinks_grouped_on_upgrade(store_url: str) -> None:
     from test_consumer_store import _to_version_7
 

@@ -51,18 +51,25 @@ _n, _s, _m = tables.nodes.c, tables.symlinks.c, tables.dataset_members.c
 
 def data_source_alias(namespace: str, facets: Mapping[str, Any]) -> str | None:
     """The namespace a ``dataSource`` facet names the dataset's database by, when it is another spelling of
-    ``namespace``: a bare ``scheme://authority`` URI (no path, query or fragment) other than ``namespace``."""
+    ``namespace``. The URI is read as the naming spec writes namespaces: ``scheme://host[:port]``, and a path only
+    when ``namespace`` has one too (``postgres://db:5432/analytics`` names the database ``analytics`` of the
+    namespace ``postgres://db:5432``, whose datasets are named ``analytics.schema.table``). Credentials, query and
+    fragment are never part of it. None for a URI without scheme or host, or naming ``namespace`` itself."""
     facet = facets.get("dataSource")
     uri = facet.get("uri") if isinstance(facet, dict) else None
     if not isinstance(uri, str) or "\x00" in uri:
         return None
     try:
-        parts = urlsplit(uri.rstrip("/"))
+        parts = urlsplit(uri.strip())
+        host, port = parts.hostname, parts.port
+        own_path = urlsplit(namespace).path.rstrip("/")
     except ValueError:
         return None
-    if not parts.scheme or not parts.netloc or parts.path or parts.query or parts.fragment:
+    if not parts.scheme or not host:
         return None
-    alias = f"{parts.scheme}://{parts.netloc}"
+    alias = f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
+    if own_path:
+        alias += parts.path.rstrip("/")
     return None if alias == namespace else alias
 
 
