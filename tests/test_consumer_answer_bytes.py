@@ -23,6 +23,7 @@ from sqlalchemy import select
 from support.consumer_helpers import PRODUCER
 from support.served import serve_consumer
 from support.uvicorn_thread import served
+from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
@@ -79,7 +80,7 @@ def post(url: str, event: dict[str, Any]) -> None:
         if answer.status_code != 503 or time.monotonic() > deadline:
             assert answer.status_code == 201, answer.text[:300]
             return
-        time.sleep(float(answer.headers.get("retry-after", "1")))
+        time.sleep(float(answer.headers.get("retry-after", "1")))  # a real pause: the client honours Retry-After
 
 
 def memory(pid: int) -> tuple[int, int]:
@@ -189,18 +190,14 @@ def test_listing_answers_count_against_the_answers_in_flight(store_url: str) -> 
         reader = socket.create_connection(("127.0.0.1", _port(url)))
         reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         reader.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())  # and reads nothing
-        deadline = time.monotonic() + 30
-        while app.state.walks.held_bytes == 0:
-            assert time.monotonic() < deadline, "the unread answer was never held"
-            time.sleep(0.02)
+        wait_until(lambda: app.state.walks.held_bytes, "the unread answer was never held")
         busy = requests.get(url + path, timeout=30)  # the unread answer holds the budget
         assert busy.status_code == 503, busy.text[:300]
         assert busy.headers["retry-after"] == "5" and "still being sent" in busy.json()["detail"]
         walk = requests.get(url + "/api/v1/lineage", params={"nodeId": "job:pipelines:big0", "depth": 1}, timeout=30)
         assert walk.status_code == 503  # the same budget as walks
-        while app.state.walks.held_bytes:  # the stalled connection is dropped, its answer freed
-            assert time.monotonic() < deadline, "the stalled answer was never freed"
-            time.sleep(0.05)
+        # The stalled connection is dropped, its answer freed.
+        wait_until(lambda: app.state.walks.held_bytes == 0, "the stalled answer was never freed")
         assert requests.get(url + path, timeout=30).status_code == 200
         reader.close()
     app.state.store.dispose()

@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from support.consumer_helpers import dataset, run_event
 from support.environment import PG_URL, postgres_schema_url, require_postgres
 from support.served import Served, serve_consumer
+from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer.service import requeue_unapplied, write_events
 from airflow_lineage_provider.consumer.store import LineageStore, tables
@@ -50,16 +51,6 @@ def _jobs(store: LineageStore) -> set[str]:
     with store.read() as conn:
         n = tables.nodes.c
         return set(conn.execute(sa.select(n.name).where(n.kind == "job")).scalars())
-
-
-def _wait(condition: Callable[[], Any], what: str, seconds: float = 60.0) -> Any:
-    deadline = time.monotonic() + seconds
-    while True:
-        found = condition()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"{what}: not within {seconds:g} s"
-        time.sleep(0.1)
 
 
 def test_event_rows_count_the_datasets_an_event_names_and_their_column_lineage() -> None:
@@ -160,7 +151,12 @@ def test_a_full_ingest_log_answers_503_with_retry_after_and_takes_ingests_again_
                 holder.close()
             for i in (3, 4):  # sent again, as a sender told to retry does
                 event = run_event("COMPLETE", f"job{i}")
-                _wait(lambda event=event: _post(served.url, event).status_code == 201, "an ingest accepted again")
+                wait_until(
+                    lambda event=event: _post(served.url, event).status_code == 201,
+                    "an ingest accepted again",
+                    timeout=60,
+                    interval=0.1,
+                )
             listed = requests.get(f"{served.url}/api/v1/namespaces/pipelines/jobs", timeout=120).json()["jobs"]
             assert {job["name"] for job in listed} == {f"job{i}" for i in range(5)}
             held = requests.get(f"{served.url}/api/v1/retention", timeout=120).json()["statistics"]
@@ -302,7 +298,7 @@ def _send_wide(url: str, sender: int, until: float, answers: Counter[int], lock:
             answers[code.status_code] += 1
         if code.status_code == 503:
             assert "Retry-After" in code.headers
-            time.sleep(0.5)
+            time.sleep(0.5)  # a real pause before trying again, as a client told to retry does
 
 
 @pytest.mark.postgres
@@ -346,7 +342,8 @@ def test_wide_events_against_a_real_server_stay_in_bounded_memory_and_drain_afte
             memory.server = memory.backend = 0.0
             with serve_consumer(url, tmp_path / "again", "--ingest-apply", "deferred") as again:
                 with memory.watching(again):
-                    _wait(lambda: _pending(engine) == 0, f"the {left} events left by the killed server applied", 300)
+                    applied = f"the {left} events left by the killed server applied"
+                    wait_until(lambda: _pending(engine) == 0, applied, timeout=300, interval=0.1)
             with engine.connect() as conn:
                 stored = conn.execute(sa.select(sa.func.count()).select_from(tables.events)).scalar()
                 applied = conn.execute(sa.select(sa.func.count()).select_from(tables.runs)).scalar()
@@ -440,7 +437,7 @@ def test_a_count_of_the_log_found_stale_is_looked_at_again_so_ingests_are_not_re
 
         with applier._changed, pytest.raises(IngestBacklog):  # the look waits for the lock: refused by the count
             applier.check_room()
-        _wait(lambda: applier._backlog[0] == 0, "the stale count corrected by a look")
+        wait_until(lambda: applier._backlog[0] == 0, "the stale count corrected by a look", timeout=60, interval=0.1)
         applier.check_room()
     finally:
         store.dispose()
@@ -580,8 +577,8 @@ def test_an_event_past_the_bound_for_waiting_on_another_writers_lock_is_not_set_
                     ).scalar()
                 )
 
-        _wait(waiting, "the applier waiting for the nodes lock")
-        time.sleep(1.4)  # what the apply waits, less than its lock timeout (2 s)
+        wait_until(waiting, "the applier waiting for the nodes lock", timeout=60, interval=0.1)
+        time.sleep(1.4)  # a real gap: what the apply waits, less than its lock timeout (2 s)
         holder.rollback()
         applying.join(120)
         assert done == [1]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
@@ -26,6 +25,7 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from support.consumer_helpers import PRODUCER, T0, dataset, dataset_event, run_event
+from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
@@ -417,13 +417,6 @@ def test_the_reset_checks_again_in_its_own_transaction(client: TestClient, monke
     assert _rows(client) == before
 
 
-def _wait_for(condition: Callable[[], Any], what: str, seconds: float = 60.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {seconds:g} s"
-        time.sleep(0.05)
-
-
 def _lock_waited_for(engine: sa.Engine, table: str) -> bool:
     """Whether a session waits for a lock on ``table``."""
     with engine.connect() as conn:
@@ -458,7 +451,8 @@ def test_a_limited_key_is_refused_without_holding_off_any_writer(pg_store_url: s
 
         resetting = threading.Thread(target=reset, daemon=True)
         resetting.start()
-        _wait_for(lambda: not resetting.is_alive(), "the limited key's reset refused while a writer holds its lock")
+        refused_at_once = "the limited key's reset refused while a writer holds its lock"
+        wait_until(lambda: not resetting.is_alive(), refused_at_once, timeout=60)
         assert [str(error) for error in refused] == [SHARED]
     finally:
         holder.rollback()
@@ -497,9 +491,10 @@ def test_an_event_logged_during_a_limited_keys_reset_waits_for_it_and_is_not_del
             thread = threading.Thread(target=write_events, args=(store, [late]), daemon=True)
             thread.start()
             logging.append(thread)
-            _wait_for(
+            wait_until(
                 lambda: not thread.is_alive() or _lock_waited_for(engine, "lineage_pending_events"),
                 "the producer's ingest done or waiting for the reset",
+                timeout=60,
             )
         return found
 

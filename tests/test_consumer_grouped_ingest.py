@@ -25,6 +25,7 @@ import requests
 import sqlalchemy as sa
 from support.consumer_helpers import run_event
 from support.served import serve_consumer
+from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer.grouped_ingest import GroupedIngest
 from airflow_lineage_provider.consumer.service import StoreUnavailable
@@ -73,10 +74,7 @@ def _write_lock_held(store: LineageStore, url: str) -> Iterator[None]:
 
 
 def _until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 20
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert condition(), "the requests did not queue behind the held lock"
+    wait_until(condition, "the requests did not queue behind the held lock", interval=0.01)
 
 
 def _concurrently(grouped: GroupedIngest, calls: list[Callable[[], Any]], hold: Any) -> list[Any]:
@@ -286,10 +284,9 @@ def test_the_writer_thread_ends_when_no_request_comes(store: LineageStore) -> No
     """An app that ingests now and then keeps no thread for it between requests (one is started on demand)."""
     grouped = GroupedIngest(store)
     grouped.ingest(_events(["once"]))
-    _until_gone = time.monotonic() + 20
-    while any(t.name == "lineage-ingest" for t in threading.enumerate()) and time.monotonic() < _until_gone:
-        time.sleep(0.05)
-    assert not any(t.name == "lineage-ingest" for t in threading.enumerate())
+    wait_until(
+        lambda: not any(t.name == "lineage-ingest" for t in threading.enumerate()), "the writer thread never ended"
+    )
     result, errors = grouped.ingest(_events(["again"]))  # and a later request starts a new one
     assert (result.stored, errors) == (1, {})
 
