@@ -9,7 +9,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,6 +18,7 @@ from openlineage.client import OpenLineageClient
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
 from openlineage.client.transport.http import HttpConfig, HttpTransport
 from support.consumer_helpers import LiveServer, at, dataset, free_port, graph_ids, run_event
+from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access
@@ -118,17 +118,15 @@ def test_the_serve_command_serves_and_stops(tmp_path: Path) -> None:
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
+
+        def serving() -> bool:
+            assert process.poll() is None, process.stdout.read() if process.stdout else ""
             try:
-                if requests.get(f"{url}/openapi.json", timeout=2).status_code == 200:
-                    break
+                return requests.get(f"{url}/openapi.json", timeout=2).status_code == 200
             except requests.ConnectionError:
-                pass
-            assert process.poll() is None and time.monotonic() < deadline, (
-                process.stdout.read() if process.stdout else ""
-            )
-            time.sleep(0.2)
+                return False
+
+        wait_until(serving, "the served consumer never answered", timeout=60, interval=0.2)
         event = run_event("COMPLETE", "served", inputs=[dataset("a")], outputs=[dataset("b")])
         assert requests.post(f"{url}/api/v1/lineage", json=event, headers=KEY, timeout=10).status_code == 201
         params = {"nodeId": "dataset:warehouse:b", "depth": 1}

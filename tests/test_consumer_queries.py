@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 import pytest
 from fastapi.testclient import TestClient
 from support.consumer_helpers import dataset, graph_ids, run_event
+from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer.access import Access
 
@@ -125,7 +126,6 @@ def test_retention_prunes_old_events_and_runs_but_never_the_graph(client: TestCl
 
 
 def test_scheduled_retention_runs_after_ingest(tmp_path) -> None:
-    import time
 
     from airflow_lineage_provider.consumer import create_app
 
@@ -133,10 +133,7 @@ def test_scheduled_retention_runs_after_ingest(tmp_path) -> None:
     with TestClient(app) as client:
         old = {**run_event("START", "copy"), "eventTime": "2020-01-01T00:00:00Z"}
         client.post("/api/v1/lineage", json=old)
-        deadline = time.monotonic() + 10
-        while client.get("/api/v1/events").json()["totalCount"] and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert client.get("/api/v1/events").json()["totalCount"] == 0
+        wait_until(lambda: client.get("/api/v1/events").json()["totalCount"] == 0, "the old event was never pruned")
 
 
 def test_the_openapi_document_describes_every_endpoint(client: TestClient) -> None:
