@@ -25,6 +25,7 @@ from sqlalchemy.dialects import postgresql
 
 from airflow_lineage_provider.consumer.store import tables
 from airflow_lineage_provider.consumer.store.json_paths import json_member, member_value
+from airflow_lineage_provider.consumer.store.subgraph import JobData
 from airflow_lineage_provider.consumer.store.visibility import Visible
 
 
@@ -159,9 +160,19 @@ def containment(conn: Connection, jobs: list[int], visible: Visible) -> dict[int
     return found
 
 
-def with_containment(data: Any, contained: Containment) -> dict[str, Any]:
+class ContainedJobData(JobData, omit_defaults=True, gc=False):
+    """A job node's data with what :func:`containment` found of it (encoded as fast as the card's own)."""
+
+    parentJob: ParentJob | None = None
+    airflowTask: AirflowTask | None = None
+
+
+def with_containment(data: Any, contained: Containment) -> Any:
     """A job node's ``data`` (a card's, never changed: cards are shared) with ``parentJob`` and ``airflowTask``."""
-    shown = msgspec.structs.asdict(data) if isinstance(data, msgspec.Struct) else dict(data)
+    if isinstance(data, JobData):
+        fields = {name: getattr(data, name) for name in data.__struct_fields__}
+        return ContainedJobData(**fields, parentJob=contained.parentJob, airflowTask=contained.airflowTask)
+    shown = dict(msgspec.structs.asdict(data) if isinstance(data, msgspec.Struct) else data)
     if contained.parentJob is not None:
         shown["parentJob"] = contained.parentJob
     if contained.airflowTask is not None:
