@@ -154,6 +154,11 @@ def dag_run_egeria_facets() -> bool:
     return _as_bool(_get("dag_run_egeria_facets"))
 
 
+def prepare_task_processes() -> bool:
+    """``[lineage_provider] prepare_task_processes``: import what task events need in the scheduler (default on)."""
+    return _as_bool(_get("prepare_task_processes"))
+
+
 def consumer_plugin() -> bool:
     """``[lineage_provider] consumer_plugin``: mount the consumer in the Airflow API server (default on)."""
     return _as_bool(_get("consumer_plugin"))

@@ -47,6 +47,14 @@ PRODUCER_OPTIONS: dict[str, Any] = {
         "True",
         "boolean",
     ),
+    "prepare_task_processes": _option(
+        "Import what a task's lineage events need (the transport's modules, the custom run facets and "
+        "extractors, openlineage-python's facets) once in the scheduler, before it starts its executor, so that "
+        "every task process it forks has them instead of importing them again (docs/deploy.md, task cost).\n",
+        "True",
+        "False",
+        "boolean",
+    ),
     "schema_lookup_timeout": _option(
         "Seconds a run's schema lookups (the ``schema`` facets read from connectors when a block or task "
         "ends) may take in all. Past it, the datasets not looked up yet are sent without a schema and a "
@@ -387,6 +395,10 @@ PLUGINS: list[dict[str, Any]] = [
     {
         "name": "lineage_dag_run_facets",
         "plugin-class": "airflow_lineage_provider.plugins.dag_run_facets.LineageDagRunFacetsPlugin",
+    },
+    {
+        "name": "lineage_task_emission",
+        "plugin-class": "airflow_lineage_provider.plugins.task_emission.LineageTaskEmissionPlugin",
     },
 ]
 #: TaskFlow decorators (``task-decorators`` entries: ``name``, ``class-name``).

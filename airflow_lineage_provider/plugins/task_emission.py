@@ -1,0 +1,124 @@
+"""Task processes ready for lineage: what a task's first lineage event would import, imported once beforehand.
+
+With LocalExecutor (and any executor whose workers the scheduler forks), every task runs in a process forked
+from a worker forked from the scheduler: what the scheduler imported before it started its executor, every task
+has for nothing. Left to the first event of each task, the same imports — the transport's modules, the
+``custom_run_facets`` functions and extractors named in ``[openlineage]``, this package's facets and naming, the
+stock listener's extraction helpers — are paid again by every task, and with the stock listener's default of a
+forked process per event, by every event (a forked child's imports die with it). ``docs/benchmarks.md``
+(per-task cost) has what they cost.
+
+:class:`TaskEmissionListener` imports them in ``on_starting``, which Airflow calls when it creates a job, before
+the scheduler starts its executor; the DAG processor's and the triggerer's jobs cannot be told from the
+scheduler's at that point and import them too (once, in a long-lived process). Only modules are imported:
+nothing is connected or created that a fork would share. Only when OpenLineage is enabled; off with
+``[lineage_provider] prepare_task_processes = False``. Never raises.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from airflow.listeners import hookimpl
+from airflow.plugins_manager import AirflowPlugin
+
+from airflow_lineage_provider.reporting import warn_once
+
+#: Modules a task's first lineage event imports whatever the configuration: the stock listener's extraction and
+#: facet helpers, openlineage-python's serialisation, this package's run facets and dataset naming.
+TASK_EVENT_MODULES = (
+    "airflow.providers.common.compat.lineage.hook",
+    "airflow.providers.openlineage.extractors.base",
+    "airflow.providers.openlineage.extractors.manager",
+    "airflow.providers.openlineage.plugins.adapter",
+    "airflow.providers.openlineage.plugins.facets",
+    "airflow.providers.openlineage.utils.utils",
+    "openlineage.client.event_v2",
+    "openlineage.client.facet_v2",
+    "openlineage.client.serde",
+    "airflow_lineage_provider.extractors",
+    "airflow_lineage_provider.facets",
+    "airflow_lineage_provider.operators.mixin",
+    "airflow_lineage_provider.producer.emit",
+    "airflow_lineage_provider.producer.run",
+)
+
+#: The class of what Airflow's jobs (scheduler, DAG processor, triggerer) pass to ``on_starting``; a task process
+#: passes a marker of its own, and is left alone (what it imports there, its task would pay for).
+JOB_CLASS = "Job"
+
+
+def configured_objects() -> list[str]:
+    """The dotted paths ``[openlineage]`` names for task events: the transport's class (``type``, when it is a
+    class path), the ``custom_run_facets`` functions and the ``extractors``."""
+    from airflow.providers.openlineage import conf as openlineage_conf
+
+    paths: list[str] = []
+    transport = openlineage_conf.transport()
+    if isinstance(transport, dict) and "." in str(transport.get("type", "")):
+        paths.append(str(transport["type"]))
+    paths.extend(sorted(openlineage_conf.custom_run_facets()))
+    paths.extend(sorted(openlineage_conf.custom_extractors()))
+    return [path.strip() for path in paths if "." in path.strip()]
+
+
+def _load(path: str) -> None:
+    """Import the module of ``path`` and look the object up (a package's lazy names import their module then)."""
+    try:
+        importlib.import_module(path)
+        return
+    except ImportError:
+        pass
+    module, _, name = path.rpartition(".")
+    getattr(importlib.import_module(module), name)
+
+
+def prepare_task_processes() -> list[str]:
+    """Import what the first task event of a process would; answer the paths that could not be imported (each
+    warned about once). Never raises."""
+    failed = []
+    try:
+        paths = [*TASK_EVENT_MODULES, *configured_objects()]
+    except Exception as error:
+        warn_once(f"Lineage: could not read [openlineage] to prepare task processes ({error})")
+        paths = list(TASK_EVENT_MODULES)
+    for path in dict.fromkeys(paths):
+        try:
+            _load(path)
+        except Exception as error:
+            failed.append(path)
+            warn_once(f"Lineage: could not import {path} ahead of tasks ({type(error).__name__}: {error})")
+    return failed
+
+
+def _should_prepare(component: Any) -> bool:
+    # Airflow calls on_starting from Job.__init__, before the job runner gives the job its type: every job is
+    # prepared, the scheduler among them, before it starts its executor.
+    if type(component).__name__ != JOB_CLASS:
+        return False
+    from airflow.providers.openlineage.conf import is_disabled
+
+    from airflow_lineage_provider import conf
+
+    return conf.prepare_task_processes() and not is_disabled()
+
+
+class TaskEmissionListener:
+    """Prepares the scheduler's future task processes for lineage (see the module's documentation)."""
+
+    @hookimpl
+    def on_starting(self, component: Any) -> None:
+        """An Airflow job starts: import what task events need. Never raises."""
+        try:
+            if _should_prepare(component):
+                prepare_task_processes()
+        except Exception as error:
+            warn_once(f"Lineage: could not prepare task processes ({type(error).__name__}: {error})")
+
+
+class LineageTaskEmissionPlugin(AirflowPlugin):
+    """Registers :class:`TaskEmissionListener`."""
+
+    name = "lineage_task_emission"
+    listeners = [TaskEmissionListener()]
