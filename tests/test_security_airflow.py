@@ -26,13 +26,14 @@ import pytest
 from selenium.webdriver.common.by import By
 from support.airflow_run import airflow_env, api_server, migrate
 from support.browser import wait_for
+from support.environment import doc_image
 from support.ui_graph import CUSTOMERS, DAILY, ENRICH, ENRICHED, ORDERS, REVENUE, sales_events
 from support.ui_page import LineagePage
 
 pytest_plugins = ("support.ui_fixtures",)
 pytestmark = pytest.mark.airflow
 
-SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "lineage-ui-airflow-login.png"
+SCREENSHOT = doc_image("lineage-ui-airflow-login.png")
 
 SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 #: SimpleAuthManager's ``[core] simple_auth_manager_users``: ``username:role`` (roles viewer, user, op, admin).

@@ -6,7 +6,6 @@ entry that embeds it, and a task's link from the page to its task instance in Ai
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -15,6 +14,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from support.airflow_run import airflow_env, api_server, migrate
 from support.browser import wait_for
+from support.environment import doc_image
 from support.task_jobs import DAG_ID, RUN_ID, TASK_ID, TASK_NODE, task_job_events
 from support.ui_graph import CUSTOMERS, DAILY, ENRICH, ENRICHED, LOAD, ORDERS, RAW, REVENUE, post_events, sales_events
 from support.ui_page import LineagePage
@@ -22,7 +22,7 @@ from support.ui_page import LineagePage
 pytest_plugins = ("support.ui_fixtures",)
 pytestmark = pytest.mark.airflow
 
-SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "lineage-ui-airflow.png"
+SCREENSHOT = doc_image("lineage-ui-airflow.png")
 #: ``[lineage_provider] consumer_api_key``: the events are sent as a producer sends them.
 API_KEY = "ui-airflow-producer-7d2e94b1c0"
 

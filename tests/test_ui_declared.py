@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
 from support.browser import set_color_scheme, wait_for
 from support.consumer_helpers import T0, LiveServer, dataset, job_event, run_event
+from support.environment import doc_image
 from support.ui_fixtures import serving
 from support.ui_page import LineagePage
 from test_ui_accessibility import TEXTS, contrast
@@ -25,7 +25,6 @@ LOAD = f"job:{NS}:load"
 PUBLISH = f"job:{NS}:publish"
 SRC, PLANNED, KEPT, EXTRA, REPORT = (f"dataset:warehouse:{n}" for n in ("src", "planned", "kept", "extra", "report"))
 DASH = "\u2013"
-IMAGES = Path(__file__).resolve().parents[1] / "docs" / "images"
 
 
 def _recent(hours_ago: float) -> float:
@@ -87,7 +86,7 @@ def test_edges_only_declared_are_dashed_and_nodes_no_run_named_are_marked(declar
     assert page.texts("#graph-legend li") == ["Observed by a run", "Declared only, never run", "Node declared only"]
     page.click_node(PLANNED)
     page.wait_text("#details-title", "planned")
-    page.screenshot(IMAGES / "lineage-ui-declared.png")
+    page.screenshot(doc_image("lineage-ui-declared.png"))
     assert page.content("#details-declared-only") == "Declared only: a JobEvent declared it, no run has named it yet."
     page.click_node(KEPT)
     page.wait_text("#details-title", "kept")
@@ -146,7 +145,7 @@ def test_the_drift_view_lists_both_directions_per_job_and_links_to_the_graph(dec
     assert "Observed, not declared (1)" in load
     assert "never observed" in page.text("li.declared-not-observed")
     assert "not declared" in page.text("li.observed-not-declared")
-    page.screenshot(IMAGES / "lineage-ui-drift.png")
+    page.screenshot(doc_image("lineage-ui-drift.png"))
 
     page.select("drift-days", "7")
     page.wait_text("#drift-range", "the last 7 days")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from support.browser import set_color_scheme, wait_for
+from support.environment import doc_image
 from support.ui_graph import JOBS
 from support.ui_page import LineagePage
 from support.ui_runs import (
@@ -35,7 +35,6 @@ from test_ui_accessibility import TEXTS, contrast
 pytest_plugins = ("support.ui_fixtures", "support.ui_runs_fixtures")
 
 DASH = "\u2013"  # the en dash the page writes in ranges of items
-IMAGES = Path(__file__).resolve().parents[1] / "docs" / "images"
 TOTAL = 29
 
 
@@ -110,7 +109,7 @@ def test_an_events_raw_json_is_shown_on_demand(runs_page: LineagePage) -> None:
     assert json.loads(pre.get_attribute("textContent")) == sent
     assert "<script>" in pre.get_attribute("textContent")  # the error text, shown as text
     assert page.js("return document.querySelectorAll('#pages script, #pages b').length") == 0
-    page.screenshot(IMAGES / "lineage-ui-events.png")
+    page.screenshot(doc_image("lineage-ui-events.png"))
     toggle.click()
     assert toggle.get_attribute("aria-expanded") == "false"
     assert not pre.is_displayed()

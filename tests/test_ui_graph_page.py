@@ -3,13 +3,12 @@ namespaces (with ``/`` and ``:``), and the screenshot the docs show."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import httpx
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from support.browser import wait_for
+from support.environment import doc_image
 from support.ui_graph import (
     AUDIT,
     AUDIT_LOG,
@@ -32,7 +31,7 @@ from support.ui_page import LineagePage
 
 pytest_plugins = ("support.ui_fixtures",)
 
-SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "images" / "lineage-ui.png"
+SCREENSHOT = doc_image("lineage-ui.png")
 
 ONE_HOP = {ENRICHED, ENRICH, ORDERS, CUSTOMERS, DAILY, REVENUE}
 ONE_HOP_EDGES = {(ORDERS, ENRICH), (CUSTOMERS, ENRICH), (ENRICH, ENRICHED), (ENRICHED, DAILY), (DAILY, REVENUE)}

@@ -5,12 +5,12 @@ these views, the details panel and the graph, the keyboard, and contrast in both
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 from selenium.webdriver.common.keys import Keys
 from support.browser import set_color_scheme, wait_for
+from support.environment import doc_image
 from support.ui_graph import JOBS, PG, WAREHOUSE
 from support.ui_page import LineagePage
 from support.ui_runs import (
@@ -32,7 +32,6 @@ pytest_plugins = ("support.ui_fixtures", "support.ui_runs_fixtures")
 
 DASH = "\u2013"  # the en dash the page writes in ranges of items
 HISTORY = {"view": "runs", "jobNamespace": JOBS, "jobName": NIGHTLY}
-IMAGES = Path(__file__).resolve().parents[1] / "docs" / "images"
 
 
 def _duration_text(seconds: int) -> str:
@@ -71,7 +70,7 @@ def test_the_run_history_pages_through_twelve_runs_five_at_a_time(runs_page: Lin
     assert page.text("#runs-table .state.FAILED") == "FAILED"
     assert page.texts(".pager .disabled") == ["Previous page"]
     assert page.js("return document.getElementById('graph-layout').hidden") is True
-    page.screenshot(IMAGES / "lineage-ui-runs.png")
+    page.screenshot(doc_image("lineage-ui-runs.png"))
 
     page.click(".pager a.next")
     page.wait_text("#runs-table caption", f"Runs 6{DASH}10 of 12")
@@ -143,7 +142,7 @@ def test_a_failed_run_shows_its_inputs_outputs_error_stack_trace_and_egeria_face
     ]
     assert page.content("#run-job-facets") == "Job facetsNo job facets received."
     assert page.texts("#run-events tbody tr.event td.type") == ["FAIL", "START"]
-    page.screenshot(IMAGES / "lineage-ui-run.png")
+    page.screenshot(doc_image("lineage-ui-run.png"))
 
     page.click('a.dataset-link[href*="refunds"]')
     wait_for(page.driver, lambda d: f"job:{JOBS}:{NIGHTLY}" in page.node_ids(), "the graph of shop.public.refunds")

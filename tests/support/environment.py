@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import NoReturn
 
@@ -23,6 +25,11 @@ from support.olschema import SKIP_REASON, shared_available
 PG_URL = os.environ.get("LINEAGE_TEST_PG_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/test")
 #: Under CI a missing service or ../shared is a failure, not a skip.
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+#: Set to ``1`` to have the browser tests write the screenshots the docs show into ``docs/images``.
+UPDATE_DOC_IMAGES = "LINEAGE_UPDATE_DOC_IMAGES"
+#: Where the docs' screenshots live.
+DOC_IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 
 #: The DAG files the Airflow tests serialize and run.
 TEST_DAGS = Path(__file__).resolve().parent.parent / "dags"
@@ -37,6 +44,20 @@ def unavailable(reason: str) -> NoReturn:
     if IN_CI:
         pytest.fail(f"{reason}; under CI=true that is a failure, not a skip")
     pytest.skip(reason)
+
+
+@cache
+def _screenshots_of_this_run() -> Path:
+    return Path(tempfile.mkdtemp(prefix="alp-screenshots-"))
+
+
+def doc_image(name: str) -> Path:
+    """Where a test saves the screenshot ``name`` that ``docs/images`` holds: ``docs/images`` itself with
+    ``LINEAGE_UPDATE_DOC_IMAGES=1``, otherwise a temporary folder of this test run (the screenshot is still taken
+    and checked), so that a test run leaves the docs as they are."""
+    if os.environ.get(UPDATE_DOC_IMAGES, "") == "1":
+        return DOC_IMAGES / name
+    return _screenshots_of_this_run() / name
 
 
 def require_shared() -> None:
