@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ import pytest
 import requests
 from fastapi.testclient import TestClient
 from support.consumer_helpers import PRODUCER, dataset, dataset_event, free_port, job_event, run_event
+from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
@@ -47,16 +47,6 @@ def _key(secret: str) -> dict[str, str]:
 
 def _dated(event: dict[str, Any], when: str) -> dict[str, Any]:
     return {**event, "eventTime": when}
-
-
-def _until(check: Callable[[], Any], seconds: float = 20.0) -> Any:
-    """``check()``'s first truthy answer, asked every 50 ms for at most ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while True:
-        found = check()
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
 
 
 def _parse_time(text: str) -> datetime:
@@ -196,7 +186,7 @@ def test_the_timer_prunes_every_interval_without_an_ingest_and_stops_with_the_ap
     try:
         with TestClient(app) as client:
             # The first check prunes at once (the store had no scheduled prune): nothing to remove yet.
-            first = _until(lambda: client.get("/api/v1/retention").json()["lastPrune"])
+            first = wait_until(lambda: client.get("/api/v1/retention").json()["lastPrune"], "the first prune")
             assert first["trigger"] == "timer" and first["events"] == 0
             config = client.get("/api/v1/retention").json()["configuration"]
             assert config["timerRunning"] and config["enabled"] and config["checkIntervalHours"] == 0.001
@@ -208,8 +198,7 @@ def test_the_timer_prunes_every_interval_without_an_ingest_and_stops_with_the_ap
                 last = client.get("/api/v1/retention").json()["lastPrune"]
                 return last if last["trigger"] == "timer" and last["events"] == 3 else None
 
-            second = _until(pruned_by_timer, seconds=30)
-            assert second is not None, client.get("/api/v1/retention").json()
+            second = wait_until(pruned_by_timer, "the timer's prune of the 3 old events")
             gap = _parse_time(second["prunedAt"]) - _parse_time(first["prunedAt"])
             assert gap >= timedelta(seconds=3.5)  # 0.001 h = 3.6 s, counted from the store's last prune
             assert client.get("/api/v1/retention").json()["statistics"]["events"] == 0
@@ -227,10 +216,12 @@ def test_a_second_process_counts_the_interval_from_the_stores_last_prune(store_u
     first, second = create_app(store_url, **settings), create_app(store_url, **settings)
     try:
         with TestClient(first) as one:
-            pruned = _until(lambda: one.get("/api/v1/retention").json()["lastPrune"])
+            pruned = wait_until(lambda: one.get("/api/v1/retention").json()["lastPrune"], "the first prune")
             assert pruned["trigger"] == "timer"
             with TestClient(second) as two:
-                answer = _until(lambda: two.get("/api/v1/retention").json()["configuration"]["nextCheckAt"])
+                answer = wait_until(
+                    lambda: two.get("/api/v1/retention").json()["configuration"]["nextCheckAt"], "the next check"
+                )
                 due = _parse_time(pruned["prunedAt"]) + timedelta(hours=1)
                 assert abs(_parse_time(answer) - due) < timedelta(seconds=5)
                 with second.state.store.read() as conn:
@@ -246,7 +237,7 @@ def test_without_the_apps_lifespan_an_ingest_still_prunes(tmp_path: Path) -> Non
     try:
         old = _dated(run_event("START", "copy"), "2020-01-01T00:00:00Z")
         assert client.post("/api/v1/lineage", json=old).status_code == 201
-        last = _until(lambda: client.get("/api/v1/retention").json()["lastPrune"])
+        last = wait_until(lambda: client.get("/api/v1/retention").json()["lastPrune"], "the ingest's prune")
         assert (last["trigger"], last["events"]) == ("ingest", 1)
         assert not client.get("/api/v1/retention").json()["configuration"]["timerRunning"]
     finally:
@@ -344,9 +335,7 @@ def _retention_status(
         found: dict[str, Any] = answer.json()
         return found if ready(found) else None
 
-    found = _until(status, seconds=60)
-    assert found is not None
-    return found
+    return wait_until(status, "the served consumer's retention status", timeout=60)
 
 
 def test_serve_takes_zero_retention_days_as_off(tmp_path: Path) -> None:

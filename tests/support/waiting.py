@@ -18,10 +18,15 @@ DEADLINE_SECONDS = 30.0
 
 
 def wait_until(
-    condition: Callable[[], T], message: str, timeout: float = DEADLINE_SECONDS, interval: float = 0.02
+    condition: Callable[[], T],
+    message: str,
+    timeout: float = DEADLINE_SECONDS,
+    interval: float = 0.02,
+    detail: Callable[[], str] | None = None,
 ) -> T:
     """Poll ``condition`` every ``interval`` seconds until it answers something true, and answer that; fail the
-    test with ``message`` (what never happened) when ``timeout`` seconds pass first.
+    test with ``message`` (what never happened), and ``detail()`` when given (what was seen instead), when
+    ``timeout`` seconds pass first.
 
     Example: ``wait_until(lambda: app.state.walks.held_bytes, "the unread answer was never held")``.
     """
@@ -31,5 +36,6 @@ def wait_until(
         if found:
             return found
         if time.monotonic() >= deadline:
-            raise AssertionError(f"{message} (not within {timeout:g} s)")
+            seen = f": {detail()}" if detail is not None else ""
+            raise AssertionError(f"{message} (not within {timeout:g} s){seen}")
         time.sleep(interval)
