@@ -29,6 +29,7 @@ from support.browser import wait_for
 from support.environment import doc_image
 from support.ui_graph import CUSTOMERS, DAILY, ENRICH, ENRICHED, ORDERS, REVENUE, sales_events
 from support.ui_page import LineagePage
+from support.waiting import wait_until
 
 pytest_plugins = ("support.ui_fixtures",)
 pytestmark = pytest.mark.airflow
@@ -309,12 +310,17 @@ def test_writes_and_refusals_are_audited_without_secrets(airflow: Airflow) -> No
         " at POST /lineage/api/v1/lineage -> 403",
         "lineage audit: refused write (ingest events or change tags) anonymous at POST /lineage/api/v1/lineage -> 401",
     )
-    deadline = time.monotonic() + 10
-    while not all(line in airflow.log_text() for line in expected) and time.monotonic() < deadline:
-        time.sleep(0.1)
+
+    def missing() -> list[str]:
+        return [line for line in expected if line not in airflow.log_text()]
+
+    wait_until(
+        lambda: not missing(),
+        "the audit lines in the server's log",
+        interval=0.1,
+        detail=lambda: f"{missing()} not in:\n{airflow.log_text()[-3000:]}",
+    )
     text = airflow.log_text()
-    missing = [line for line in expected if line not in text]
-    assert not missing, f"{missing} not in the server's log:\n{text[-3000:]}"
     leaked = [secret for secret in (*SECRETS, *airflow.tokens.values()) if secret in text]
     assert not leaked, "the server's log shows a secret or a token"
     assert "eyJ" not in text  # no JWT at all (every JWT starts with a base64 '{"')
