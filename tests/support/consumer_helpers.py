@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -29,6 +28,7 @@ from openlineage.client.serde import Serde
 
 from support.feast_consumer import free_port  # one free-port helper for every test server
 from support.olschema import assert_valid_event, shared_available
+from support.waiting import wait_until
 
 PRODUCER = "https://github.com/acme/airflow-lineage-provider/tests"
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -144,11 +144,12 @@ class LiveServer:
 
     def __enter__(self) -> LiveServer:
         self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
+
+        def started() -> bool:
+            assert self.thread.is_alive(), "uvicorn ended before it started"
+            return self.server.started
+
+        wait_until(started, "uvicorn did not start", timeout=20)
         return self
 
     def __exit__(self, *exc: object) -> None:

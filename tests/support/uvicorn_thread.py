@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -12,6 +11,7 @@ import uvicorn
 
 from airflow_lineage_provider.cli.serve_command import KEEP_ALIVE_SECONDS, LIMIT_CONCURRENCY, uvicorn_options
 from support.feast_consumer import free_port
+from support.waiting import wait_until
 
 
 @contextmanager
@@ -31,10 +31,12 @@ def served(
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
+
+    def started() -> bool:
+        assert thread.is_alive(), "uvicorn ended before it started"
+        return server.started
+
+    wait_until(started, "uvicorn did not start", timeout=20)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
