@@ -209,8 +209,12 @@ def test_a_walk_that_waits_past_its_time_for_a_turn_is_answered_503() -> None:
 
     async def scenario() -> tuple[int, int, str | None, str]:
         first = asyncio.ensure_future(limiter.answer(_request(), holding))
-        while limiter.running == 0:
-            await asyncio.sleep(0.01)
+
+        async def first_running() -> None:
+            while limiter.running == 0:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(first_running(), DEADLINE)  # the first walk holds the only turn
         second = await limiter.answer(_request(), holding)  # waits for the turn until its time is up
         release.set()
         return (await first).status_code, second.status_code, second.headers.get("retry-after"), second.body.decode()
