@@ -9,7 +9,7 @@ what is still pending, and a whole-store reset empties the log. The server kille
 
 from __future__ import annotations
 
-import time
+import threading
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from support.consumer_helpers import dataset, run_event
 from support.environment import PG_URL
+from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access
@@ -228,33 +229,30 @@ def test_disposing_the_store_applies_what_is_pending_at_once_and_ends_the_applie
         inline.dispose()
 
 
-def test_disposing_a_store_that_fails_ends_its_retrying_applier_and_keeps_the_log(store_url: str) -> None:
+def test_disposing_a_store_that_fails_ends_its_retrying_applier_and_keeps_the_log(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The graph's tables are gone from under the applier (it retries, as for any failure of the store itself):
-    disposing the store ends the retries; the logged event stays pending for the next start."""
+    disposing the store ends the retries, without waiting out the pause between them (made an hour here, so a
+    dispose that waited it out never returns within the test's wait); the logged event stays pending for the
+    next start."""
+    from airflow_lineage_provider.consumer.store import deferred_apply
+
+    monkeypatch.setattr(deferred_apply, "MAX_RETRY_PAUSE_SECONDS", 3600.0)
     store = LineageStore(store_url, ingest_apply="deferred")
     assert store.deferred is not None
     with store.engine.begin() as conn:
         conn.exec_driver_sql("ALTER TABLE lineage_edges RENAME TO lineage_edges_away")
     write_events(store, _events(["stuck"]))
-    deadline = time.monotonic() + 10
-    while store.deferred.statistics.store_failures == 0:
-        assert time.monotonic() < deadline, "the applier never tried"
-        time.sleep(0.02)
-    started = time.monotonic()
-    store.dispose()
+    wait_until(lambda: store.deferred.statistics.store_failures >= 3, "the applier never retried")  # type: ignore[union-attr]
+    disposing = threading.Thread(target=store.dispose, daemon=True)
+    disposing.start()
+    wait_until(lambda: not disposing.is_alive(), "dispose() waited out the applier's retry pause")
     assert not store.deferred.running
-    assert time.monotonic() - started < deferred_apply_stop_bound()
     with store.engine.begin() as conn:
         conn.exec_driver_sql("ALTER TABLE lineage_edges_away RENAME TO lineage_edges")
         assert conn.execute(sa.select(sa.func.count()).select_from(tables.pending_events)).scalar() == 1
     store.dispose()
-
-
-def deferred_apply_stop_bound() -> float:
-    """Well under the applier's longest retry pause plus its stop timeout: a stop that waited them out fails."""
-    from airflow_lineage_provider.consumer.store import deferred_apply
-
-    return deferred_apply.MAX_RETRY_PAUSE_SECONDS
 
 
 @pytest.mark.postgres
@@ -271,14 +269,15 @@ def test_deferred_stores_opened_and_disposed_leave_no_connection_open(pg_store_u
             write_events(store, _events([f"job{n}"]))
             assert _graph(store)[0] >= {f"job{n}"}
             store.dispose()
-            deadline = time.monotonic() + 5  # a closed session's backend leaves pg_stat_activity shortly after
-            while True:
+
+            def left() -> int:
                 with watcher.connect() as conn:
-                    left = conn.execute(sessions, {"name": name}).scalar()
-                if left == 0:
-                    break
-                assert time.monotonic() < deadline, f"{left} sessions of store {n} still open after dispose()"
-                time.sleep(0.05)
+                    return int(conn.execute(sessions, {"name": name}).scalar() or 0)
+
+            # A closed session's backend leaves pg_stat_activity shortly after.
+            wait_until(
+                lambda: left() == 0, f"sessions of store {n} still open after dispose()", detail=lambda: str(left())
+            )
     finally:
         watcher.dispose()
 
