@@ -168,3 +168,17 @@ def current_parent(context: TaskContext | None) -> RunLink | None:
     except Exception as error:
         warn_once(f"Lineage: could not compute the Airflow task's OpenLineage run id ({error}); events have no parent.")
         return None
+
+
+def run_dates(dag_run: DagRunProtocol | None = None) -> RunDates:
+    """The ``data_interval_start``/``data_interval_end``/``logical_date`` keywords of :func:`materialization_facet`
+    for a DAG run (default: the run of the Airflow task running now; ``{}`` outside a task).
+
+    Example (inside a task)::
+
+        facet = materialization_facet(outputs, rows_written=run.rows_written, **run_dates())
+    """
+    if dag_run is not None:
+        return dag_run_dates(dag_run)
+    context = TaskContext.current()
+    return context.run_dates() if context is not None else {}

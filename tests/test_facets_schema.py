@@ -29,7 +29,7 @@ from airflow_lineage_provider.facets import (
     run_dates,
     schema_document,
 )
-from airflow_lineage_provider.facets import materialization as materialization_module
+from airflow_lineage_provider.producer import rows_written
 from airflow_lineage_provider.reporting import forget_reported
 
 REPO = Path(__file__).resolve().parents[1]
@@ -211,7 +211,7 @@ def test_record_rows_written_misuse_is_logged_and_ignored_when_not_strict(caplog
     forget_reported()
     assert record_rows_written(-3) is None
     assert any("rows written -3" in r.getMessage() for r in caplog.records)
-    assert not materialization_module._recorded
+    assert not rows_written._recorded
     forget_reported()
 
 

@@ -1,4 +1,5 @@
-"""The package's import graph: no cycles, and the consumer's store reached only through its public surface.
+"""The package's import graph: no cycles, layers that cannot loop, and the consumer's store reached only through
+its public surface.
 
 The graph is grimp's (the library behind import-linter), built from the source: every import counts, those
 inside functions too (an import moved into a function to dodge a cycle is still the cycle); imports under
@@ -84,6 +85,64 @@ def test_nothing_outside_the_consumer_imports_store_internals(graph: grimp.Impor
     )
     allowed = sorted(PUBLIC_STORE_SURFACE)
     assert not reaching_in, f"modules importing the store's internals (use {allowed}): {reaching_in}"
+
+
+#: The package's layers, lowest first: a module may import its own layer and those below, never one above, so no
+#: cycle can run between layers. Leaf: settings, shared constants and facet definitions. Producer: what runs in a
+#: task (an operator's declared lineage included). Delivery: what carries events out of Airflow (outbox, export
+#: DAG, design-time publication). The consumer imports only leaves: it runs without Airflow's task code. Entry
+#: points (CLI, plugins, the operator that reads the store) sit on top.
+LAYERS: dict[str, tuple[str, ...]] = {
+    "leaf": (
+        "airflow_compat", "conf", "defaults", "facets.", "get_provider_info", "name_templates", "namespace_aliases",
+        "parent_run", "reporting", "schema_migrations", "schemas", "sqlite_engine", "sqlite_writers", "version",
+    ),
+    "producer": ("decorators", "design.declaration", "extractors", "facets", "operators", "producer", "task_context"),
+    "delivery": ("design", "hooks", "outbox"),
+    "consumer": ("consumer",),
+    "entry": ("", "__main__", "cli", "operators.collect_lineage", "plugins"),
+}  # fmt: skip
+#: Which layers each layer may import.
+MAY_IMPORT = {
+    "leaf": {"leaf"},
+    "producer": {"leaf", "producer"},
+    "delivery": {"leaf", "producer", "delivery"},
+    "consumer": {"leaf", "consumer"},
+    "entry": set(LAYERS),
+}
+
+
+def layer_of(module: str) -> str:
+    """The layer of a module of the package: its longest matching prefix in :data:`LAYERS` (``facets.`` is the
+    facet definitions; ``facets`` alone, the public module re-exporting them with the task-time helpers)."""
+    rest = module.removeprefix(PACKAGE).removeprefix(".")
+    best, found = -1, None
+    for layer, prefixes in LAYERS.items():
+        for prefix in prefixes:
+            matches = rest == prefix.rstrip(".") if not prefix.endswith(".") else rest.startswith(prefix)
+            matches = matches or (prefix and not prefix.endswith(".") and rest.startswith(prefix + "."))
+            if matches and len(prefix) > best:
+                best, found = len(prefix), layer
+    assert found is not None, f"{module} is in no layer: add it to LAYERS"
+    return found
+
+
+def test_layers_import_only_their_own_and_those_below(graph: grimp.ImportGraph) -> None:
+    crossing = sorted(
+        f"{importer} ({layer_of(importer)}) -> {imported} ({layer_of(imported)})"
+        for importer in graph.modules
+        for imported in graph.find_modules_directly_imported_by(importer)
+        if layer_of(imported) not in MAY_IMPORT[layer_of(importer)]
+    )
+    assert not crossing, "imports against the layers:\n" + "\n".join(crossing)
+
+
+def test_every_module_has_a_layer_and_the_layer_check_can_fail() -> None:
+    assert layer_of(f"{PACKAGE}.facets.egeria") == "leaf" and layer_of(f"{PACKAGE}.facets") == "producer"
+    assert layer_of(f"{PACKAGE}.operators.mixin") == "producer"
+    assert layer_of(f"{PACKAGE}.operators.collect_lineage") == "entry"
+    assert layer_of(f"{PACKAGE}.consumer.store.ingest") == "consumer" and layer_of(PACKAGE) == "entry"
+    assert "consumer" not in MAY_IMPORT["leaf"] and "delivery" not in MAY_IMPORT["consumer"]
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:

@@ -28,7 +28,7 @@ from openlineage.client.facet_v2 import RunFacet
 from airflow_lineage_provider import conf
 from airflow_lineage_provider.extractors.declared_lineage import declared_lineage
 from airflow_lineage_provider.extractors.sql import cursor_rows_written
-from airflow_lineage_provider.facets.materialization import recorded_rows_written
+from airflow_lineage_provider.producer.rows_written import recorded_rows_written
 from airflow_lineage_provider.producer.task_facets import package_run_facets
 from airflow_lineage_provider.reporting import warn_once
 from airflow_lineage_provider.task_context import TaskContext

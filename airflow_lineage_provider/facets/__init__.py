@@ -37,8 +37,6 @@ from airflow_lineage_provider.facets.materialization import (
     MaterializationRunFacet,
     MaterializedDataset,
     materialization_facet,
-    record_rows_written,
-    run_dates,
     schema_document,
 )
 from airflow_lineage_provider.facets.settings import (
@@ -47,6 +45,8 @@ from airflow_lineage_provider.facets.settings import (
     egeria_facets,
     resolve_egeria_settings,
 )
+from airflow_lineage_provider.producer.rows_written import record_rows_written
+from airflow_lineage_provider.task_context import run_dates
 
 __all__ = [
     "GOVERNANCE_ACTION_KEY",
