@@ -287,15 +287,26 @@ class Bench:
             _stop(scheduler)
 
 
-def summarize(durations: dict[str, list[float]], baseline: str = "disabled") -> None:
+def summarize(rounds: list[dict[str, list[float]]], baseline: str = "disabled") -> None:
+    """Per mode: mean and median task duration, their differences to ``baseline``'s, and the paired difference:
+    the median over rounds of (the mode's median in the round - the baseline's median in the same round), which
+    the machine's drift from round to round does not move."""
+    modes = list(rounds[0])
+    durations = {mode: [value for one in rounds for value in one[mode]] for mode in modes}
     base = durations.get(baseline)
-    print(f"\n{'mode':<16}{'n':>4}{'mean s':>9}{'median s':>10}{'vs disabled: mean ms':>23}{'median ms':>11}")
+    print(
+        f"\n{'mode':<16}{'n':>4}{'mean s':>9}{'median s':>10}   vs {baseline}, ms:{'mean':>6}{'median':>8}{'paired':>8}"
+    )
     for mode, values in durations.items():
         mean, median = statistics.fmean(values), statistics.median(values)
         extra = ""
         if base and mode != baseline:
+            paired = statistics.median(
+                statistics.median(one[mode]) - statistics.median(one[baseline]) for one in rounds
+            )
             extra = (
-                f"{(mean - statistics.fmean(base)) * 1000:>+23.0f}{(median - statistics.median(base)) * 1000:>+11.0f}"
+                f"{' ' * 17}{(mean - statistics.fmean(base)) * 1000:>+6.0f}"
+                f"{(median - statistics.median(base)) * 1000:>+8.0f}{paired * 1000:>+8.0f}"
             )
         print(f"{mode:<16}{len(values):>4}{mean:>9.3f}{median:>10.3f}{extra}")
 
@@ -370,6 +381,7 @@ def main() -> None:
     if args.cprofile:
         bench.cprofile = out / "cprofile"
     durations: dict[str, list[float]] = {mode: [] for mode in modes}
+    rounds: list[dict[str, list[float]]] = []
     per_task: dict[str, dict[str, list[float]]] = {mode: defaultdict(list) for mode in modes}
     log(f"deployment in {root}, results in {out}")
     try:
@@ -378,16 +390,18 @@ def main() -> None:
         log("warm-up " + " ".join(f"{_seconds(i['start_date'], i['end_date']):.2f}" for i in warm))
         for round_number in range(1, args.rounds + 1):
             order = random.sample(modes, len(modes))
+            rounds.append({})
             for mode in order:
                 profile_to = out / f"profile-{mode}-{round_number}.txt" if mode == args.profile else None
                 timings_to = out / f"timings-{mode}.tsv" if args.timings else None
                 instances = bench.visit(mode, deadline, profile_to, timings_to)
                 seconds = [_seconds(i["start_date"], i["end_date"]) for i in instances]
                 durations[mode].extend(seconds)
+                rounds[-1][mode] = seconds
                 for instance, value in zip(instances, seconds, strict=True):
                     per_task[mode][instance["task_id"]].append(value)
                 log(f"round {round_number}/{args.rounds} {mode:<15} " + " ".join(f"{s:.2f}" for s in seconds))
-        summarize(durations)
+        summarize(rounds)
         print("\nper task, median s:")
         tasks = sorted({task for mode in modes for task in per_task[mode]})
         print(f"{'mode':<16}" + "".join(f"{task:>16}" for task in tasks))
@@ -397,7 +411,7 @@ def main() -> None:
         for mode in modes:
             if (out / f"timings-{mode}.tsv").exists():
                 timings(out / f"timings-{mode}.tsv")
-        (out / "durations.json").write_text(json.dumps({"durations": durations, "per_task": per_task}, indent=1))
+        (out / "durations.json").write_text(json.dumps({"rounds": rounds, "per_task": per_task}, indent=1))
     finally:
         bench.stop()
         if not args.keep:

@@ -20,15 +20,16 @@ removed or replaced is never handed out again, and :func:`outbox_engine` recreat
 tables) at the configured path instead of writing into a file nobody can see. Every transaction starts
 with ``BEGIN IMMEDIATE`` so a writer waits for the lock (up to the busy timeout) instead of failing on a
 stale read snapshot (the set-up the lineage store shares: :mod:`airflow_lineage_provider.sqlite_engine`).
-PostgreSQL gets a connect timeout. Engines are cached per process id: a forked process (the OpenLineage
-listener forks per event) never reuses its parent's connections.
+PostgreSQL gets a connect timeout. Engines are cached per URL and settings; a forked process (LocalExecutor forks
+every task, the OpenLineage listener each event by default) never reuses its parent's connections: it gives the
+engine it inherited a pool of its own and keeps the rest, the schema its parent checked among it.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,15 +53,20 @@ OPENED_FILE = "lineage_outbox_file"
 FileIdentity = tuple[int, int]
 
 
-@dataclass(frozen=True)
+@dataclass
 class _CachedEngine:
     engine: Engine
     sqlite_file: str | None
     identity: FileIdentity | None
+    #: The process whose pool the engine has: a process forked from it gives the engine a pool of its own.
+    pid: int = field(default_factory=os.getpid)
 
 
 _lock = threading.Lock()
-_engines: dict[tuple[int, str, float, str], _CachedEngine] = {}
+_engines: dict[tuple[str, float, str], _CachedEngine] = {}
+#: Pools of engines inherited from the process this one was forked from: kept, never closed here. A connection
+#: is its creator's: closing a parent's SQLite connection in a child would drop locks the child does not hold.
+_inherited_pools: list[Any] = []
 
 
 class OutboxUrlError(ValueError):
@@ -186,12 +192,14 @@ def outbox_engine(url: str, timeout: float = 2.0, sqlite_synchronous: str = DEFA
     :class:`OutboxUrlError` for a URL that cannot be an outbox and SQLAlchemy errors when the database
     cannot be reached or created (nothing is cached then, so the next call tries again).
     """
-    key = (os.getpid(), url, float(timeout), sqlite_synchronous.upper())
+    key = (url, float(timeout), sqlite_synchronous.upper())
     cached = _engines.get(key)
-    if cached is not None and _still_in_place(cached):
+    if cached is not None and cached.pid == os.getpid() and _still_in_place(cached):
         return cached.engine
     with _lock:
         cached = _engines.get(key)
+        if cached is not None and cached.pid != os.getpid():
+            _adopt(cached)
         if cached is not None and not _still_in_place(cached):
             _forget_moved(key, cached)
             cached = None
@@ -200,11 +208,21 @@ def outbox_engine(url: str, timeout: float = 2.0, sqlite_synchronous: str = DEFA
     return cached.engine
 
 
+def _adopt(cached: _CachedEngine) -> None:
+    """Make an engine this process inherited (it was forked from the process that created it) its own: a pool of
+    its own (SQLAlchemy's ``dispose(close=False)`` for a forked child), the schema as the creator found it and the
+    statements it compiled kept, so that a task process forked from a prepared scheduler neither checks the schema
+    nor compiles the append again (:func:`prepare_outbox`)."""
+    _inherited_pools.append(cached.engine.pool)
+    cached.engine.dispose(close=False)
+    cached.pid = os.getpid()
+
+
 def _still_in_place(cached: _CachedEngine) -> bool:
     return cached.sqlite_file is None or file_identity(cached.sqlite_file) == cached.identity
 
 
-def _forget_moved(key: tuple[int, str, float, str], cached: _CachedEngine) -> None:
+def _forget_moved(key: tuple[str, float, str], cached: _CachedEngine) -> None:
     del _engines[key]
     cached.engine.dispose()  # closing a connection to a removed SQLite file touches nothing at the path
     warn_once(
@@ -229,7 +247,7 @@ def _create_migrated(url: str, timeout: float, sqlite_synchronous: str) -> _Cach
 def dispose_engines() -> None:
     """Close every cached engine of this process (tests, and long-lived shells changing URLs)."""
     with _lock:
-        for (pid, *_), cached in list(_engines.items()):
-            if pid == os.getpid():
+        for cached in _engines.values():
+            if cached.pid == os.getpid():
                 cached.engine.dispose()
         _engines.clear()

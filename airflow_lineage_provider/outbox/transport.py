@@ -137,6 +137,14 @@ class OutboxTransport(Transport):
             durability=config.durability,
         )
 
+    @classmethod
+    def prepare(cls, params: dict[str, Any]) -> None:
+        """Open the outbox these transport options name, with its schema brought up to date, in this process, and
+        close its connections again: processes forked from this one (task processes, the listener's children)
+        then use the engine without checking the schema again. Raises what opening the outbox raises."""
+        transport = cls(cls.config_class.from_dict(params))
+        transport.writer.engine().dispose()  # no connection of this process is left for a fork to inherit
+
     @property
     def url(self) -> str:
         return self.writer.url

@@ -10,8 +10,10 @@ forked process per event, by every event (a forked child's imports die with it).
 
 :class:`TaskEmissionListener` imports them in ``on_starting``, which Airflow calls when it creates a job, before
 the scheduler starts its executor; the DAG processor's and the triggerer's jobs cannot be told from the
-scheduler's at that point and import them too (once, in a long-lived process). Only modules are imported:
-nothing is connected or created that a fork would share. Only when OpenLineage is enabled; off with
+scheduler's at that point and import them too (once, in a long-lived process). When the transport is the
+outbox, it also opens it once, bringing its schema up to date, and closes its connections again: the processes
+forked afterwards use that engine without checking the schema again (``outbox.database``), and no connection is
+shared across a fork. Only when OpenLineage is enabled; off with
 ``[lineage_provider] prepare_task_processes = False``. Never raises.
 """
 
@@ -74,9 +76,36 @@ def _load(path: str) -> None:
     getattr(importlib.import_module(module), name)
 
 
+def prepare_outbox() -> bool:
+    """When ``[openlineage] transport`` is the outbox: open it here with its schema up to date (see
+    :meth:`OutboxTransport.prepare`), so that task processes forked from this one skip the check. ``True`` when
+    it was prepared; a failure is warned about once and left to the tasks, as without preparing."""
+    from airflow.providers.openlineage import conf as openlineage_conf
+
+    from airflow_lineage_provider.outbox.transport import OutboxTransport
+
+    transport = openlineage_conf.transport()
+    path = str(transport.get("type", "")) if isinstance(transport, dict) else ""
+    if "." not in path:
+        return False
+    module, _, name = path.rpartition(".")
+    try:
+        named = getattr(importlib.import_module(module), name)
+    except Exception:
+        return False  # reported by prepare_task_processes' imports
+    if not (isinstance(named, type) and issubclass(named, OutboxTransport)):
+        return False
+    try:
+        named.prepare(transport)
+    except Exception as error:
+        warn_once(f"Lineage: could not open the outbox ahead of tasks ({type(error).__name__}: {error})")
+        return False
+    return True
+
+
 def prepare_task_processes() -> list[str]:
-    """Import what the first task event of a process would; answer the paths that could not be imported (each
-    warned about once). Never raises."""
+    """Import what the first task event of a process would, and open the outbox when it is the transport; answer
+    the paths that could not be imported (each warned about once). Never raises."""
     failed = []
     try:
         paths = [*TASK_EVENT_MODULES, *configured_objects()]
@@ -89,6 +118,10 @@ def prepare_task_processes() -> list[str]:
         except Exception as error:
             failed.append(path)
             warn_once(f"Lineage: could not import {path} ahead of tasks ({type(error).__name__}: {error})")
+    try:
+        prepare_outbox()
+    except Exception as error:
+        warn_once(f"Lineage: could not read [openlineage] transport to open the outbox ({error})")
     return failed
 
 
