@@ -1,32 +1,23 @@
 """A queue for the writers of one SQLite database, in this process and across processes.
 
 SQLite lets one writer at a time hold a database's write lock, and a ``BEGIN IMMEDIATE`` that finds it taken
-waits in SQLite's busy handler, which *sleeps* between attempts — 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, then
-100 ms — rather than waking when the lock is free. Two writers that take turns (the ingest's writer and the
-deferred applier, or the same in two server processes) can lose much of a wait asleep (with
-``uvicorn --workers 2`` and deferred apply: 95th-percentile answers of 64-84 ms on a store otherwise written in a
-few; the queue gained that layout 1.0-1.2x events/s and a lower p95, ``docs/benchmarks.md``, issue 18).
+waits in SQLite's busy handler, which *sleeps* between attempts (up to 100 ms each) rather than waking when the
+lock is free, so writers that take turns (tasks appending to one outbox; the ingest's writer and the deferred
+applier, in one server process or several) can lose much of a wait asleep.
 
 So a store's write transactions first queue here (:func:`writers_of`): a thread lock for the threads of this
 process, which hands over as soon as it is released, and an advisory ``flock`` on a file beside the database
 (``<database>-writers``) for other processes, tried without blocking and then again at growing intervals from
 0.1 ms to 2 ms. The queue only saves waiting: SQLite's own lock still decides, so a writer that never queued
 (a migration, another program) is as safe as before, and a writer that could not queue within the busy timeout
-goes on to ``BEGIN IMMEDIATE`` and meets SQLite's busy timeout there (``database is locked``).
+goes on to ``BEGIN IMMEDIATE`` and meets SQLite's busy timeout there (``database is locked``). It uses only
+public interfaces (``fcntl.flock``, ``PRAGMA busy_timeout``); without ``flock``, or with
+``LINEAGE_SQLITE_WRITER_QUEUE=off``, SQLite's lock alone decides. Why it is kept, and its contract:
+``docs/producer-api.md`` ("Public APIs only") and ``tests/test_sqlite_writers.py``.
 
-Why it is kept in front of SQLite's own lock: it uses only public interfaces (``fcntl.flock``, ``PRAGMA
-busy_timeout``), and it changes what a user feels by more than 2x — how long a task's append waits when several
-tasks append to one SQLite outbox at once, and whether its events spill (figures in ``docs/benchmarks.md``,
-"Concurrent appends to one SQLite outbox"). Its fallbacks: a file system without ``flock`` or a folder it cannot
-write leaves SQLite's lock alone; ``LINEAGE_SQLITE_WRITER_QUEUE=off`` turns it off. Its contract, that SQLite's
-own lock still decides for any writer outside the queue, is ``tests/test_sqlite_writers.py``
-(``test_sqlite_s_own_lock_still_decides_for_a_writer_outside_the_queue``).
-
-One deadline. A turn waited for and then SQLite's busy timeout would add up: a writer that waited most of its
-timeout for its turn could wait as long again in ``BEGIN IMMEDIATE`` (an outbox append of 4 s with a timeout of
-2 s was seen on a stalling disk). So :func:`writer_turn`, given the connection, sets its busy timeout to what is
-left of the timeout for the block when the wait took more than :data:`LATE_FRACTION` of it (two ``PRAGMA``
-statements on that slow path only), and back afterwards.
+One deadline: :func:`writer_turn`, given the connection, sets its busy timeout to what is left of the timeout
+for the block when the turn took more than :data:`LATE_FRACTION` of it, and back afterwards, so that the turn
+and SQLite's busy timeout never add up to more than the timeout.
 """
 
 from __future__ import annotations

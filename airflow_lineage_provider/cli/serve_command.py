@@ -326,7 +326,7 @@ GC_THRESHOLD = 20_000
 def tune_collector() -> None:
     """Tune Python's cyclic collector for a consumer process of its own (never inside Airflow's): what exists at
     start-up (modules, the app, the store's engine) lives as long as the process, so it is kept out of the full
-    scans (``gc.freeze``), which otherwise walk ~280,000 objects (~150 ms) every ten or so large answers; and the
+    scans (``gc.freeze``), which would otherwise walk all of it every ten or so large answers; and the
     youngest generation is collected every :data:`GC_THRESHOLD` allocations instead of 700, since a graph answer
     allocates tens of thousands of objects without cycles. The collector stays on throughout."""
     gc.freeze()

@@ -8,12 +8,11 @@ In Airflow 3 a process finds connections and variables according to what it is:
   the environment (``AIRFLOW_CONN_*``, ``AIRFLOW_VAR_*``) and the metadata database;
 * **any other process** reads only the secrets backends and the environment.
 
-``airflow-lineage publish-dags`` runs where Airflow's CLI runs, beside the metadata database, but was "any
-other process": a connection added with ``airflow connections add`` (stored in the metadata database) was not
-found — neither ``[lineage_provider] publish_metadata_conn_id`` nor the warehouse connections that name the
-datasets, which then kept the default namespace. :func:`as_airflow_cli` makes such a command look them up as
-``airflow connections get`` does, through Airflow's public lookups (``airflow.sdk.BaseHook.get_connection``,
-``airflow.sdk.Variable.get``).
+``airflow-lineage publish-dags`` runs where Airflow's CLI runs, beside the metadata database, and must find
+the connections added with ``airflow connections add`` (stored there): ``[lineage_provider]
+publish_metadata_conn_id`` and the warehouse connections that name the datasets. :func:`as_airflow_cli` makes
+such a command look them up as ``airflow connections get`` does, through Airflow's public lookups
+(``airflow.sdk.BaseHook.get_connection``, ``airflow.sdk.Variable.get``).
 
 How a process declares itself a server process is the environment variable ``_AIRFLOW_PROCESS_CONTEXT=server``,
 which ``airflow connections get``, the scheduler and the API server set and which the task SDK reads in

@@ -17,9 +17,8 @@ Example ``airflow.cfg``::
     [lineage_provider]
     information_supply_chain = InformationSupplyChain::sales-orders
 
-``airflow_lineage_provider.facets.run_facets`` and ``.task_run_facets``, where these functions lived before
-they moved beside the extractor, still answer (with a warning logged once), so an ``airflow.cfg`` naming the
-old place keeps its facets instead of the listener dropping them.
+``airflow_lineage_provider.facets.run_facets`` and ``.task_run_facets`` are aliases of the extractor's (with a
+warning logged once), so an ``airflow.cfg`` naming them keeps its facets instead of the listener dropping them.
 """
 
 from __future__ import annotations

@@ -56,8 +56,7 @@ def _load_listener_modules() -> None:
     """Import, in the task process, the modules the stock listener's forks build this package's facets with.
 
     The listener builds START and COMPLETE each in a process it forks; a module first imported there is
-    imported again in every fork (20-28 ms each). Imported once before the listener starts, the forks
-    inherit it."""
+    imported again in every fork. Imported once before the listener starts, the forks inherit it."""
     import airflow_lineage_provider.extractors.task_facets  # noqa: F401
 
 

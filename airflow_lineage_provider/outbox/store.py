@@ -126,8 +126,7 @@ def append_event(conn: Connection, record: dict[str, Any]) -> None:
 
     On SQLite (pysqlite) and PostgreSQL (psycopg2, psycopg) the insert is a fixed string in the driver's own
     parameter style, run on the driver's cursor of ``conn``: no statement looked up, no execution context and
-    no type processing per call, which the task would pay for every event (even ``exec_driver_sql``'s context
-    is a measurable share of it; see the emission cost in ``docs/benchmarks.md``). Any other driver, or a
+    no type processing per call, which the task would pay for every event. Any other driver, or a
     connection without its driver connection, runs :func:`append_events`'s statement.
 
     The caller's connection is in autocommit mode: the insert is its own transaction. On the fixed insert a

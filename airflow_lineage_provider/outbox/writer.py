@@ -5,13 +5,13 @@ An event goes straight into the outbox database, unless the database failed rece
 are still waiting (then it joins them, so the order of a run's events is kept). Spilled events are moved
 into the outbox by a background thread as soon as the database answers again, and by every shipper.
 
-An SQLite outbox is checked after every append (one ``stat``, next to nothing): when its file was removed or
+An SQLite outbox is checked after every append (one ``stat``): when its file was removed or
 replaced since the connection opened it (``rm -rf`` of its folder, a restore from a backup), the event
 did not land in the outbox, so it is written again to a database recreated at the path (see
 :func:`~.database.outbox_engine`), or spilled when that cannot be done.
 
 Durability. By default (``durability="machine"``) an event is on the disk when ``append`` returns: it survives
-the task process being killed and the machine crashing (an fsync per event, about 0.7 ms on a local disk).
+the task process being killed and the machine crashing (an fsync per event).
 With ``durability="process"`` (opt in) every event goes to this process's spill file with a single
 ``write`` and no fsync (:meth:`OutboxWriter.journal`): it survives the process being killed (``kill -9``, an
 OOM kill), but a crashed machine (power loss, kernel panic) can lose what the operating system had not yet
@@ -28,12 +28,9 @@ process, after the listener's last event): its own journal, and the files of the
 end before it. Only a killed process (``kill -9``, an OOM kill) or an outbox unreachable for
 :data:`EXIT_DRAIN_BUDGET` seconds leaves events behind, and the log says how many files stayed, and where.
 
-Concurrent appenders. Task processes appending to one SQLite outbox at once take turns on its write lock, and
-SQLite's busy handler sleeps between tries (up to 100 ms each), so an unlucky appender could keep losing the lock
-to the others until its busy timeout ran out: 8 processes appending together saw appends wait 2 s and events
-spilled for "database is locked". Appends (and the moves of spilled events) therefore queue for their turn first
-(:mod:`airflow_lineage_provider.sqlite_writers`: a thread lock, and a ``flock`` beside the database retried at
-0.1-2 ms), which bounds the wait by the appenders ahead (``docs/benchmarks.md``, "Concurrent appends").
+Concurrent appenders take turns on an SQLite outbox's write lock through
+:mod:`airflow_lineage_provider.sqlite_writers`, so an append waits for the appenders ahead of it rather than
+losing the lock in SQLite's busy handler until its timeout runs out (``docs/outbox.md``).
 """
 
 from __future__ import annotations

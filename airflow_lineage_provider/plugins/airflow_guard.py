@@ -11,11 +11,11 @@ A request is resolved in this order:
 The user is then authorized by the configured auth manager (SimpleAuthManager, FAB, Keycloak, ...) as on
 Airflow's own asset endpoints — :data:`PERMISSIONS` is the table; docs/security.md explains it.
 
-Validating a JWT costs ~1 ms in Airflow (a metadata-database query per request for revoked tokens), a
-quarter of a graph walk. So each decision — this token, this permission: allowed or not — is remembered
-for ``cache_seconds`` (``[lineage_provider] consumer_auth_cache_seconds``, default 5; never past the
-token's own expiry): a logout or a permission change takes effect within that time. Keys are hashes of
-the tokens, never the tokens.
+Validating a JWT in Airflow queries the metadata database for revoked tokens on every request, about as
+much as a small graph walk (``docs/benchmarks.md``, "Auth: cost per request"). So each decision — this
+token, this permission: allowed or not — is remembered for ``cache_seconds`` (``[lineage_provider]
+consumer_auth_cache_seconds``, default 5; never past the token's own expiry): a logout or a permission
+change takes effect within that time. Keys are hashes of the tokens, never the tokens.
 """
 
 from __future__ import annotations
