@@ -1,4 +1,4 @@
-"""What the consumer's auth check costs per request (issue 11): a depth-3 walk and a single-event ingest,
+"""What the consumer's auth check costs per request: a depth-3 walk and a single-event ingest,
 with and without a credential to check, standalone and inside Airflow's API server. Target: under 5%.
 
 One SQLite lineage store, filled with ``consumer_workload.py``'s layered graph (``--jobs`` jobs in 10

@@ -1,4 +1,4 @@
-"""Graph cards on and off: the headline depth-10 walk, warm and cold (issue 17, item 4).
+"""Graph cards on and off: the headline depth-10 walk, warm and cold.
 
 Graph cards (``consumer/store/graph_cards.py``) keep what a graph answer shows of each node in the server's
 memory, keyed by the node's version, so that a repeated walk reads versions only and builds nothing that did

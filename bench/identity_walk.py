@@ -1,4 +1,4 @@
-"""Walks through dataset identity (issue 14): the depth-10 upstream walk on the consumer benchmark's graph,
+"""Walks through dataset identity: the depth-10 upstream walk on the consumer benchmark's graph,
 plain and with 20% of its datasets reached only through a symlink alias, side by side.
 
 The plain graph is ``consumer_workload.workload(5000)`` (10 layers of jobs, each reading 2-3 datasets of the

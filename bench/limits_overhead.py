@@ -1,4 +1,4 @@
-"""What the hostile-input limits (issue 12) cost: batch ingest and the depth-10 walk, before and after.
+"""What the hostile-input limits cost: batch ingest and the depth-10 walk, before and after.
 
 Runs ``airflow-lineage serve`` from two trees at once — the commit before the limits (a temporary
 ``git worktree`` of ``--baseline``) and this checkout — each on a fresh SQLite or PostgreSQL store, and
@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from consumer_bench import postgres_schema, serve_ours  # noqa: E402
 from consumer_workload import NAMESPACE, workload  # noqa: E402
 
-#: The last commit before issue 12's limits.
+#: The checkout compared with by default: the tree without the event limits.
 BASELINE = "b34d01a"
 BATCH = 500
 ROOT = "layer9.table_0"

@@ -1,4 +1,4 @@
-"""What ``emit`` costs a task while its outbox cannot take events (issue 17, item 8).
+"""What ``emit`` costs a task while its outbox cannot take events.
 
 ``tests/test_outbox_transport.py`` checks the behaviour: against an SQLite outbox another process holds
 locked, or a PostgreSQL outbox that cannot be reached, the first event tries the database once (bounded by

@@ -1,4 +1,4 @@
-"""Design-time lineage publication (issue 15): 500 generated DAGs x 20 tasks, one full pass and a no-change pass.
+"""Design-time lineage publication: 500 generated DAGs x 20 tasks, one full pass and a no-change pass.
 
 The DAGs are written to a temporary DAGs folder and serialized into a fresh SQLite metadata database with
 ``airflow dags reserialize``. Each DAG mixes the declarations publication reads: 8 ``@task.lineage`` tasks

@@ -1,9 +1,9 @@
-"""Large answers with and without pausing Python's cyclic garbage collector (issue 17, item 4).
+"""Large answers with and without pausing Python's cyclic garbage collector.
 
-The consumer used to turn the collector off for the whole process while it built a graph answer or a page of
-Marquez job objects (``consumer/gc_pause.py``): inside Airflow that is the API server's process. This
-benchmark serves one store from two servers side by side — ``--baseline-tree`` (a checkout that still pauses)
-and this checkout (no pause; the answer's msgspec structs are not tracked by the collector) — and asks each, in
+Pausing the collector for the whole process while a graph answer or a page of Marquez job objects is built
+(``consumer/gc_pause.py`` in older checkouts) would pause it for Airflow's API server too. This benchmark
+serves one store from two servers side by side — ``--baseline-tree`` (a checkout that still pauses) and this
+checkout (no pause; the answer's msgspec structs are not tracked by the collector) — and asks each, in
 turn, for the depth-10 upstream walk of the consumer benchmark's graph (2,955 nodes) and for a page of 100
 Marquez jobs, after warm-up requests (the graph is loaded through a third server, so neither measured one
 ingested). Medians over ``--repeat`` requests each and the median of the per-pair ratios (this / baseline); the

@@ -10,7 +10,7 @@ Per consumer, in this order:
 
 0. **warm-up**, not timed: ``--warm-up`` events (400) posted as in phase 2, so the server has
    compiled its statements for every group size the N clients make, as a long-running server has (without
-   it those compilations, ~5% of the writer's time, fall into the timed phases);
+   it those compilations fall into the timed phases);
 1. **one client**: ``--sequential`` events posted one after another on one kept-alive connection; the median
    and 95th percentile time per request (to the last byte of the answer) and events/s;
 2. **N clients** (``--clients``, 8: as 8 Airflow workers would): the remaining events split by job among N

@@ -1,4 +1,4 @@
-"""The lineage page on a graph of a few thousand nodes: how long it takes to show and to answer (issue 17, item 8).
+"""The lineage page on a graph of a few thousand nodes: how long it takes to show and to answer.
 
 ``tests/test_ui_big_graph.py`` checks what the page does on this graph (the bounded walk, the cut notice, the
 nearest nodes drawn, keyboard navigation, the main thread going on after zooming); this benchmark measures the

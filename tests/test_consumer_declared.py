@@ -1,4 +1,4 @@
-"""Declared and observed lineage in the consumer (issue 15, items 3 and 4), on SQLite and PostgreSQL.
+"""Declared and observed lineage in the consumer, on SQLite and PostgreSQL.
 
 JobEvents (lineage without a run) declare edges; RunEvents observe them. Graph answers flag every edge
 ``declared``/``observed`` and every node no RunEvent named ``declaredOnly``; ``declared=exclude|only`` chooses

@@ -357,7 +357,7 @@ def test_an_event_whose_apply_raises_is_set_aside_and_the_store_stays_readable(
 
 
 def test_auto_defers_on_postgresql_and_applies_inline_on_sqlite(store_url: str) -> None:
-    """``auto`` (the default unless LINEAGE_INGEST_APPLY says otherwise) picks what measured faster per store."""
+    """``auto`` (the default unless LINEAGE_INGEST_APPLY says otherwise): deferred on PostgreSQL, inline on SQLite."""
     store = LineageStore(store_url, ingest_apply="auto")
     try:
         assert (store.deferred is not None) == store_url.startswith("postgresql")

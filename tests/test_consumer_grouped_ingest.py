@@ -1,4 +1,4 @@
-"""Grouped commits of concurrent ingest requests (issue 18), on real SQLite and PostgreSQL stores.
+"""Grouped commits of concurrent ingest requests, on real SQLite and PostgreSQL stores.
 
 Requests that wait while a group is written are written together in the next transaction; what each request
 is told must stay what it would be told alone: one bad event fails only its own request (the database's own

@@ -1,4 +1,4 @@
-"""Connection-level guards (issue 12): the Host allow-list, uvicorn timeouts for connections that never send
+"""Connection-level guards: the Host allow-list, uvicorn timeouts for connections that never send
 a request head or stop reading, and the per-process bounds on walks — over real HTTP on 127.0.0.1."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile fuzzing (issue 12): nesting depth, sizes and every code point (NUL and lone surrogates included)
+"""Hostile fuzzing: nesting depth, sizes and every code point (NUL and lone surrogates included)
 in any place of an event get no 5xx and never break a listing afterwards — on SQLite and PostgreSQL. What such
 requests cost to answer is ``bench/hostile_events.py``."""
 

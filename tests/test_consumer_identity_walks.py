@@ -1,4 +1,4 @@
-"""Walks and column lineage through datasets known under several names (issue 14), on SQLite and PostgreSQL.
+"""Walks and column lineage through datasets known under several names, on SQLite and PostgreSQL.
 
 Real events: Spark's from ``../shared/corpus`` (it writes the files ``file`` / ``/tmp/cll_test/tbl1`` and says,
 in a ``symlinks`` facet, that they are the metastore table ``file:/tmp/cll_test`` / ``default.tbl1``, with

@@ -1,4 +1,4 @@
-"""Templated declared names matched to the names runs report (issue 15), on SQLite and PostgreSQL.
+"""Templated declared names matched to the names runs report, on SQLite and PostgreSQL.
 
 A task declaring ``totals_{{ ds_nodash }}`` (a JobEvent whose dataset carries the templatedName facet) and
 writing ``totals_20260201`` when it runs: the rendering's edge is declared and observed, the pattern's edge

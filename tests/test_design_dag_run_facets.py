@@ -1,4 +1,4 @@
-"""Egeria's facets on DAG runs (issue 15, item 6): the stock listener applies custom run facets to task events
+"""Egeria's facets on DAG runs: the stock listener applies custom run facets to task events
 only, so this package's listener sends a RUNNING event of the DAG run's job and run id carrying them."""
 
 from __future__ import annotations

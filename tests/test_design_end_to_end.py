@@ -1,4 +1,4 @@
-"""Design-time lineage end to end (issue 15): a DAG reserialized into a real SQLite metadata database, its declared
+"""Design-time lineage end to end: a DAG reserialized into a real SQLite metadata database, its declared
 lineage published with ``airflow-lineage publish-dags`` into an outbox and shipped to a real consumer
 (``airflow-lineage serve`` on 127.0.0.1, SQLite store); then the DAG run with ``airflow dags test``, its events
 through the same outbox to the same consumer; then declared and observed lineage and drift, read through the

@@ -140,7 +140,7 @@ def test_negative_rows_written_is_misuse(events, caplog):
     assert "-3" in caplog.text
 
 
-# -- redaction: lineage_run's events are redacted as the stock api.emit redacts them (issue 18) -------------
+# -- redaction: lineage_run's events are redacted as the stock api.emit redacts them -------------
 
 
 def _same_event_both_routes(event):

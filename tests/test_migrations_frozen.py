@@ -59,7 +59,7 @@ def test_a_revision_imports_only_the_standard_library_alembic_and_sqlalchemy(pat
 
 
 def test_the_guard_sees_a_live_import() -> None:
-    """What revisions used to do is caught: a package import, a relative one, and one by name."""
+    """Every form of a live import is caught: a package import, a relative one, and one by name."""
     source = (
         "from airflow_lineage_provider.consumer.store import tables\n"
         "from .helpers import x\n"

@@ -1,4 +1,4 @@
-"""No module of the package reaches into a dependency's private internals (issue 38, "Public APIs only").
+"""No module of the package reaches into a dependency's private internals (docs/producer-api.md, "Public APIs only").
 
 A provider package is installed into Airflow installations of many ages and upgraded under them: anything it
 takes from a dependency that the dependency does not promise to keep (an underscore name, a module it marks

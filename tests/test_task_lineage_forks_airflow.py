@@ -1,8 +1,8 @@
 """The stock listener's forks import nothing of this package: the task process loaded it all beforehand.
 
 The listener builds START and COMPLETE each in a process it forks from the task. A module of this package
-imported first inside such a fork is imported again in every fork — 20-28 ms per event, the @task.lineage
-overhead budget gone (issue 18, target 3). Python's ``-X importtime`` report (``PYTHONPROFILEIMPORTTIME``)
+imported first inside such a fork is imported again in every fork, on every event: the cost the @task.lineage
+overhead budget has no room for. Python's ``-X importtime`` report (``PYTHONPROFILEIMPORTTIME``)
 names every module a process imports, forks included, on the stderr they share: imported once in the task
 process, a module shows up once for the whole run; imported in the forks, once per fork.
 """
