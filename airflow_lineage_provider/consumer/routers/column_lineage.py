@@ -32,8 +32,9 @@ from airflow_lineage_provider.consumer.deps import Settings, Store
 from airflow_lineage_provider.consumer.models import ColumnLineageGraph, Problem
 from airflow_lineage_provider.consumer.routers.lineage import DeclaredEdges, Depth, MaxNodes, NodeId, picked_nodes
 from airflow_lineage_provider.consumer.store import LineageStore, columns, graph, nodes
-from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
-from airflow_lineage_provider.consumer.walk_limits import Walk, reading
+from airflow_lineage_provider.consumer.store.visibility import Visible
+from airflow_lineage_provider.consumer.store_view import StoreView
+from airflow_lineage_provider.consumer.walk_limits import Walk
 
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
 
@@ -93,8 +94,7 @@ def column_graph(
     within ``namespaces``; ``walk``: the limiter's handle, through which it can be stopped (:mod:`..walk_limits`)."""
     kind, rest = nodeids.parse(node_id)
     check = walk.check if walk is not None else _go_on
-    with reading(store, walk) as conn:
-        visible = visible_namespaces(conn, namespaces)
+    with StoreView(store, namespaces).walking(walk) as (conn, visible):
         grouped = graph.through_groups(conn)
         roots = _roots(conn, node_id, kind, rest, visible, grouped)
         bounds = graph.WalkBounds(

@@ -22,11 +22,12 @@ from pydantic import BaseModel, Field
 from sqlalchemy import Connection
 
 from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Limit, Offset, Store, stored_answer
+from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.deps import Limit, Offset, stored_answer
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.store import identity
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store.visibility import Visible
+from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["datasets"], dependencies=[Depends(requires(Access.READ))])
 
@@ -64,7 +65,7 @@ def _answer(conflict: identity.Conflict, claimants: list[tuple[str, str, str, st
     }
 
 
-def conflicts(conn: Connection, limit: int, offset: int, visible: list[str] | None) -> tuple[list[dict[str, Any]], int]:
+def conflicts(conn: Connection, limit: int, offset: int, visible: Visible) -> tuple[list[dict[str, Any]], int]:
     """A page of the conflicts a key seeing ``visible`` (None: every namespace) may see, and how many."""
     if visible is None:
         page, total = identity.conflicts(conn, limit, offset)
@@ -86,10 +87,10 @@ def conflicts(conn: Connection, limit: int, offset: int, visible: list[str] | No
     response_model=AliasConflicts,
     summary="Names several datasets claim (symlinks, dataSource), which link none of them",
 )
-async def get_conflicts(store: Store, principal: Reader, limit: Limit = 100, offset: Offset = 0) -> Response:
+async def get_conflicts(view: View, limit: Limit = 100, offset: Offset = 0) -> Response:
     def run() -> dict:
-        with store.read() as conn:
-            items, total = conflicts(conn, limit, offset, visible_namespaces(conn, principal.namespaces))
+        with view.read() as (conn, visible):
+            items, total = conflicts(conn, limit, offset, visible)
         return {"conflicts": items, "totalCount": total}
 
     return await stored_answer(run)

@@ -17,13 +17,13 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.answer_limits import answer_bound
-from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store
+from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset
 from airflow_lineage_provider.consumer.models import Datasets
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.lineage import ListedRenderings
 from airflow_lineage_provider.consumer.store import queries
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["datasets"], dependencies=[Depends(requires(Access.READ))])
 
@@ -35,9 +35,8 @@ router = APIRouter(tags=["datasets"], dependencies=[Depends(requires(Access.READ
     summary="Datasets with their latest schema, facets and symlinks",
 )
 async def get_datasets(
+    view: View,
     request: Request,
-    store: Store,
-    principal: Reader,
     namespace: Namespace = None,
     name_contains: Contains = None,
     limit: Limit = 100,
@@ -47,8 +46,7 @@ async def get_datasets(
     bound = answer_bound(request)
 
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             items, total = queries.list_nodes(
                 conn,
                 "dataset",

@@ -15,12 +15,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Response
 
 from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Namespace, Offset, Store, stored_answer
+from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.deps import Namespace, Offset, stored_answer
 from airflow_lineage_provider.consumer.models import Drift, Problem
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.store.drift import DriftPage, drift
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
 
@@ -38,16 +38,14 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="Jobs per page (at most 
     summary="Per declared job: declared edges not observed in the last N days, observed edges never declared",
 )
 async def get_drift(
-    store: Store,
-    principal: Reader,
+    view: View,
     days: Days = 30,
     namespace: Namespace = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> Response:
     def run() -> DriftPage:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             return drift(conn, days, limit, offset, namespace=namespace, visible=visible)
 
     return await stored_answer(run)

@@ -16,15 +16,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
 
-from airflow_lineage_provider.consumer.access import Access, Principal
+from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.answer_limits import AnswerBound, answer_bound
-from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store, utc_bound
+from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, utc_bound
 from airflow_lineage_provider.consumer.models import Events
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.runs import UUID_PATTERN
-from airflow_lineage_provider.consumer.store import LineageStore, queries
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store import queries
+from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["events"], dependencies=[Depends(requires(Access.READ))])
 
@@ -60,8 +60,7 @@ def one_of(spellings: dict[str, str | None]) -> str | None:
 
 
 def _listing(
-    store: LineageStore,
-    principal: Principal,
+    view: View,
     limit: int,
     offset: int,
     run_id: str | None,
@@ -74,8 +73,7 @@ def _listing(
     since, until = utc_bound(after, "after"), utc_bound(before, "before")
 
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             items, total = queries.list_events(
                 conn,
                 limit,
@@ -98,8 +96,7 @@ def _listing(
 )
 async def get_events(
     request: Request,
-    store: Store,
-    principal: Reader,
+    view: View,
     run_id: RunId = None,
     after: After = None,
     before: Before = None,
@@ -113,7 +110,7 @@ async def get_events(
     namespace = one_of({"namespace": namespace, "jobNamespace": job_namespace})
     name = one_of({"job_name": job_name, "jobName": job_name_camel})
     bound = answer_bound(request)
-    return await bound.answer(_listing(store, principal, limit, offset, run_id, after, before, namespace, name, bound))
+    return await bound.answer(_listing(view, limit, offset, run_id, after, before, namespace, name, bound))
 
 
 @router.get(
@@ -124,8 +121,7 @@ async def get_events(
 )
 async def get_namespace_events(
     request: Request,
-    store: Store,
-    principal: Reader,
+    view: View,
     namespace: Annotated[str, Path(max_length=5000, pattern=NO_NUL, description="The jobs' namespace.")],
     run_id: RunId = None,
     after: After = None,
@@ -137,4 +133,4 @@ async def get_namespace_events(
 ) -> Response:
     name = one_of({"job_name": job_name, "jobName": job_name_camel})
     bound = answer_bound(request)
-    return await bound.answer(_listing(store, principal, limit, offset, run_id, after, before, namespace, name, bound))
+    return await bound.answer(_listing(view, limit, offset, run_id, after, before, namespace, name, bound))

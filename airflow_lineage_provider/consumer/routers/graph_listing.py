@@ -18,13 +18,13 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.answer_limits import answer_bound
-from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Namespace, Offset, Store
+from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.deps import Namespace, Offset
 from airflow_lineage_provider.consumer.models import GraphListing, Problem
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.lineage import ShownRenderings
 from airflow_lineage_provider.consumer.store.graph_listing import GraphPage, graph_page
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
 
@@ -42,8 +42,7 @@ PageLimit = Annotated[int, Query(ge=1, le=MAX_PAGE_NODES, description="Nodes per
 )
 async def get_graph(
     request: Request,
-    store: Store,
-    principal: Reader,
+    view: View,
     namespace: Namespace = None,
     limit: PageLimit = 100,
     offset: Offset = 0,
@@ -52,15 +51,14 @@ async def get_graph(
     bound = answer_bound(request)
 
     def run() -> GraphPage:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             return graph_page(
                 conn,
                 limit,
                 offset,
                 namespace=namespace,
                 visible=visible,
-                cards=store.graph_cards,
+                cards=view.store.graph_cards,
                 admit=bound.admit,
                 shown=shown,
             )

@@ -20,9 +20,9 @@ from airflow_lineage_provider.consumer.deps import Store, stored_answer
 from airflow_lineage_provider.consumer.models import Problem, Requeued, UnappliedEvents
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.service import StoreUnavailable, requeue_unapplied
-from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.text import iso
 from airflow_lineage_provider.consumer.store.unapplied import unapplied
+from airflow_lineage_provider.consumer.store_view import StoreView
 
 router = APIRouter(tags=["retention"], dependencies=[Depends(requires(Access.ADMIN))])
 
@@ -38,8 +38,8 @@ def _whole_store(principal: Principal) -> None:
         )
 
 
-def _listing(store: LineageStore, limit: int) -> dict[str, Any]:
-    with store.read() as conn:
+def _listing(view: StoreView, limit: int) -> dict[str, Any]:
+    with view.read() as (conn, _every):  # a principal without namespace limits (_whole_store)
         rows, total = unapplied(conn, limit)
     return {
         "unapplied": [
@@ -72,7 +72,7 @@ async def get_unapplied(
     limit: Annotated[int, Query(ge=1, le=1000, description="At most this many, newest first.")] = 100,
 ) -> Response:
     _whole_store(principal)
-    return await stored_answer(lambda: _listing(store, limit))
+    return await stored_answer(lambda: _listing(StoreView(store, principal.namespaces), limit))
 
 
 @router.post(

@@ -11,13 +11,13 @@ from fastapi import APIRouter, Depends, Request, Response
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.answer_limits import answer_bound
-from airflow_lineage_provider.consumer.auth import Reader, requires
+from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store
 from airflow_lineage_provider.consumer.models import Jobs
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.marquez_jobs import RunStates
 from airflow_lineage_provider.consumer.store import marquez_jobs
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["jobs"], dependencies=[Depends(requires(Access.READ))])
 
@@ -29,9 +29,9 @@ router = APIRouter(tags=["jobs"], dependencies=[Depends(requires(Access.READ))])
     summary="Jobs of every namespace (Marquez's JobList)",
 )
 async def get_jobs(
+    view: View,
     request: Request,
     store: Store,
-    principal: Reader,
     states: RunStates,
     namespace: Namespace = None,
     name_contains: Contains = None,
@@ -41,8 +41,7 @@ async def get_jobs(
     bound = answer_bound(request)
 
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             items, total = marquez_jobs.list_jobs(
                 conn,
                 limit,

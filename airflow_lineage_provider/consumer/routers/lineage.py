@@ -40,8 +40,9 @@ from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Settings, Store
 from airflow_lineage_provider.consumer.models import LineageGraph, Problem
 from airflow_lineage_provider.consumer.store import LineageStore, graph, job_parents, nodes, renderings, subgraph
-from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
-from airflow_lineage_provider.consumer.walk_limits import Walk, reading
+from airflow_lineage_provider.consumer.store.visibility import Visible
+from airflow_lineage_provider.consumer.store_view import StoreView
+from airflow_lineage_provider.consumer.walk_limits import Walk
 
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
 
@@ -149,8 +150,7 @@ def lineage_graph(
     kind, rest = nodeids.parse(node_id)
     if kind == "datasetField":
         raise nodeids.NodeIdError("datasetField: ids belong to /api/v1/column-lineage")
-    with reading(store, walk) as conn:
-        visible = visible_namespaces(conn, namespaces)
+    with StoreView(store, namespaces).walking(walk) as (conn, visible):
         root = nodes.find_node(conn, kind, rest, visible)
         if root is None:
             raise _not_found(node_id)

@@ -24,14 +24,15 @@ from sqlalchemy import Connection
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.answer_limits import answer_bound
-from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
+from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.deps import Limit, Offset
 from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
 from airflow_lineage_provider.consumer.marquez_paths import Dataset, Namespace
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, bounded_answer, namespace_not_found
 from airflow_lineage_provider.consumer.store import dataset_versions, marquez_datasets, queries
-from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
+from airflow_lineage_provider.consumer.store.visibility import Visible
+from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["marquez: datasets"], dependencies=[Depends(requires(Access.READ))])
 
@@ -61,13 +62,12 @@ def dataset_id(conn: Connection, namespace: str, dataset: str, visible: Visible)
     summary="Datasets of a namespace (DatasetList)",
 )
 async def list_datasets(
-    request: Request, store: Store, principal: Reader, namespace: Namespace, limit: Limit = 100, offset: Offset = 0
+    view: View, request: Request, namespace: Namespace, limit: Limit = 100, offset: Offset = 0
 ) -> Response:
     bound = answer_bound(request)
 
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             if not queries.namespace_exists(conn, namespace, visible):
                 raise namespace_not_found(namespace)
             items, total = marquez_datasets.list_datasets(conn, namespace, limit, offset, visible, admit=bound.admit)
@@ -77,10 +77,9 @@ async def list_datasets(
 
 
 @router.get("/api/v1/namespaces/{namespace}/datasets/{dataset}", responses=NOT_FOUND, summary="A dataset (Dataset)")
-async def get_dataset(store: Store, principal: Reader, namespace: Namespace, dataset: Dataset) -> Response:
+async def get_dataset(view: View, namespace: Namespace, dataset: Dataset) -> Response:
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             node = dataset_id(conn, namespace, dataset, visible)
             return marquez_datasets.datasets(conn, [node], visible)[node]
 
@@ -94,9 +93,8 @@ async def get_dataset(store: Store, principal: Reader, namespace: Namespace, dat
     summary="Versions of a dataset, newest first (DatasetVersionList)",
 )
 async def list_dataset_versions(
+    view: View,
     request: Request,
-    store: Store,
-    principal: Reader,
     namespace: Namespace,
     dataset: Dataset,
     limit: Limit = 100,
@@ -105,8 +103,7 @@ async def list_dataset_versions(
     bound = answer_bound(request)
 
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             node = dataset_id(conn, namespace, dataset, visible)
             items, total = dataset_versions.list_versions(
                 conn, node, namespace, dataset, limit, offset, visible, admit=bound.admit
@@ -121,12 +118,9 @@ async def list_dataset_versions(
     responses=NOT_FOUND,
     summary="A version of a dataset (DatasetVersion)",
 )
-async def get_dataset_version(
-    store: Store, principal: Reader, namespace: Namespace, dataset: Dataset, version: Version
-) -> Response:
+async def get_dataset_version(view: View, namespace: Namespace, dataset: Dataset, version: Version) -> Response:
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             node = dataset_id(conn, namespace, dataset, visible)
             found = dataset_versions.get_version(conn, node, namespace, dataset, version, visible)
         if found is None:

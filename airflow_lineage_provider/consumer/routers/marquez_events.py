@@ -23,12 +23,12 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response,
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.answer_limits import answer_bound
-from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Limit, Offset, Store, utc_bound
+from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.deps import Limit, Offset, utc_bound
 from airflow_lineage_provider.consumer.models import Events, Problem
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.store import queries
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["marquez"], dependencies=[Depends(requires(Access.READ))])
 
@@ -88,9 +88,8 @@ SORT_DIRECTIONS = {"ASC": "asc", "DESC": "desc"}
     summary="Marquez: OpenLineage run events received, newest (or oldest) first",
 )
 async def get_lineage_events(
+    view: View,
     request: Request,
-    store: Store,
-    principal: Reader,
     before: TimeText = None,
     after: TimeText = None,
     sort_direction: Annotated[
@@ -104,8 +103,7 @@ async def get_lineage_events(
     bound = answer_bound(request)
 
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             items, total = queries.list_events(
                 conn,
                 limit,

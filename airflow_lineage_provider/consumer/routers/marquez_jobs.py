@@ -18,13 +18,14 @@ from sqlalchemy import Connection
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.answer_limits import AnswerBound, answer_bound
-from airflow_lineage_provider.consumer.auth import Reader, requires
+from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
 from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer, marquez_error
 from airflow_lineage_provider.consumer.marquez_paths import Job, Namespace
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.store import marquez_jobs, marquez_runs, queries
-from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
+from airflow_lineage_provider.consumer.store.visibility import Visible
+from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["marquez: jobs and runs"], dependencies=[Depends(requires(Access.READ))])
 
@@ -105,9 +106,9 @@ def job_id(conn: Connection, namespace: str, job: str, visible: Visible) -> int:
     summary="Jobs of a namespace (JobList)",
 )
 async def list_jobs(
+    view: View,
     request: Request,
     store: Store,
-    principal: Reader,
     namespace: Namespace,
     states: RunStates,
     limit: Limit = 100,
@@ -116,8 +117,7 @@ async def list_jobs(
     bound = answer_bound(request)
 
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             if not queries.namespace_exists(conn, namespace, visible):
                 raise namespace_not_found(namespace)
             items, total = marquez_jobs.list_jobs(
@@ -136,10 +136,9 @@ async def list_jobs(
 
 
 @router.get("/api/v1/namespaces/{namespace}/jobs/{job}", responses=NOT_FOUND, summary="One job (Marquez's Job)")
-async def get_job(store: Store, principal: Reader, namespace: Namespace, job: Job) -> Response:
+async def get_job(view: View, namespace: Namespace, job: Job) -> Response:
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             node = job_id(conn, namespace, job, visible)
             return marquez_jobs.job_objects(conn, [node], visible)[node]
 
@@ -153,9 +152,8 @@ async def get_job(store: Store, principal: Reader, namespace: Namespace, job: Jo
     summary="Versions of a job",
 )
 async def list_job_versions(
+    view: View,
     request: Request,
-    store: Store,
-    principal: Reader,
     namespace: Namespace,
     job: Job,
     limit: Limit = 100,
@@ -164,8 +162,7 @@ async def list_job_versions(
     bound = answer_bound(request)
 
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             node = job_id(conn, namespace, job, visible)
             items, total = marquez_jobs.list_job_versions(conn, node, limit, offset, visible, admit=bound.admit)
         return {"versions": items, "totalCount": total}
@@ -179,15 +176,13 @@ async def list_job_versions(
     summary="One version of a job (Marquez's JobVersion)",
 )
 async def get_job_version(
-    store: Store,
-    principal: Reader,
+    view: View,
     namespace: Namespace,
     job: Job,
     version: Annotated[str, Path(max_length=100, description="The version's UUID.")],
 ) -> Response:
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             found = marquez_jobs.find_job_version(conn, job_id(conn, namespace, job, visible), version, visible)
         if found is None:
             raise job_version_not_found(version)
@@ -203,9 +198,8 @@ async def get_job_version(
     summary="Runs of a job, newest first",
 )
 async def list_job_runs(
+    view: View,
     request: Request,
-    store: Store,
-    principal: Reader,
     namespace: Namespace,
     job: Job,
     limit: Limit = 100,
@@ -214,8 +208,7 @@ async def list_job_runs(
     bound = answer_bound(request)
 
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             node = job_id(conn, namespace, job, visible)
             items, total = marquez_jobs.list_job_runs(conn, node, limit, offset, visible, admit=bound.admit)
         return {"runs": items, "totalCount": total}
@@ -224,10 +217,9 @@ async def list_job_runs(
 
 
 @router.get("/api/v1/jobs/runs/{id}", responses=NOT_FOUND, summary="One run (Marquez's Run)")
-async def get_run(store: Store, principal: Reader, run_id: RunId) -> Response:
+async def get_run(view: View, run_id: RunId) -> Response:
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             row = marquez_runs.find_run(conn, run_id, visible)
             if row is None:
                 raise run_not_found(run_id)
@@ -238,14 +230,12 @@ async def get_run(store: Store, principal: Reader, run_id: RunId) -> Response:
 
 @router.get("/api/v1/jobs/runs/{id}/facets", responses=NOT_FOUND, summary="A run's run or job facets")
 async def get_run_facets(
-    store: Store,
-    principal: Reader,
+    view: View,
     run_id: RunId,
     kind: Annotated[Literal["run", "job"], Query(alias="type", description="The run's or its job's facets.")],
 ) -> Response:
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             row = marquez_runs.find_run(conn, run_id, visible)
             if row is None:
                 raise run_not_found(run_id)

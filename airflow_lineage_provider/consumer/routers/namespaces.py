@@ -13,15 +13,15 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Response
 
 from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Limit, Offset, Store, stored_answer
+from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.deps import Limit, Offset, stored_answer
 from airflow_lineage_provider.consumer.marquez_errors import marquez_answer
 from airflow_lineage_provider.consumer.marquez_paths import Namespace
 from airflow_lineage_provider.consumer.models import Namespaces
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, namespace_not_found
 from airflow_lineage_provider.consumer.store import queries
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["namespaces"], dependencies=[Depends(requires(Access.READ))])
 
@@ -32,10 +32,9 @@ router = APIRouter(tags=["namespaces"], dependencies=[Depends(requires(Access.RE
     response_model=Namespaces,
     summary="Namespaces of jobs and datasets",
 )
-async def get_namespaces(store: Store, principal: Reader, limit: Limit = 100, offset: Offset = 0) -> Response:
+async def get_namespaces(view: View, limit: Limit = 100, offset: Offset = 0) -> Response:
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             items, total = queries.list_namespaces(conn, limit, offset, visible)
         return {"namespaces": items, "totalCount": total}
 
@@ -43,10 +42,10 @@ async def get_namespaces(store: Store, principal: Reader, limit: Limit = 100, of
 
 
 @router.get("/api/v1/namespaces/{namespace}", responses=NOT_FOUND, summary="One namespace (Marquez's Namespace)")
-async def get_namespace(store: Store, principal: Reader, namespace: Namespace) -> Response:
+async def get_namespace(view: View, namespace: Namespace) -> Response:
     def run() -> dict:
-        with store.read() as conn:
-            found = queries.get_namespace(conn, namespace, visible_namespaces(conn, principal.namespaces))
+        with view.read() as (conn, visible):
+            found = queries.get_namespace(conn, namespace, visible)
         if found is None:
             raise namespace_not_found(namespace)
         return found

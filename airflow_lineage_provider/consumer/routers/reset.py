@@ -23,7 +23,7 @@ from airflow_lineage_provider.consumer.models import Problem, ResetResult
 from airflow_lineage_provider.consumer.service import StoreUnavailable, reset_now
 from airflow_lineage_provider.consumer.store import LineageStore, queries
 from airflow_lineage_provider.consumer.store.reset import SharedNamespace
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store_view import StoreView
 
 router = APIRouter(tags=["retention"], dependencies=[Depends(requires(Access.ADMIN))])
 
@@ -53,8 +53,8 @@ def _check(
                 "namespace",
             )
         return
-    with store.read() as conn:
-        found = queries.namespace_exists(conn, namespace, visible_namespaces(conn, principal.namespaces))
+    with StoreView(store, principal.namespaces).read() as (conn, visible):
+        found = queries.namespace_exists(conn, namespace, visible)
     if not found:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no job or dataset in namespace {namespace!r}")
 

@@ -14,15 +14,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 
 from airflow_lineage_provider.consumer import audit
-from airflow_lineage_provider.consumer.access import Access, NamespaceScope, Principal
+from airflow_lineage_provider.consumer.access import Access, NamespaceScope
 from airflow_lineage_provider.consumer.auth import Admin, Reader, requires
 from airflow_lineage_provider.consumer.deps import Store, stored_answer
 from airflow_lineage_provider.consumer.models import Problem, Pruned, RetentionStatus
 from airflow_lineage_provider.consumer.service import RetentionSchedule, StoreUnavailable, prune_now
-from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.retention import PruneRecord, recent_prunes, statistics
 from airflow_lineage_provider.consumer.store.text import iso
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store_view import StoreView, View
 
 router = APIRouter(tags=["retention"])
 
@@ -53,14 +52,13 @@ def configured_days(schedule: RetentionSchedule) -> float:
     return schedule.days
 
 
-def retention_status(store: LineageStore, schedule: RetentionSchedule, principal: Principal) -> dict[str, Any]:
+def retention_status(view: StoreView, schedule: RetentionSchedule, who: str) -> dict[str, Any]:
     """The answer of ``GET /api/v1/retention``; 403 for a key that does not see every namespace."""
-    with store.read() as conn:
-        visible = visible_namespaces(conn, principal.namespaces)
-        if visible is not None and len(visible) < len(visible_namespaces(conn, _EVERY_NAMESPACE) or ()):
+    with view.read() as (conn, _visible):
+        if not view.sees_every_namespace(conn):
             raise HTTPException(
                 status.HTTP_403_FORBIDDEN,
-                detail=f"{principal.who} sees only some namespaces; the retention statistics count the whole "
+                detail=f"{who} sees only some namespaces; the retention statistics count the whole "
                 "store: ask with a key that sees every namespace",
             )
         held = statistics(conn)
@@ -97,8 +95,8 @@ def retention_status(store: LineageStore, schedule: RetentionSchedule, principal
     dependencies=[Depends(requires(Access.READ))],
     summary="Retention: its configuration, what the store holds, and the last prune",
 )
-async def get_retention(request: Request, store: Store, principal: Reader) -> Response:
-    return await stored_answer(lambda: retention_status(store, request.app.state.retention, principal))
+async def get_retention(request: Request, view: View, principal: Reader) -> Response:
+    return await stored_answer(lambda: retention_status(view, request.app.state.retention, principal.who))
 
 
 @router.post(

@@ -12,12 +12,12 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Res
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.answer_limits import answer_bound
-from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store, stored_answer
+from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, stored_answer
 from airflow_lineage_provider.consumer.models import Problem, Runs
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.store import nodes, queries
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["runs"], dependencies=[Depends(requires(Access.READ))])
 
@@ -33,9 +33,8 @@ RunId = Annotated[str, Path(pattern=UUID_PATTERN, description="The run's UUID.")
     summary="Runs of a job",
 )
 async def get_runs(
+    view: View,
     request: Request,
-    store: Store,
-    principal: Reader,
     job_namespace: Annotated[str, Query(alias="jobNamespace", max_length=5000, pattern=NO_NUL)],
     job_name: Annotated[str, Query(alias="jobName", max_length=5000, pattern=NO_NUL)],
     limit: Limit = 100,
@@ -44,8 +43,7 @@ async def get_runs(
     bound = answer_bound(request)
 
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             job = nodes.find_node(conn, "job", f"{job_namespace}:{job_name}", visible)
             if job is None or (job[1], job[2]) != (job_namespace, job_name):
                 raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no job {job_namespace!r} / {job_name!r}")
@@ -56,10 +54,10 @@ async def get_runs(
 
 
 @router.get("/api/v1/runs/{run_id}", responses={404: {"model": Problem}}, summary="One run with inputs and outputs")
-async def get_run(store: Store, principal: Reader, run_id: RunId) -> Response:
+async def get_run(view: View, run_id: RunId) -> Response:
     def run() -> dict:
-        with store.read() as conn:
-            found = queries.get_run(conn, run_id, visible_namespaces(conn, principal.namespaces))
+        with view.read() as (conn, visible):
+            found = queries.get_run(conn, run_id, visible)
         if found is None:
             raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no run {run_id}")
         return found

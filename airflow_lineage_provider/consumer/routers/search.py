@@ -24,14 +24,14 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.answer_limits import answer_bound
-from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Namespace, Offset, Store
+from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Namespace, Offset
 from airflow_lineage_provider.consumer.models import Problem, SearchResults
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.lineage import ListedRenderings
 from airflow_lineage_provider.consumer.routers.marquez_events import query_choice, query_date
 from airflow_lineage_provider.consumer.store import queries
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["search"], dependencies=[Depends(requires(Access.READ))])
 
@@ -52,9 +52,8 @@ DateText = Annotated[str | None, Query(max_length=32, description="YYYY-MM-DD (a
 )
 @router.get("/api/v1/search/", dependencies=[KnownQuery], include_in_schema=False)
 async def get_search(
+    view: View,
     request: Request,
-    store: Store,
-    principal: Reader,
     q: Annotated[
         str,
         Query(
@@ -81,8 +80,7 @@ async def get_search(
     def run() -> dict:
         if not text:
             return {"totalCount": 0, "results": []}
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             items, total = queries.search(
                 conn,
                 text,

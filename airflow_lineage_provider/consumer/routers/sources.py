@@ -17,13 +17,13 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Response
 
 from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store
+from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset
 from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND
 from airflow_lineage_provider.consumer.store import sources
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["marquez: sources"], dependencies=[Depends(requires(Access.READ))])
 
@@ -31,10 +31,9 @@ SourceName = Annotated[str, Path(max_length=5000, pattern=NO_NUL, description="T
 
 
 @router.get("/api/v1/sources", dependencies=[KnownQuery], summary="Sources of the datasets (SourceList)")
-async def list_sources(store: Store, principal: Reader, limit: Limit = 100, offset: Offset = 0) -> Response:
+async def list_sources(view: View, limit: Limit = 100, offset: Offset = 0) -> Response:
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             items, total = sources.list_sources(conn, limit, offset, visible)
         return {"sources": items, "totalCount": total}
 
@@ -42,10 +41,9 @@ async def list_sources(store: Store, principal: Reader, limit: Limit = 100, offs
 
 
 @router.get("/api/v1/sources/{source:path}", responses=NOT_FOUND, summary="A source (Source)")
-async def get_source(store: Store, principal: Reader, source: SourceName) -> Response:
+async def get_source(view: View, source: SourceName) -> Response:
     def run() -> dict:
-        with store.read() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+        with view.read() as (conn, visible):
             found = sources.get_source(conn, source, visible)
         if found is None:
             raise MarquezError(404, f"Source '{source}' not found.")

@@ -21,13 +21,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from pydantic import BaseModel
 
-from airflow_lineage_provider.consumer.access import Access, Principal
-from airflow_lineage_provider.consumer.auth import Reader, requires
-from airflow_lineage_provider.consumer.deps import Store, stored_answer
+from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.deps import stored_answer
 from airflow_lineage_provider.consumer.models import Problem
 from airflow_lineage_provider.consumer.routers.marquez_events import bad_parameter, query_choice
-from airflow_lineage_provider.consumer.store import LineageStore, stats
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store import stats
+from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["stats"], dependencies=[Depends(requires(Access.READ))])
 
@@ -83,26 +83,22 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {400: {"model": Problem}}
     responses=_RESPONSES,
     summary="Marquez: lineage events of each type per hour (DAY) or day (WEEK)",
 )
-async def get_lineage_event_stats(
-    store: Store, principal: Reader, period: PeriodText = None, timezone: ZoneText = None
-) -> Response:
+async def get_lineage_event_stats(view: View, period: PeriodText = None, timezone: ZoneText = None) -> Response:
     spans = _spans(period, timezone, zone_required_for_week=True)
 
     def run() -> list[dict[str, Any]]:
-        with store.read() as conn:
-            return stats.lineage_event_metrics(conn, spans, visible_namespaces(conn, principal.namespaces))
+        with view.read() as (conn, visible):
+            return stats.lineage_event_metrics(conn, spans, visible)
 
     return await stored_answer(run)
 
 
-async def _interval_answer(
-    store: LineageStore, principal: Principal, asset: str, period: str | None, zone: str | None
-) -> Response:
+async def _interval_answer(view: View, asset: str, period: str | None, zone: str | None) -> Response:
     spans = _spans(period, zone, zone_required_for_week=False)
 
     def run() -> list[dict[str, Any]]:
-        with store.read() as conn:
-            return stats.interval_metrics(conn, asset, spans, visible_namespaces(conn, principal.namespaces))
+        with view.read() as (conn, visible):
+            return stats.interval_metrics(conn, asset, spans, visible)
 
     return await stored_answer(run)
 
@@ -113,10 +109,8 @@ async def _interval_answer(
     responses=_RESPONSES,
     summary="Marquez: jobs seen by the end of each hour (DAY) or day (WEEK)",
 )
-async def get_job_stats(
-    store: Store, principal: Reader, period: PeriodText = None, timezone: ZoneText = None
-) -> Response:
-    return await _interval_answer(store, principal, "jobs", period, timezone)
+async def get_job_stats(view: View, period: PeriodText = None, timezone: ZoneText = None) -> Response:
+    return await _interval_answer(view, "jobs", period, timezone)
 
 
 @router.get(
@@ -125,10 +119,8 @@ async def get_job_stats(
     responses=_RESPONSES,
     summary="Marquez: datasets seen by the end of each hour (DAY) or day (WEEK)",
 )
-async def get_dataset_stats(
-    store: Store, principal: Reader, period: PeriodText = None, timezone: ZoneText = None
-) -> Response:
-    return await _interval_answer(store, principal, "datasets", period, timezone)
+async def get_dataset_stats(view: View, period: PeriodText = None, timezone: ZoneText = None) -> Response:
+    return await _interval_answer(view, "datasets", period, timezone)
 
 
 @router.get(
@@ -137,7 +129,5 @@ async def get_dataset_stats(
     responses=_RESPONSES,
     summary="Marquez: sources (dataset namespaces) seen by the end of each hour (DAY) or day (WEEK)",
 )
-async def get_source_stats(
-    store: Store, principal: Reader, period: PeriodText = None, timezone: ZoneText = None
-) -> Response:
-    return await _interval_answer(store, principal, "sources", period, timezone)
+async def get_source_stats(view: View, period: PeriodText = None, timezone: ZoneText = None) -> Response:
+    return await _interval_answer(view, "sources", period, timezone)

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from airflow_lineage_provider.consumer import audit
 from airflow_lineage_provider.consumer.access import Access, Principal
-from airflow_lineage_provider.consumer.auth import Reader, Writer, requires
+from airflow_lineage_provider.consumer.auth import Writer, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store
 from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
 from airflow_lineage_provider.consumer.marquez_paths import Dataset, Job, Namespace, path_name
@@ -36,7 +36,7 @@ from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.marquez_datasets import dataset_id
 from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, job_id
 from airflow_lineage_provider.consumer.store import marquez_datasets, marquez_jobs, tags
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store_view import StoreView, View
 
 router = APIRouter(tags=["marquez: tags"])
 
@@ -86,10 +86,10 @@ def _tag_answer(name: str, description: str | None) -> dict:
 
 
 @router.get("/api/v1/tags", dependencies=[*READ, KnownQuery], summary="Tags by name (TagList)")
-async def list_tags(store: Store, principal: Reader, limit: Limit = 100, offset: Offset = 0) -> Response:
+async def list_tags(view: View, limit: Limit = 100, offset: Offset = 0) -> Response:
     def run() -> dict:
-        with store.read() as conn:
-            items, total = tags.list_tags(conn, limit, offset, visible_namespaces(conn, principal.namespaces))
+        with view.read() as (conn, visible):
+            items, total = tags.list_tags(conn, limit, offset, visible)
         return {"tags": [_tag_answer(item["name"], item["description"]) for item in items], "totalCount": total}
 
     return await marquez_answer(run)
@@ -123,7 +123,7 @@ async def _tag_dataset(
         if field is not None:
             name = _checked(name.upper())  # as Marquez: a field's tags in upper case
         with store.write() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+            visible = StoreView(store, principal.namespaces).visible(conn)  # what the writer sees, as a read would
             node = dataset_id(conn, namespace, dataset, visible)
             if field is not None and not marquez_datasets.has_field(conn, node, field):
                 raise MarquezError(404, f"Field '{field}' not found for dataset '{dataset}'.")
@@ -142,7 +142,7 @@ async def _tag_job(store: Store, principal: Principal, namespace: str, job: str,
     def run() -> dict:
         name = _checked(tag)
         with store.write() as conn:
-            visible = visible_namespaces(conn, principal.namespaces)
+            visible = StoreView(store, principal.namespaces).visible(conn)  # what the writer sees, as a read would
             node = job_id(conn, namespace, job, visible)
             if add and principal.namespaces is not None and not tags.tag_exists(conn, name):
                 _refuse_definition(principal, name, "put a tag that does not exist yet")

@@ -7,11 +7,11 @@ cannot index arbitrarily long text. Times are stored in UTC.
 
 References between tables (``node_id``, ``job_id``, ``dataset_id``, ``group_id``, ``*_field_id``,
 ``run_uuid``) are kept by the one writer, :func:`..ingest.ingest_events`, which writes a node, field or io
-group before anything that points at it, in the same transaction; nodes, fields and io groups are never
-deleted, and retention deletes a run's inputs/outputs with the run. They are not declared as foreign keys:
-on PostgreSQL each declared key runs a check and takes a row lock on the node for every edge row written —
-a fifth of the ingest time, and lock traffic between concurrent batches — and SQLite does not enforce
-them unless asked (``tests/test_consumer_integrity.py`` checks the references instead).
+group before anything that points at it, in the same transaction, and deletes one only when nothing points at
+it any more (what a replaced declaration alone named, see :mod:`.declarations`); retention deletes a run's
+inputs/outputs with the run. They are not declared as foreign keys: on PostgreSQL each declared key runs a
+check and takes a row lock on the node for every edge row written, and SQLite does not enforce them unless
+asked (``tests/test_consumer_integrity.py`` checks the references instead).
 """
 
 from __future__ import annotations
