@@ -327,11 +327,16 @@ PARTS = (
 def timings(path: Path) -> None:
     """Per part of the listener's work: calls, mean and median ms per call (``task_overhead_probe.py``)."""
     parts: dict[str, list[float]] = defaultdict(list)
+    hooks_per_task: dict[str, float] = defaultdict(float)
     for line in path.read_text().splitlines():
-        _, part, seconds = line.split("\t")
+        pid, part, seconds = line.split("\t")
         if not part.startswith("imports:"):
             parts[part].append(float(seconds) * 1000)
-    print(f"{path.name}:")
+        if part.startswith("hook:"):
+            hooks_per_task[pid] += float(seconds) * 1000
+    per_task = list(hooks_per_task.values())
+    print(f"{path.name}: the listener's hooks per task (what the task waits for) ", end="")
+    print(f"{statistics.fmean(per_task):.1f} ms mean, {statistics.median(per_task):.1f} median ({len(per_task)} tasks)")
     for part, values in sorted(parts.items()):
         mean, median = statistics.fmean(values), statistics.median(values)
         print(f"  {part:<34}{len(values):>5} calls {mean:>8.1f} ms mean {median:>8.1f} median")
