@@ -18,7 +18,7 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 GRAPH_CACHE_NODES = 20_000
 
 #: How the consumer applies ingested events to the graph when its settings do not say: ``inline`` (in the ingest's
-#: transaction), ``deferred`` (logged, answered, applied in batches after: ``consumer/store/deferred_apply.py``)
+#: transaction), ``deferred`` (logged, answered, applied in batches after: ``consumer/store/write/deferred_apply.py``)
 #: or ``auto``: deferred on PostgreSQL, inline on SQLite (the faster on each: ``docs/consumer.md``, "Guarantees");
 #: ``LINEAGE_INGEST_APPLY`` in the environment changes it (the test suite runs each way with it).
 INGEST_APPLY = os.environ.get("LINEAGE_INGEST_APPLY", "auto").strip().lower()

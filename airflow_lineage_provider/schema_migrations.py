@@ -1,6 +1,6 @@
 """Schema migrations of the package's own stores (the lineage store and the outbox), run with Alembic.
 
-Each store has an Alembic script directory in the package (``consumer/store/alembic``, ``outbox/alembic``)
+Each store has an Alembic script directory in the package (``consumer/store/schema/alembic``, ``outbox/alembic``)
 holding one revision per schema version, and records its revision in a version table of its own
 (:attr:`StoreSchema.version_table`), never in ``alembic_version``: the outbox may live in Airflow's
 metadata database, whose ``alembic_version`` is Airflow's. Revision ids are the schema versions in four

@@ -12,7 +12,7 @@ dataset of layer 10 with lineage both ways. Its check results are a DQX-shaped t
 Timed, median of ``--repeat`` runs after a first: ``operator.execute()`` with DQX's defaults (``depth`` 100,
 ``max_nodes`` 100, no lookback) for the four directions, ``write_mode="overwrite"`` — the seed read, the
 four stepwise walks, and the write, each engine created and disposed by the operator as in a task. Side by
-side: the same four walks as one recursive CTE each (``graph.walk_edges``, the operator's walk before).
+side: the same four walks as one recursive CTE each (``walks.walk_edges``, the operator's walk before).
 
     .venv/bin/python bench/collect_lineage_1m.py [--backends postgres sqlite] [--repeat 5]
 """
@@ -43,8 +43,10 @@ sys.path.insert(0, str(HERE))
 from consumer_bench import postgres_schema  # noqa: E402
 from consumer_walk_1m import LAYERS, PER_LAYER, synthetic_graph  # noqa: E402
 
-from airflow_lineage_provider.consumer.store import LineageStore, graph, tables  # noqa: E402
-from airflow_lineage_provider.consumer.store.ingest import field_key, io_group_key  # noqa: E402
+from airflow_lineage_provider.consumer.store import LineageStore  # noqa: E402
+from airflow_lineage_provider.consumer.store.graph import walks  # noqa: E402
+from airflow_lineage_provider.consumer.store.schema import tables  # noqa: E402
+from airflow_lineage_provider.consumer.store.write.ingest import field_key, io_group_key  # noqa: E402
 
 COLUMNS = [f"c{k}" for k in range(50)]
 SOURCE_LAYER = 10
@@ -194,11 +196,11 @@ def run_operator(store_url: str, warehouse_conn: str, prefix: str, source: int, 
 
 
 def _recursive(conn: Any, spec: Any, roots: list[int]) -> list[tuple[int, int, int]]:
-    return graph.walk_edges(conn, spec, roots, graph.WalkBounds(hops=100, max_nodes=100))
+    return walks.walk_edges(conn, spec, roots, walks.WalkBounds(hops=100, max_nodes=100))
 
 
 def _stepwise(conn: Any, spec: Any, roots: list[int]) -> list[tuple[int, int, int]]:
-    from airflow_lineage_provider.consumer.store.stepwise import walk_edges_stepwise
+    from airflow_lineage_provider.consumer.store.graph.stepwise import walk_edges_stepwise
 
     return walk_edges_stepwise(conn, spec, roots, hops=100, max_nodes=100)
 
@@ -218,10 +220,10 @@ def four_walks(store_url: str, walk: Any, source: int, repeat: int) -> dict[str,
                 found = sum(
                     len(walk(conn, spec, start))
                     for spec, start in (
-                        (graph.DATASET_EDGES["upstream"], [source]),
-                        (graph.DATASET_EDGES["downstream"], [source]),
-                        (graph.COLUMN_EDGES["upstream"], roots),
-                        (graph.COLUMN_EDGES["downstream"], roots),
+                        (walks.DATASET_EDGES["upstream"], [source]),
+                        (walks.DATASET_EDGES["downstream"], [source]),
+                        (walks.COLUMN_EDGES["upstream"], roots),
+                        (walks.COLUMN_EDGES["downstream"], roots),
                     )
                 )
             if attempt:

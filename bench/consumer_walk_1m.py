@@ -31,8 +31,10 @@ sys.path.insert(0, str(HERE))
 from consumer_bench import PG_URL  # noqa: E402
 
 from airflow_lineage_provider.consumer.routers.lineage import lineage_graph  # noqa: E402
-from airflow_lineage_provider.consumer.store import LineageStore, graph, tables  # noqa: E402
-from airflow_lineage_provider.consumer.store.ingest import node_key  # noqa: E402
+from airflow_lineage_provider.consumer.store import LineageStore  # noqa: E402
+from airflow_lineage_provider.consumer.store.graph import walks  # noqa: E402
+from airflow_lineage_provider.consumer.store.schema import tables  # noqa: E402
+from airflow_lineage_provider.consumer.store.write.ingest import node_key  # noqa: E402
 
 LAYERS, PER_LAYER, DEPTH, MAX_NODES = 20, 20_000, 10, 1000
 
@@ -85,13 +87,13 @@ def load(store: LineageStore, nodes: list[dict], edges: list[tuple[int, int]]) -
 
 def measure_store(store: LineageStore, uncached: LineageStore, root: int, repeat: int = 20) -> dict[str, float]:
     """Medians of the walk alone and of the whole graph answer, with graph cards and without (``uncached``)."""
-    bounds = graph.WalkBounds(hops=2 * DEPTH, max_nodes=MAX_NODES)
+    bounds = walks.WalkBounds(hops=2 * DEPTH, max_nodes=MAX_NODES)
     walk_times, response_times, uncached_times, found = [], [], [], {}
     node_id = f"dataset:synthetic:l{LAYERS - 2}.n0"
     for _ in range(repeat):
         with store.read() as conn:
             started = time.perf_counter()
-            found = graph.walk_nodes(conn, graph.NODE_EDGES["upstream"], [root], bounds)
+            found = walks.walk_nodes(conn, walks.NODE_EDGES["upstream"], [root], bounds)
             walk_times.append(time.perf_counter() - started)
         started = time.perf_counter()
         body = lineage_graph(store, node_id, DEPTH, "upstream", MAX_NODES)

@@ -1,6 +1,6 @@
 """Graph cards on and off: the headline depth-10 walk, warm and cold.
 
-Graph cards (``consumer/store/graph_cards.py``) keep what a graph answer shows of each node in the server's
+Graph cards (``consumer/store/graph/cards.py``) keep what a graph answer shows of each node in the server's
 memory, keyed by the node's version, so that a repeated walk reads versions only and builds nothing that did
 not change. They stay only if they pay: the warm depth-10 walk at least 20% faster, the cold first request no
 slower. This benchmark serves one store (the consumer benchmark's graph, N = 5,000 jobs by default: the

@@ -138,7 +138,7 @@ def analyze_store(url: str) -> None:
     within a minute of a load (it is off on the test server)."""
     import sqlalchemy as sa
 
-    from airflow_lineage_provider.consumer.store import tables
+    from airflow_lineage_provider.consumer.store.schema import tables
 
     engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
     try:

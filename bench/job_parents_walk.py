@@ -2,7 +2,7 @@
 
 Graph answers tell, for each job node whose latest run has a parent run, the job containing it
 (``data.parentJob``) and the Airflow task instance a job is (``data.airflowTask``), read by one statement over
-the answer's job nodes (``consumer/store/job_parents.py``). This benchmark serves one store from checkout BEFORE
+the answer's job nodes (``consumer/store/graph/job_parents.py``). This benchmark serves one store from checkout BEFORE
 (without that statement) and checkout AFTER, side by side, and asks each in turn for the consumer
 benchmark's depth-10 upstream walk (N = 5,000 jobs: 2,955 nodes, graph cards warm), on two stores loaded with:
 
@@ -16,7 +16,7 @@ and the median of the per-pair ratios (after / before). Every request is timed t
 
     git worktree add --detach /tmp/parents-after HEAD
     git worktree add --detach /tmp/parents-before HEAD   # then delete the containment() loops in its
-    # consumer/routers/lineage.py and consumer/store/graph_listing.py: the same code without the statement
+    # consumer/routers/lineage.py and consumer/store/graph/listing.py: the same code without the statement
     .venv/bin/python bench/job_parents_walk.py --before /tmp/parents-before --after /tmp/parents-after
 """
 

@@ -24,7 +24,7 @@ from support.consumer_helpers import dataset, run_event
 from support.environment import postgres_schema_url
 
 from airflow_lineage_provider.consumer.store import LineageStore
-from airflow_lineage_provider.consumer.store.ingest import ingest_events
+from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
 from airflow_lineage_provider.consumer.validation import parse_event
 
 

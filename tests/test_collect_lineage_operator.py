@@ -13,7 +13,7 @@ from support.airflow_run import dags_test, migrate
 from support.consumer_helpers import dataset, run_event
 
 from airflow_lineage_provider.consumer.store import LineageStore
-from airflow_lineage_provider.consumer.store.ingest import ingest_events
+from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
 from airflow_lineage_provider.consumer.validation import parse_event
 from airflow_lineage_provider.operators.collect_lineage import LineageSearch
 

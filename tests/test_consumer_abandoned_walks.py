@@ -236,7 +236,7 @@ def test_a_walk_waiting_for_deferred_apply_is_stopped_at_its_time(monkeypatch: p
     """A walk's read first waits until what was logged before it is applied (deferred apply); a walk stopped
     meanwhile ends there, answered 504 at its time, instead of holding its turn and a connection for as long as
     the read would wait (an hour here)."""
-    from airflow_lineage_provider.consumer.store import deferred_apply
+    from airflow_lineage_provider.consumer.store.write import deferred_apply
 
     monkeypatch.setattr(deferred_apply, "READ_WAIT_SECONDS", 3600.0)
     with postgres_schema_url() as url:

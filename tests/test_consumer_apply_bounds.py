@@ -28,10 +28,11 @@ from support.served import Served, serve_consumer
 from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer.service import requeue_unapplied, write_events
-from airflow_lineage_provider.consumer.store import LineageStore, tables
-from airflow_lineage_provider.consumer.store.deferred_apply import ApplyBounds, DeferredApply
-from airflow_lineage_provider.consumer.store.ingest import event_rows, log_events
-from airflow_lineage_provider.consumer.store.retention import statistics
+from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store.operations.retention import statistics
+from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.write.deferred_apply import ApplyBounds, DeferredApply
+from airflow_lineage_provider.consumer.store.write.ingest import event_rows, log_events
 from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
@@ -433,7 +434,7 @@ def test_a_count_of_the_log_found_stale_is_looked_at_again_so_ingests_are_not_re
         assert applier is not None
         assert store.engine is not None  # opened: a look finds an empty log
         _counted_full(applier, fresh=False)
-        from airflow_lineage_provider.consumer.store.deferred_apply import IngestBacklog
+        from airflow_lineage_provider.consumer.store.write.deferred_apply import IngestBacklog
 
         with applier._changed, pytest.raises(IngestBacklog):  # the look waits for the lock: refused by the count
             applier.check_room()
@@ -448,7 +449,7 @@ def test_a_group_taken_while_the_log_is_full_decodes_none_of_its_bodies(store_ur
     import asyncio
 
     from airflow_lineage_provider.consumer.grouped_ingest import GroupedIngest
-    from airflow_lineage_provider.consumer.store.deferred_apply import IngestBacklog
+    from airflow_lineage_provider.consumer.store.write.deferred_apply import IngestBacklog
 
     store = LineageStore(store_url, ingest_apply="deferred")
     try:
@@ -506,7 +507,7 @@ def test_retries_of_a_batch_past_the_bound_stop_within_the_read_wait_and_later_b
     """No read waits longer for the retries of a batch than a read waits at all: with no read wait left after the
     first retry, the other events stay in the log, and the next batches take half the rows of the one too slow —
     here one event each, too slow alone at once (no second attempt)."""
-    from airflow_lineage_provider.consumer.store import deferred_apply
+    from airflow_lineage_provider.consumer.store.write import deferred_apply
 
     monkeypatch.setattr(deferred_apply, "READ_WAIT_SECONDS", 0.0)
     store = LineageStore(store_url, ingest_apply="inline")  # no applier of its own

@@ -29,7 +29,7 @@ from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
-from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store.schema import tables
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -431,7 +431,7 @@ def test_a_limited_key_is_refused_without_holding_off_any_writer(pg_store_url: s
     instead of waiting for it — and making every writer behind it wait."""
     from airflow_lineage_provider.consumer.service import reset_now, write_events
     from airflow_lineage_provider.consumer.store import LineageStore
-    from airflow_lineage_provider.consumer.store.reset import SharedNamespace
+    from airflow_lineage_provider.consumer.store.operations.reset import SharedNamespace
     from airflow_lineage_provider.consumer.validation import parse_event
 
     store = LineageStore(pg_store_url, ingest_apply="deferred")
@@ -471,7 +471,7 @@ def test_an_event_logged_during_a_limited_keys_reset_waits_for_it_and_is_not_del
     new event is stored and applied after it."""
     from airflow_lineage_provider.consumer.service import reset_now, write_events
     from airflow_lineage_provider.consumer.store import LineageStore
-    from airflow_lineage_provider.consumer.store import reset as reset_module
+    from airflow_lineage_provider.consumer.store.operations import reset as reset_module
     from airflow_lineage_provider.consumer.validation import parse_event
 
     store = LineageStore(pg_store_url, ingest_apply="deferred")

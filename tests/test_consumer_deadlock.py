@@ -20,7 +20,7 @@ from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer.service import prune_now, store_events
 from airflow_lineage_provider.consumer.store import LineageStore, create_store_engine
-from airflow_lineage_provider.consumer.store.ingest import node_key
+from airflow_lineage_provider.consumer.store.write.ingest import node_key
 from airflow_lineage_provider.consumer.validation import parse_event
 
 pytestmark = pytest.mark.postgres

@@ -26,9 +26,10 @@ from support.waiting import wait_until
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.service import reset_now, write_events
-from airflow_lineage_provider.consumer.store import LineageStore, tables
-from airflow_lineage_provider.consumer.store.ingest import log_events
-from airflow_lineage_provider.consumer.store.retention import prune, statistics
+from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store.operations.retention import prune, statistics
+from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.write.ingest import log_events
 from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
@@ -185,7 +186,7 @@ def test_a_read_that_waits_too_long_for_the_applier_is_answered_503(
     """Another session holds a pending row locked (as another process's applier would, stuck): this process's
     applier skips it, and a read waiting for it is answered 503 with Retry-After once the wait runs out — then
     served as soon as the row is applied."""
-    from airflow_lineage_provider.consumer.store import deferred_apply
+    from airflow_lineage_provider.consumer.store.write import deferred_apply
 
     monkeypatch.setattr(deferred_apply, "READ_WAIT_SECONDS", 0.5)
     app = create_app(store_url=pg_store_url, anonymous=Access.ADMIN, ingest_apply="deferred")
@@ -212,7 +213,7 @@ def test_disposing_the_store_applies_what_is_pending_at_once_and_ends_the_applie
 ) -> None:
     """The applier would wait a minute for more events; disposing the store (what the app's shutdown does) makes
     it apply what is pending now, end, and give its connection back."""
-    from airflow_lineage_provider.consumer.store import deferred_apply
+    from airflow_lineage_provider.consumer.store.write import deferred_apply
 
     monkeypatch.setattr(deferred_apply, "APPLY_DELAY_SECONDS", 60.0)
     store = LineageStore(store_url, ingest_apply="deferred")
@@ -236,7 +237,7 @@ def test_disposing_a_store_that_fails_ends_its_retrying_applier_and_keeps_the_lo
     disposing the store ends the retries, without waiting out the pause between them (made an hour here, so a
     dispose that waited it out never returns within the test's wait); the logged event stays pending for the
     next start."""
-    from airflow_lineage_provider.consumer.store import deferred_apply
+    from airflow_lineage_provider.consumer.store.write import deferred_apply
 
     monkeypatch.setattr(deferred_apply, "MAX_RETRY_PAUSE_SECONDS", 3600.0)
     store = LineageStore(store_url, ingest_apply="deferred")
@@ -331,7 +332,7 @@ def test_an_event_whose_apply_raises_is_set_aside_and_the_store_stays_readable(
     """A fault no real input produces today — the apply code raising on one event (a bug) — is simulated: that
     event alone is set aside with the error, the rest of its batch is applied, and reads are answered (an
     applier that died on it would have left every later read waiting 30 s and answered 503)."""
-    from airflow_lineage_provider.consumer.store import ingest
+    from airflow_lineage_provider.consumer.store.write import ingest
 
     add = ingest._Changes.add
 
@@ -477,7 +478,7 @@ def test_a_namespace_reset_removes_the_log_rows_of_pending_events_it_deletes_and
 ) -> None:
     """Events logged and not applied yet when a reset deletes them (logged after the reset waited for the log):
     their log rows go with them, and the applier does not apply them from what it keeps parsed."""
-    from airflow_lineage_provider.consumer.store.deferred_apply import DeferredApply
+    from airflow_lineage_provider.consumer.store.write.deferred_apply import DeferredApply
 
     store = LineageStore(store_url, ingest_apply="inline")  # logs only through log_events: no applier of its own
     try:

@@ -15,8 +15,8 @@ from support.consumer_helpers import dataset, run_event
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.store import tables
-from airflow_lineage_provider.consumer.store.graph_cards import GraphCard, GraphCards
+from airflow_lineage_provider.consumer.store.graph.cards import GraphCard, GraphCards
+from airflow_lineage_provider.consumer.store.schema import tables
 
 pytest_plugins = ("support.consumer_fixtures",)
 

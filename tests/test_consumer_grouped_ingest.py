@@ -29,7 +29,8 @@ from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer.grouped_ingest import GroupedIngest
 from airflow_lineage_provider.consumer.service import StoreUnavailable
-from airflow_lineage_provider.consumer.store import LineageStore, tables
+from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)

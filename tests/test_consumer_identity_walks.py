@@ -25,7 +25,8 @@ from support.olschema import SHARED
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
-from airflow_lineage_provider.consumer.store import LineageStore, identity
+from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store.graph import identity
 
 pytest_plugins = ("support.consumer_fixtures",)
 

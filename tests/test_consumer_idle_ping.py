@@ -1,5 +1,6 @@
-"""PostgreSQL stores check a pooled connection before use only when it was idle (consumer/store/idle_ping.py):
-a connection the server closed while it sat in the pool is replaced unseen; a busy one is not pinged."""
+"""PostgreSQL stores check a pooled connection before use only when it was idle
+(consumer/store/operations/idle_ping.py): a connection the server closed while it sat in the pool is replaced
+unseen; a busy one is not pinged."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sqlalchemy as sa
 from support.environment import PG_URL, postgres_schema_url
 
 from airflow_lineage_provider.consumer.store import LineageStore
-from airflow_lineage_provider.consumer.store import idle_ping as idle_ping_module
+from airflow_lineage_provider.consumer.store.operations import idle_ping as idle_ping_module
 
 pytestmark = pytest.mark.postgres
 

@@ -15,7 +15,7 @@ from support.olschema import SPEC
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.store import tables
+from airflow_lineage_provider.consumer.store.schema import tables
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -347,8 +347,8 @@ def test_an_event_stored_before_the_name_limit_stays_readable_to_the_applier_and
     setting it aside, and a reset of another namespace that its payload mentions (a symlink) leaves it in place —
     an event that no longer parsed would have been taken for one naming that namespace and removed."""
     from airflow_lineage_provider.consumer.store import LineageStore
-    from airflow_lineage_provider.consumer.store.ingest import ingest_events, log_events
-    from airflow_lineage_provider.consumer.store.reset import reset_namespace
+    from airflow_lineage_provider.consumer.store.operations.reset import reset_namespace
+    from airflow_lineage_provider.consumer.store.write.ingest import ingest_events, log_events
     from airflow_lineage_provider.consumer.validation import parse_event
 
     long_name = "t" * 3000

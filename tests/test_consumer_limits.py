@@ -194,7 +194,7 @@ def test_an_event_time_past_the_clock_skew_is_refused(client: TestClient) -> Non
 
 def _store_directly(app: Any, event: dict[str, Any]) -> None:
     """Store ``event`` without the HTTP checks, as a store written before they existed holds it."""
-    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
     from airflow_lineage_provider.consumer.validation import parse_event
 
     with app.state.store.write() as conn:
@@ -249,7 +249,7 @@ def test_retention_prunes_an_event_stored_with_a_far_future_time(client: TestCli
     from sqlalchemy import update
 
     from airflow_lineage_provider.consumer.service import prune_now
-    from airflow_lineage_provider.consumer.store import tables
+    from airflow_lineage_provider.consumer.store.schema import tables
 
     client.get("/api/v1/namespaces")  # the store is created
     future = {**run_event("START", "from_the_future"), "eventTime": "9999-12-31T00:00:00Z"}

@@ -27,7 +27,12 @@ from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceSc
 from airflow_lineage_provider.consumer.service import store_events
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
-from airflow_lineage_provider.consumer.store.retention import KEPT_PRUNES, PruneRecord, recent_prunes, record_prune
+from airflow_lineage_provider.consumer.store.operations.retention import (
+    KEPT_PRUNES,
+    PruneRecord,
+    recent_prunes,
+    record_prune,
+)
 from airflow_lineage_provider.consumer.validation import parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)

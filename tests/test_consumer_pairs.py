@@ -18,8 +18,10 @@ import pytest
 import sqlalchemy as sa
 from support.consumer_helpers import T0, dataset, run_event
 
-from airflow_lineage_provider.consumer.store import LineageStore, graph, tables
-from airflow_lineage_provider.consumer.store.ingest import ingest_events
+from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store.graph import walks
+from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
 from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
@@ -73,9 +75,9 @@ def _walk(
     max_nodes: int = 100_000,
     since: datetime | None = None,
 ) -> list[Edge]:
-    bounds = graph.WalkBounds(hops=hops, max_nodes=max_nodes, since=since)
+    bounds = walks.WalkBounds(hops=hops, max_nodes=max_nodes, since=since)
     with store.read() as conn:
-        return graph.walk_edges(conn, graph.DATASET_EDGES[direction], [root], bounds)  # type: ignore[index]
+        return walks.walk_edges(conn, walks.DATASET_EDGES[direction], [root], bounds)  # type: ignore[index]
 
 
 def _statements_to_ingest(store: LineageStore, event: LineageEvent) -> int:
@@ -136,12 +138,12 @@ def test_a_walk_through_a_group_of_2000_inputs_reads_no_more_rows_than_max_nodes
 ) -> None:
     _ingest(store, [_wide(2000, 2000)])
     root = _ids(store)["out_0"]
-    bounds = graph.WalkBounds(hops=2, max_nodes=25)
-    spec = graph.DATASET_EDGES["upstream"]
+    bounds = walks.WalkBounds(hops=2, max_nodes=25)
+    spec = walks.DATASET_EDGES["upstream"]
     with store.read() as conn:
-        walk = graph.walk_cte(spec, [root], bounds, conn.dialect.name, with_via=True)
+        walk = walks.walk_cte(spec, [root], bounds, conn.dialect.name, with_via=True)
         rows = conn.execute(sa.select(sa.func.count()).select_from(walk)).scalar_one()
-        found = graph.walk_edges(conn, spec, [root], bounds)
+        found = walks.walk_edges(conn, spec, [root], bounds)
     assert rows <= bounds.budget(1) == 51
     assert len(found) == 25 and {(via, depth) for via, _node, depth in found} == {(root, 1)}
 

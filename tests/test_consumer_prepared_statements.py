@@ -21,10 +21,10 @@ from airflow_lineage_provider.consumer.store import (
     PREPARED_STATEMENTS_ENV,
     LineageStore,
     create_store_engine,
-    ingest,
     store_url,
-    tables,
 )
+from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.write import ingest
 from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event
 
 pytestmark = pytest.mark.postgres

@@ -51,7 +51,7 @@ def test_a_router_reads_only_through_the_view(router: Path) -> None:
         "with store.read() as conn:\n    pass",
         "with request.app.state.store.read() as conn:\n    pass",
         "with reading(store, walk) as conn:\n    pass",
-        "from airflow_lineage_provider.consumer.store.visibility import visible_namespaces",
+        "from airflow_lineage_provider.consumer.store.read.visibility import visible_namespaces",
         "visible = visibility.visible_namespaces(conn, scope)",
     ],
 )

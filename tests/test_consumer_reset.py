@@ -29,7 +29,8 @@ from support.consumer_helpers import PRODUCER, dataset, dataset_event, job_event
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
-from airflow_lineage_provider.consumer.store import graph, tables
+from airflow_lineage_provider.consumer.store.graph import walks
+from airflow_lineage_provider.consumer.store.schema import tables
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -151,8 +152,8 @@ def _table_lineage(client: TestClient, name: str, direction: str) -> list[tuple[
     with client.app.state.store.read() as conn:
         names = {i: f"{ns}.{nm}" for i, ns, nm in conn.execute(sa.select(n.id, n.namespace, n.name))}
         root = conn.execute(sa.select(n.id).where(n.namespace == "warehouse", n.name == name)).scalar_one()
-        bounds = graph.WalkBounds(hops=5, max_nodes=100)
-        walked = graph.walk_edges(conn, graph.DATASET_EDGES[direction], [root], bounds)  # type: ignore[index]
+        bounds = walks.WalkBounds(hops=5, max_nodes=100)
+        walked = walks.walk_edges(conn, walks.DATASET_EDGES[direction], [root], bounds)  # type: ignore[index]
     return sorted((names[a], names[b]) for a, b, _depth in walked)
 
 

@@ -1,6 +1,6 @@
 """Walks one hop per statement (``CollectLineageOperator``'s), on SQLite and PostgreSQL: ``max_nodes`` bounds
 every hop and the whole walk, ``hops=None`` is unbounded yet ends on cycles, and without bounds hit the
-edges are exactly those of the one-statement walk (``graph.walk_edges``)."""
+edges are exactly those of the one-statement walk (``walks.walk_edges``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import pytest
 import sqlalchemy as sa
 from support.consumer_helpers import dataset, run_event
 
-from airflow_lineage_provider.consumer.store import LineageStore, graph, stepwise, tables
-from airflow_lineage_provider.consumer.store.ingest import ingest_events
+from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store.graph import stepwise, walks
+from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
 from airflow_lineage_provider.consumer.validation import parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
@@ -42,7 +44,7 @@ def _ingest(store: LineageStore, flows: list[tuple[str, list[str], list[str]]]) 
 
 def _stepwise(store: LineageStore, root: int, direction: str, **bounds: Any) -> list[tuple[int, int, int]]:
     with store.read() as conn:
-        return stepwise.walk_edges_stepwise(conn, graph.DATASET_EDGES[direction], [root], **bounds)  # type: ignore[index]
+        return stepwise.walk_edges_stepwise(conn, walks.DATASET_EDGES[direction], [root], **bounds)  # type: ignore[index]
 
 
 def test_unbounded_depth_on_a_10000_node_cycle_stays_within_max_nodes_and_ends(store: LineageStore) -> None:
@@ -97,8 +99,8 @@ def test_without_bounds_hit_the_edges_are_those_of_the_one_statement_walk(store:
         for root in rng.sample(sorted(ids.values()), 5):
             for hops in (1, 3, 6):
                 with store.read() as conn:
-                    bounds = graph.WalkBounds(hops=hops, max_nodes=100_000)
-                    expected = graph.walk_edges(conn, graph.DATASET_EDGES[direction], [root], bounds)  # type: ignore[index]
+                    bounds = walks.WalkBounds(hops=hops, max_nodes=100_000)
+                    expected = walks.walk_edges(conn, walks.DATASET_EDGES[direction], [root], bounds)  # type: ignore[index]
                 found = _stepwise(store, root, direction, hops=hops, max_nodes=100_000)
                 assert sorted(found) == sorted(expected), (direction, root, hops)
                 assert found == sorted(found, key=lambda edge: (edge[2], edge[0], edge[1]))  # nearest first
@@ -108,7 +110,7 @@ def test_without_bounds_hit_the_edges_are_those_of_the_one_statement_walk(store:
 
 def test_bounds_are_checked_with_the_value_named(store: LineageStore) -> None:
     with store.read() as conn:
-        spec = graph.DATASET_EDGES["upstream"]
+        spec = walks.DATASET_EDGES["upstream"]
         with pytest.raises(ValueError, match="hops must be >= 1 or None, got 0"):
             stepwise.walk_edges_stepwise(conn, spec, [1], hops=0, max_nodes=5)
         with pytest.raises(ValueError, match="max_nodes must be >= 1, got -3"):

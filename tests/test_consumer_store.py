@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from airflow_lineage_provider.consumer.store import LineageStore, create_store_engine, tables
-from airflow_lineage_provider.consumer.store.migrations import (
+from airflow_lineage_provider.consumer.store import LineageStore, create_store_engine
+from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.schema.migrations import (
     LATEST,
     VERSION_TABLE,
     StoreVersionError,
@@ -199,7 +200,7 @@ def _old_store(engine: sa.Engine, version: int) -> None:
 def test_a_version_1_store_is_migrated_forward_keeping_its_lineage(store_url: str) -> None:
     from support.consumer_helpers import run_event
 
-    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
     from airflow_lineage_provider.consumer.validation import parse_event
 
     engine = create_store_engine(store_url)
@@ -234,7 +235,7 @@ def test_a_version_1_store_is_migrated_forward_keeping_its_lineage(store_url: st
 
 
 def _node(conn: sa.Connection, kind: str, name: str) -> int:
-    from airflow_lineage_provider.consumer.store.ingest import node_key
+    from airflow_lineage_provider.consumer.store.write.ingest import node_key
 
     namespace = "warehouse" if kind == "dataset" else "pipelines"
     now = datetime.now(timezone.utc)
@@ -243,16 +244,16 @@ def _node(conn: sa.Connection, kind: str, name: str) -> int:
 
 
 def _table_lineage(conn: sa.Connection, root: int, direction: str, since: datetime | None = None) -> list[tuple]:
-    from airflow_lineage_provider.consumer.store import graph
+    from airflow_lineage_provider.consumer.store.graph import walks
 
-    bounds = graph.WalkBounds(hops=3, max_nodes=100, since=since)
-    return graph.walk_edges(conn, graph.DATASET_EDGES[direction], [root], bounds)  # type: ignore[index]
+    bounds = walks.WalkBounds(hops=3, max_nodes=100, since=since)
+    return walks.walk_edges(conn, walks.DATASET_EDGES[direction], [root], bounds)  # type: ignore[index]
 
 
 def test_a_version_3_store_keeps_every_table_lineage_pair_and_its_time_as_io_groups(store_url: str) -> None:
     from support.consumer_helpers import T0, dataset, run_event
 
-    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
     from airflow_lineage_provider.consumer.validation import parse_event
 
     engine = create_store_engine(store_url)
@@ -333,7 +334,7 @@ def test_of_two_runs_at_the_same_time_the_greater_run_id_is_the_latest_in_either
 ) -> None:
     from support.consumer_helpers import T0, run_event
 
-    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
     from airflow_lineage_provider.consumer.validation import parse_event
 
     store = LineageStore(store_url)
@@ -357,7 +358,7 @@ def test_of_two_runs_at_the_same_time_the_greater_run_id_is_the_latest_in_either
 def test_a_later_run_is_the_latest_whatever_its_run_id(store_url: str, batches: str) -> None:
     from support.consumer_helpers import T0, run_event
 
-    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
     from airflow_lineage_provider.consumer.validation import parse_event
 
     store = LineageStore(store_url)
@@ -376,7 +377,7 @@ def test_a_later_run_is_the_latest_whatever_its_run_id(store_url: str, batches: 
 
 
 def test_a_version_4_store_gains_empty_tag_tables_that_take_tags(store_url: str) -> None:
-    from airflow_lineage_provider.consumer.store import tags
+    from airflow_lineage_provider.consumer.store.read import tags
 
     engine = create_store_engine(store_url)
     try:
@@ -403,7 +404,7 @@ def test_a_version_4_store_gains_empty_tag_tables_that_take_tags(store_url: str)
 
 
 def test_tag_names_are_checked() -> None:
-    from airflow_lineage_provider.consumer.store.tags import check_tag_name
+    from airflow_lineage_provider.consumer.store.read.tags import check_tag_name
 
     for bad, message in (("", "must not be empty"), ("x" * 256, "at most 255"), ("a\nb", "control characters")):
         with pytest.raises(ValueError, match=message):
@@ -422,8 +423,8 @@ def test_a_version_5_store_gains_each_runs_latest_job_facets_and_keeps_its_job_v
     """Version 6 reads each run's latest job facets from its stored events; every job version stays the same."""
     from support.consumer_helpers import dataset, run_event
 
-    from airflow_lineage_provider.consumer.store import marquez_jobs
-    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.marquez import jobs as marquez_jobs
+    from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
     from airflow_lineage_provider.consumer.validation import parse_event
 
     changed, documented, bare, tied = (str(uuid.uuid4()) for _ in range(4))
@@ -492,8 +493,8 @@ def test_a_version_6_store_gains_the_prune_record_as_a_new_store_has_it(store_ur
     """Version 7 adds an empty ``lineage_prunes``, the same table a new store gets, and keeps the lineage."""
     from support.consumer_helpers import dataset, run_event
 
-    from airflow_lineage_provider.consumer.store.ingest import ingest_events
-    from airflow_lineage_provider.consumer.store.retention import PruneRecord, recent_prunes, record_prune
+    from airflow_lineage_provider.consumer.store.operations.retention import PruneRecord, recent_prunes, record_prune
+    from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
     from airflow_lineage_provider.consumer.validation import parse_event
 
     engine = create_store_engine(store_url)
@@ -523,7 +524,7 @@ def test_a_version_8_store_gets_declared_and_observed_lineage_from_its_stored_ev
     observed; nodes no run named are declared-only. The ingest then keeps both as a new store does."""
     from support.consumer_helpers import at, dataset, job_event, run_event
 
-    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
     from airflow_lineage_provider.consumer.validation import parse_event
 
     events = [
@@ -576,7 +577,7 @@ def test_a_time_is_sqlite_text_as_sqlalchemys_datetime_makes_it() -> None:
     from sqlalchemy import DateTime
     from sqlalchemy.dialects import sqlite
 
-    from airflow_lineage_provider.consumer.store.tables import UtcDateTime, sqlite_text
+    from airflow_lineage_provider.consumer.store.schema.tables import UtcDateTime, sqlite_text
 
     dialect = sqlite.dialect()
     own = UtcDateTime().bind_processor(dialect)

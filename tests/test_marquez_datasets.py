@@ -30,7 +30,7 @@ from support.marquez_spec import assert_marquez
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
-from airflow_lineage_provider.consumer.store.marquez_datasets import version_id
+from airflow_lineage_provider.consumer.marquez.datasets import version_id
 
 pytest_plugins = ("support.consumer_fixtures",)
 

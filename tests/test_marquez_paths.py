@@ -8,7 +8,7 @@ import pytest
 from fastapi import APIRouter, FastAPI
 from fastapi.testclient import TestClient
 
-from airflow_lineage_provider.consumer.marquez_paths import Dataset, Namespace, SegmentPaths, segment
+from airflow_lineage_provider.consumer.marquez.paths import Dataset, Namespace, SegmentPaths, segment
 
 
 def _app(mount: str | None = None) -> FastAPI:
@@ -52,7 +52,7 @@ def test_segment_undoes_only_the_escapes_of_slash_and_percent() -> None:
 
 
 def test_a_path_sent_as_raw_utf8_bytes_is_read_as_utf8() -> None:
-    from airflow_lineage_provider.consumer.marquez_paths import _segment_path
+    from airflow_lineage_provider.consumer.marquez.paths import _segment_path
 
     assert _segment_path("/api/v1/namespaces/ünï%2Fx/datasets/a%25b".encode()) == (
         "/api/v1/namespaces/ünï%2Fx/datasets/a%25b"

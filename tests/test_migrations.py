@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from airflow_lineage_provider.consumer.store import LineageStore, create_store_engine, tables
-from airflow_lineage_provider.consumer.store import migrations as store_migrations
-from airflow_lineage_provider.consumer.store.store_settings import STORE_ID, new_store_id, read_settings
+from airflow_lineage_provider.consumer.store import LineageStore, create_store_engine
+from airflow_lineage_provider.consumer.store.schema import migrations as store_migrations
+from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.schema.store_settings import STORE_ID, new_store_id, read_settings
 from airflow_lineage_provider.outbox import migrations as outbox_migrations
 from airflow_lineage_provider.outbox import tables as outbox_tables
 from airflow_lineage_provider.outbox.database import create_outbox_engine, dispose_engines, outbox_engine
@@ -73,7 +74,7 @@ def _outbox_as_the_hand_written_runner_created_it(engine: sa.Engine) -> None:
 def test_a_lineage_store_from_before_alembic_is_adopted_with_its_lineage_and_identity(url: str) -> None:
     from support.consumer_helpers import dataset, run_event
 
-    from airflow_lineage_provider.consumer.store.ingest import ingest_events
+    from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
     from airflow_lineage_provider.consumer.validation import parse_event
 
     engine = create_store_engine(url)

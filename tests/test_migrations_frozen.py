@@ -64,10 +64,10 @@ def test_the_guard_sees_a_live_import() -> None:
         "from airflow_lineage_provider.consumer.store import tables\n"
         "from .helpers import x\n"
         "import importlib\n"
-        "importlib.import_module('airflow_lineage_provider.consumer.store.ingest')\n"
+        "importlib.import_module('airflow_lineage_provider.consumer.store.write.ingest')\n"
     )
     assert forbidden_imports(source, "probe.py") == [
         "line 1: airflow_lineage_provider.consumer.store",
         "line 2: .helpers",
-        "line 4: airflow_lineage_provider.consumer.store.ingest",
+        "line 4: airflow_lineage_provider.consumer.store.write.ingest",
     ]

@@ -70,10 +70,10 @@ def test_the_built_wheel_ships_py_typed_the_facet_schemas_and_the_migrations(tmp
     assert any(n.startswith("airflow_lineage_provider/schemas/") and n.endswith(".json") for n in names)
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
     # The migrations of the lineage store and the outbox: Alembic reads these files from the installed package.
-    from airflow_lineage_provider.consumer.store.migrations import LATEST
+    from airflow_lineage_provider.consumer.store.schema.migrations import LATEST
     from airflow_lineage_provider.outbox.migrations import SCHEMA_VERSION
 
-    for scripts, latest in (("consumer/store/alembic", LATEST), ("outbox/alembic", SCHEMA_VERSION)):
+    for scripts, latest in (("consumer/store/schema/alembic", LATEST), ("outbox/alembic", SCHEMA_VERSION)):
         folder = f"airflow_lineage_provider/{scripts}"
         assert {f"{folder}/env.py", f"{folder}/script.py.mako"} <= names, f"{scripts} is not in the wheel"
         revisions = sorted(n for n in names if n.startswith(f"{folder}/versions/") and n.endswith(".py"))

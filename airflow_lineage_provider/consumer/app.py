@@ -19,7 +19,7 @@ from airflow_lineage_provider.consumer.auth import LoginRequired
 from airflow_lineage_provider.consumer.grouped_ingest import GroupedIngest, writers_for
 from airflow_lineage_provider.consumer.guards import GuardFactory, KeyGuard
 from airflow_lineage_provider.consumer.hosts import AllowedHosts
-from airflow_lineage_provider.consumer.marquez_paths import SegmentPaths
+from airflow_lineage_provider.consumer.marquez.paths import SegmentPaths
 from airflow_lineage_provider.consumer.nodeids import NodeIdError
 from airflow_lineage_provider.consumer.other_bodies import OtherBodies
 from airflow_lineage_provider.consumer.path_limits import PathLimits
@@ -50,7 +50,7 @@ from airflow_lineage_provider.consumer.service import RetentionSchedule, StoreUn
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.stalled_readers import StalledReaders
 from airflow_lineage_provider.consumer.store import LineageStore
-from airflow_lineage_provider.consumer.store.deferred_apply import ApplyBacklog, ApplyBounds, IngestBacklog
+from airflow_lineage_provider.consumer.store.write.deferred_apply import ApplyBacklog, ApplyBounds, IngestBacklog
 from airflow_lineage_provider.consumer.ui import lineage_ui_router
 from airflow_lineage_provider.consumer.validation import EventError, TooManyEvents
 from airflow_lineage_provider.consumer.walk_limits import RETRY_AFTER_SECONDS, WalkLimiter, WalksBusy

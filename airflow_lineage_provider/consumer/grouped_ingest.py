@@ -14,8 +14,7 @@ request, it waits until as many requests wait as were in its hands at once (wait
 the last second or two — the senders that are active — or until :data:`GROUP_WAIT_SECONDS` (2 ms) have passed.
 Eight senders answered together come back together, so a group holds all eight instead of the two or three
 that arrived during the last write, and a transaction's fixed cost (a dozen statements, the commit's pages) is
-shared by all of them: with 8 clients posting single events it cut the consumer's CPU per event by 15-20% on
-SQLite and 30-45% on PostgreSQL, whose own fell by 40-50% (``docs/benchmarks.md``, issue 18, section 4). A lone
+shared by all of them (what that saves per event: ``docs/benchmarks.md``, single-event ingest). A lone
 sender (groups of one) never waits; ``group_wait=0`` turns the wait off.
 
 An HTTP request hands its body over once and is answered on its event loop (:meth:`GroupedIngest.submit`: the
@@ -56,8 +55,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_lineage_provider.consumer.service import StoreUnavailable, store_events, write_events
 from airflow_lineage_provider.consumer.store import LineageStore
-from airflow_lineage_provider.consumer.store.deferred_apply import IngestBacklog
-from airflow_lineage_provider.consumer.store.ingest import IngestResult
+from airflow_lineage_provider.consumer.store.write.deferred_apply import IngestBacklog
+from airflow_lineage_provider.consumer.store.write.ingest import IngestResult
 from airflow_lineage_provider.consumer.validation import LineageEvent
 
 log = logging.getLogger(__name__)

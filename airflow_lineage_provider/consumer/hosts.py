@@ -59,8 +59,8 @@ class AllowedHosts:
     def __init__(self, app: ASGIApp, hosts: Iterable[str]) -> None:
         self.app = app
         self.hosts = frozenset(_normal(host_name(name)) for name in hosts)
-        #: ``Host`` header values seen allowed (clients send the same one on every request: reading it as an IP
-        #: address each time was ~3% of a single-event ingest); bounded, refused values are never kept.
+        #: ``Host`` header values seen allowed (clients send the same one on every request, so it is read as an IP
+        #: address once); bounded, refused values are never kept.
         self._allowed: set[bytes] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -26,12 +26,13 @@ from typing import TypedDict
 
 from sqlalchemy import Connection, and_, func, or_, select
 
-from airflow_lineage_provider.consumer.store import graph, nodes, tables
-from airflow_lineage_provider.consumer.store.columns import field_details
-from airflow_lineage_provider.consumer.store.graph import Direction
-from airflow_lineage_provider.consumer.store.ingest import field_key
-from airflow_lineage_provider.consumer.store.read_only import ReadOnlyStore
-from airflow_lineage_provider.consumer.store.stepwise import walk_edges_stepwise
+from airflow_lineage_provider.consumer.store.graph import nodes, walks
+from airflow_lineage_provider.consumer.store.graph.columns import field_details
+from airflow_lineage_provider.consumer.store.graph.stepwise import walk_edges_stepwise
+from airflow_lineage_provider.consumer.store.graph.walks import Direction
+from airflow_lineage_provider.consumer.store.read.read_only import ReadOnlyStore
+from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.write.ingest import field_key
 
 
 class WalkRow(TypedDict):
@@ -90,9 +91,9 @@ class LineageWalker:
     ) -> list[WalkRow]:
         """A row per dataset edge crossed from ``dataset`` (``direction``: ``upstream`` or ``downstream``),
         nearest first; ``source_column`` and ``target_column`` are None."""
-        spec = graph.DATASET_EDGES[_direction(direction)]
+        spec = walks.DATASET_EDGES[_direction(direction)]
         with self.store.read() as conn:
-            grouped = graph.through_groups(conn)
+            grouped = walks.through_groups(conn)
             found = walk_edges_stepwise(
                 conn, spec, [dataset], hops=depth, max_nodes=max_nodes, since=since, grouped=grouped
             )
@@ -114,9 +115,9 @@ class LineageWalker:
         if not columns:
             return []
         upstream = _direction(direction) == "upstream"
-        spec = graph.COLUMN_EDGES["upstream" if upstream else "downstream"]
+        spec = walks.COLUMN_EDGES["upstream" if upstream else "downstream"]
         with self.store.read() as conn:
-            grouped = graph.through_groups(conn)
+            grouped = walks.through_groups(conn)
             roots = _column_roots(conn, dataset, columns, grouped)
             if not roots:
                 return []

@@ -21,13 +21,23 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from airflow_lineage_provider.consumer.access import NamespaceScope
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
-from airflow_lineage_provider.consumer.store.deferred_apply import DeferredApply
-from airflow_lineage_provider.consumer.store.failures import failure_reason, is_store_failure, sqlstate
-from airflow_lineage_provider.consumer.store.ingest import IngestResult, ingest_events, log_events
-from airflow_lineage_provider.consumer.store.reset import ResetCounts, check_confined, reset_all, reset_namespace
-from airflow_lineage_provider.consumer.store.retention import PruneRecord, last_scheduled_prune, prune, record_prune
-from airflow_lineage_provider.consumer.store.unapplied import Requeued, count_unapplied, requeue
-from airflow_lineage_provider.consumer.store.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store.operations.reset import (
+    ResetCounts,
+    check_confined,
+    reset_all,
+    reset_namespace,
+)
+from airflow_lineage_provider.consumer.store.operations.retention import (
+    PruneRecord,
+    last_scheduled_prune,
+    prune,
+    record_prune,
+)
+from airflow_lineage_provider.consumer.store.read.visibility import visible_namespaces
+from airflow_lineage_provider.consumer.store.write.deferred_apply import DeferredApply
+from airflow_lineage_provider.consumer.store.write.failures import failure_reason, is_store_failure, sqlstate
+from airflow_lineage_provider.consumer.store.write.ingest import IngestResult, ingest_events, log_events
+from airflow_lineage_provider.consumer.store.write.unapplied import Requeued, count_unapplied, requeue
 from airflow_lineage_provider.consumer.validation import LineageEvent
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing
-from airflow_lineage_provider.consumer.store.deferred_apply import (
+from airflow_lineage_provider.consumer.store.write.deferred_apply import (
     APPLY_TIMEOUT_SECONDS,
     MAX_PENDING_BYTES,
     MAX_PENDING_EVENTS,
@@ -61,8 +61,7 @@ class ConsumerSettings:
     commits them to an ingest log, answers, and applies the log in bounded batches in a thread of the
     serving process, reads waiting until what was logged before them is applied (:mod:`.store.deferred_apply`);
     ``auto`` (the default) is deferred on PostgreSQL and inline on SQLite. A 201 means committed either way.
-    ``deferred`` makes concurrent single-event ingest on PostgreSQL much cheaper per event (``docs/benchmarks.md``,
-    issue 18)."""
+    ``deferred`` makes concurrent single-event ingest on PostgreSQL cheaper per event (``docs/benchmarks.md``)."""
 
     walk_answer_bytes: int = 256 * 1024 * 1024
     """Bytes of walk and listing answers held in memory until their clients have read them; a walk or listing

@@ -28,7 +28,7 @@ from airflow_lineage_provider.consumer.access import NamespaceScope
 from airflow_lineage_provider.consumer.auth import Reader
 from airflow_lineage_provider.consumer.deps import Store
 from airflow_lineage_provider.consumer.store import LineageStore
-from airflow_lineage_provider.consumer.store.visibility import Visible, visible_namespaces
+from airflow_lineage_provider.consumer.store.read.visibility import Visible, visible_namespaces
 
 if TYPE_CHECKING:
     from airflow_lineage_provider.consumer.walk_limits import Walk

@@ -162,6 +162,6 @@ def on_a_request_thread() -> bool:
     posts in its own thread, whenever it does: statement counts of a read leave it out)."""
     import threading
 
-    from airflow_lineage_provider.consumer.store.deferred_apply import APPLIER_THREAD
+    from airflow_lineage_provider.consumer.store.write.deferred_apply import APPLIER_THREAD
 
     return threading.current_thread().name != APPLIER_THREAD

@@ -31,8 +31,9 @@ from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Settings, Store
 from airflow_lineage_provider.consumer.models import ColumnLineageGraph, Problem
 from airflow_lineage_provider.consumer.routers.lineage import DeclaredEdges, Depth, MaxNodes, NodeId, picked_nodes
-from airflow_lineage_provider.consumer.store import LineageStore, columns, graph, nodes
-from airflow_lineage_provider.consumer.store.visibility import Visible
+from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store.graph import columns, nodes, walks
+from airflow_lineage_provider.consumer.store.read.visibility import Visible
 from airflow_lineage_provider.consumer.store_view import StoreView
 from airflow_lineage_provider.consumer.walk_limits import Walk
 
@@ -87,7 +88,7 @@ def column_graph(
     direction: str,
     max_nodes: int,
     namespaces: NamespaceScope | None = None,
-    declared: graph.Declared = "include",
+    declared: walks.Declared = "include",
     walk: Walk | None = None,
 ) -> bytes:
     """The column-lineage graph around a field (or the fields of a dataset or of a job's datasets) as JSON bytes,
@@ -95,9 +96,9 @@ def column_graph(
     kind, rest = nodeids.parse(node_id)
     check = walk.check if walk is not None else _go_on
     with StoreView(store, namespaces).walking(walk) as (conn, visible):
-        grouped = graph.through_groups(conn)
+        grouped = walks.through_groups(conn)
         roots = _roots(conn, node_id, kind, rest, visible, grouped)
-        bounds = graph.WalkBounds(
+        bounds = walks.WalkBounds(
             hops=depth,
             max_nodes=max(max_nodes, len(roots)),
             namespaces=None if visible is None else tuple(visible),
@@ -108,7 +109,7 @@ def column_graph(
         picked = {
             node: hops
             for node, hops in conn.execute(
-                picked_nodes(roots, direction, bounds, graph.COLUMN_EDGES, conn.dialect.name)
+                picked_nodes(roots, direction, bounds, walks.COLUMN_EDGES, conn.dialect.name)
             )
         }
         check()

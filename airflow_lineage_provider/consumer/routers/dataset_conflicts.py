@@ -25,8 +25,8 @@ from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, stored_answer
 from airflow_lineage_provider.consumer.query_names import KnownQuery
-from airflow_lineage_provider.consumer.store import identity
-from airflow_lineage_provider.consumer.store.visibility import Visible
+from airflow_lineage_provider.consumer.store.graph import identity
+from airflow_lineage_provider.consumer.store.read.visibility import Visible
 from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["datasets"], dependencies=[Depends(requires(Access.READ))])

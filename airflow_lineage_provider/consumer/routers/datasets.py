@@ -22,7 +22,7 @@ from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, O
 from airflow_lineage_provider.consumer.models import Datasets
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.lineage import ListedRenderings
-from airflow_lineage_provider.consumer.store import queries
+from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["datasets"], dependencies=[Depends(requires(Access.READ))])

@@ -19,7 +19,7 @@ from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Namespace, Offset, stored_answer
 from airflow_lineage_provider.consumer.models import Drift, Problem
 from airflow_lineage_provider.consumer.query_names import KnownQuery
-from airflow_lineage_provider.consumer.store.drift import DriftPage, drift
+from airflow_lineage_provider.consumer.store.read.drift import DriftPage, drift
 from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])

@@ -23,7 +23,7 @@ from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, utc_bo
 from airflow_lineage_provider.consumer.models import Events
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.runs import UUID_PATTERN
-from airflow_lineage_provider.consumer.store import queries
+from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["events"], dependencies=[Depends(requires(Access.READ))])

@@ -23,7 +23,7 @@ from airflow_lineage_provider.consumer.deps import Namespace, Offset
 from airflow_lineage_provider.consumer.models import GraphListing, Problem
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.lineage import ShownRenderings
-from airflow_lineage_provider.consumer.store.graph_listing import GraphPage, graph_page
+from airflow_lineage_provider.consumer.store.graph.listing import GraphPage, graph_page
 from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])

@@ -20,8 +20,8 @@ from airflow_lineage_provider.consumer.deps import Store, stored_answer
 from airflow_lineage_provider.consumer.models import Problem, Requeued, UnappliedEvents
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.service import StoreUnavailable, requeue_unapplied
-from airflow_lineage_provider.consumer.store.text import iso
-from airflow_lineage_provider.consumer.store.unapplied import unapplied
+from airflow_lineage_provider.consumer.store.read.text import iso
+from airflow_lineage_provider.consumer.store.write.unapplied import unapplied
 from airflow_lineage_provider.consumer.store_view import StoreView
 
 router = APIRouter(tags=["retention"], dependencies=[Depends(requires(Access.ADMIN))])

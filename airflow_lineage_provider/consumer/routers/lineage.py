@@ -39,8 +39,9 @@ from airflow_lineage_provider.consumer.access import Access, NamespaceScope
 from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Settings, Store
 from airflow_lineage_provider.consumer.models import LineageGraph, Problem
-from airflow_lineage_provider.consumer.store import LineageStore, graph, job_parents, nodes, renderings, subgraph
-from airflow_lineage_provider.consumer.store.visibility import Visible
+from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store.graph import job_parents, nodes, renderings, subgraph, walks
+from airflow_lineage_provider.consumer.store.read.visibility import Visible
 from airflow_lineage_provider.consumer.store_view import StoreView
 from airflow_lineage_provider.consumer.walk_limits import Walk
 
@@ -62,7 +63,7 @@ Depth = Annotated[
 Direction = Annotated[Literal["upstream", "downstream", "both"], Query(description="Which way to walk.")]
 MaxNodes = Annotated[int | None, Query(alias="maxNodes", ge=1, le=100_000, description="At most this many nodes.")]
 DeclaredEdges = Annotated[
-    graph.Declared,
+    walks.Declared,
     Query(
         description="Edges only declared (by JobEvents, never observed by a run): include them (default), exclude "
         "them (and the nodes reached only through them), or show only declared edges (observed too or not)."
@@ -105,17 +106,17 @@ def hops_for(kind: str, depth: int) -> int:
 def picked_nodes(
     roots: list[int],
     direction: str,
-    bounds: graph.WalkBounds,
-    spec: dict[graph.Direction, graph.EdgeSpec],
+    bounds: walks.WalkBounds,
+    spec: dict[walks.Direction, walks.EdgeSpec],
     dialect: str,
 ) -> Select[Any]:
     """``(node_id, depth [, canonical])`` picked by the walk(s) of ``direction`` (both: one walk each way,
     merged; ``canonical``: see :func:`..store.graph.carries_canonical`)."""
     if direction != "both":
-        return graph.nearest_nodes(spec[direction], roots, bounds, dialect)  # type: ignore[index]  # upstream or downstream here
+        return walks.nearest_nodes(spec[direction], roots, bounds, dialect)  # type: ignore[index]  # upstream or downstream here
     both = union_all(
-        graph.nearest_nodes(spec["upstream"], roots, bounds, dialect, name="up").subquery().select(),
-        graph.nearest_nodes(spec["downstream"], roots, bounds, dialect, name="down").subquery().select(),
+        walks.nearest_nodes(spec["upstream"], roots, bounds, dialect, name="up").subquery().select(),
+        walks.nearest_nodes(spec["downstream"], roots, bounds, dialect, name="down").subquery().select(),
     ).subquery("both_ways")
     depth = func.min(both.c.depth).label("depth")
     carried = [func.max(both.c.canonical).label("canonical")] if "canonical" in both.c else []
@@ -138,7 +139,7 @@ def lineage_graph(
     direction: str,
     max_nodes: int,
     namespaces: NamespaceScope | None = None,
-    declared: graph.Declared = "include",
+    declared: walks.Declared = "include",
     shown: renderings.Shown = "collapsed",
     expand: tuple[str, ...] = (),
     walk: Walk | None = None,
@@ -154,12 +155,12 @@ def lineage_graph(
         root = nodes.find_node(conn, kind, rest, visible)
         if root is None:
             raise _not_found(node_id)
-        grouped, declarations = graph.walk_probe(conn)
+        grouped, declarations = walks.walk_probe(conn)
         templated = declarations and renderings.has_patterns(conn)  # templated names come with JobEvents only
         pattern = templated and kind == "dataset" and renderings.may_be_pattern(root[1], root[2])
         rendering_roots = renderings.rendering_roots(conn, root[0], visible) if pattern else []
         collapse = _collapse(conn, root[0], shown, expand, visible) if templated else None
-        bounds = graph.WalkBounds(
+        bounds = walks.WalkBounds(
             hops=hops_for(kind, depth),
             max_nodes=max_nodes,
             namespaces=None if visible is None else tuple(visible),
@@ -167,7 +168,7 @@ def lineage_graph(
             declared=declared,
         )
         roots = [root[0], *rendering_roots]  # a pattern's walk starts from its renderings too
-        picked = picked_nodes(roots, direction, bounds, graph.NODE_EDGES, conn.dialect.name)
+        picked = picked_nodes(roots, direction, bounds, walks.NODE_EDGES, conn.dialect.name)
         if walk is not None:
             walk.check()  # just before the walk's statement: once it runs, an interrupt stops it
         if grouped:

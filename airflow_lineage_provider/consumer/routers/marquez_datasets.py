@@ -26,12 +26,13 @@ from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset
-from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
-from airflow_lineage_provider.consumer.marquez_paths import Dataset, Namespace
+from airflow_lineage_provider.consumer.marquez import datasets as marquez_datasets
+from airflow_lineage_provider.consumer.marquez.errors import MarquezError, marquez_answer
+from airflow_lineage_provider.consumer.marquez.paths import Dataset, Namespace
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, bounded_answer, namespace_not_found
-from airflow_lineage_provider.consumer.store import dataset_versions, marquez_datasets, queries
-from airflow_lineage_provider.consumer.store.visibility import Visible
+from airflow_lineage_provider.consumer.store.read import dataset_versions, queries
+from airflow_lineage_provider.consumer.store.read.visibility import Visible
 from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["marquez: datasets"], dependencies=[Depends(requires(Access.READ))])

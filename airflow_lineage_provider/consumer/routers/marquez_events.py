@@ -27,7 +27,7 @@ from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, utc_bound
 from airflow_lineage_provider.consumer.models import Events, Problem
 from airflow_lineage_provider.consumer.query_names import KnownQuery
-from airflow_lineage_provider.consumer.store import queries
+from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["marquez"], dependencies=[Depends(requires(Access.READ))])

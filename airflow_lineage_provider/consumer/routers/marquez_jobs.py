@@ -20,11 +20,13 @@ from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.answer_limits import AnswerBound, answer_bound
 from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
-from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer, marquez_error
-from airflow_lineage_provider.consumer.marquez_paths import Job, Namespace
+from airflow_lineage_provider.consumer.marquez import jobs as marquez_jobs
+from airflow_lineage_provider.consumer.marquez import runs as marquez_runs
+from airflow_lineage_provider.consumer.marquez.errors import MarquezError, marquez_answer, marquez_error
+from airflow_lineage_provider.consumer.marquez.paths import Job, Namespace
 from airflow_lineage_provider.consumer.query_names import KnownQuery
-from airflow_lineage_provider.consumer.store import marquez_jobs, marquez_runs, queries
-from airflow_lineage_provider.consumer.store.visibility import Visible
+from airflow_lineage_provider.consumer.store.read import queries
+from airflow_lineage_provider.consumer.store.read.visibility import Visible
 from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["marquez: jobs and runs"], dependencies=[Depends(requires(Access.READ))])

@@ -21,8 +21,9 @@ from airflow_lineage_provider.consumer.auth import Admin, requires
 from airflow_lineage_provider.consumer.deps import Namespace, Store
 from airflow_lineage_provider.consumer.models import Problem, ResetResult
 from airflow_lineage_provider.consumer.service import StoreUnavailable, reset_now
-from airflow_lineage_provider.consumer.store import LineageStore, queries
-from airflow_lineage_provider.consumer.store.reset import SharedNamespace
+from airflow_lineage_provider.consumer.store import LineageStore
+from airflow_lineage_provider.consumer.store.operations.reset import SharedNamespace
+from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store_view import StoreView
 
 router = APIRouter(tags=["retention"], dependencies=[Depends(requires(Access.ADMIN))])

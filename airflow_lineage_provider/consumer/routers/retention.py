@@ -19,8 +19,8 @@ from airflow_lineage_provider.consumer.auth import Admin, Reader, requires
 from airflow_lineage_provider.consumer.deps import Store, stored_answer
 from airflow_lineage_provider.consumer.models import Problem, Pruned, RetentionStatus
 from airflow_lineage_provider.consumer.service import RetentionSchedule, StoreUnavailable, prune_now
-from airflow_lineage_provider.consumer.store.retention import PruneRecord, recent_prunes, statistics
-from airflow_lineage_provider.consumer.store.text import iso
+from airflow_lineage_provider.consumer.store.operations.retention import PruneRecord, recent_prunes, statistics
+from airflow_lineage_provider.consumer.store.read.text import iso
 from airflow_lineage_provider.consumer.store_view import StoreView, View
 
 router = APIRouter(tags=["retention"])

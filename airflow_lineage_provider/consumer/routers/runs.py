@@ -16,7 +16,8 @@ from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, stored_answer
 from airflow_lineage_provider.consumer.models import Problem, Runs
 from airflow_lineage_provider.consumer.query_names import KnownQuery
-from airflow_lineage_provider.consumer.store import nodes, queries
+from airflow_lineage_provider.consumer.store.graph import nodes
+from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["runs"], dependencies=[Depends(requires(Access.READ))])

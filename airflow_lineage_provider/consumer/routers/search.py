@@ -30,7 +30,7 @@ from airflow_lineage_provider.consumer.models import Problem, SearchResults
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.lineage import ListedRenderings
 from airflow_lineage_provider.consumer.routers.marquez_events import query_choice, query_date
-from airflow_lineage_provider.consumer.store import queries
+from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["search"], dependencies=[Depends(requires(Access.READ))])

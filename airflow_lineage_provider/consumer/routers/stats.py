@@ -26,7 +26,7 @@ from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import stored_answer
 from airflow_lineage_provider.consumer.models import Problem
 from airflow_lineage_provider.consumer.routers.marquez_events import bad_parameter, query_choice
-from airflow_lineage_provider.consumer.store import stats
+from airflow_lineage_provider.consumer.store.operations import stats
 from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["stats"], dependencies=[Depends(requires(Access.READ))])

@@ -29,13 +29,15 @@ from airflow_lineage_provider.consumer import audit
 from airflow_lineage_provider.consumer.access import Access, Principal
 from airflow_lineage_provider.consumer.auth import Writer, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store
-from airflow_lineage_provider.consumer.marquez_errors import MarquezError, marquez_answer
-from airflow_lineage_provider.consumer.marquez_paths import Dataset, Job, Namespace, path_name
-from airflow_lineage_provider.consumer.marquez_paths import Field as FieldName
+from airflow_lineage_provider.consumer.marquez import datasets as marquez_datasets
+from airflow_lineage_provider.consumer.marquez import jobs as marquez_jobs
+from airflow_lineage_provider.consumer.marquez.errors import MarquezError, marquez_answer
+from airflow_lineage_provider.consumer.marquez.paths import Dataset, Job, Namespace, path_name
+from airflow_lineage_provider.consumer.marquez.paths import Field as FieldName
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.marquez_datasets import dataset_id
 from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, job_id
-from airflow_lineage_provider.consumer.store import marquez_datasets, marquez_jobs, tags
+from airflow_lineage_provider.consumer.store.read import tags
 from airflow_lineage_provider.consumer.store_view import StoreView, View
 
 router = APIRouter(tags=["marquez: tags"])

@@ -17,14 +17,14 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import URL, make_url
 
-from airflow_lineage_provider.consumer.store.deferred_apply import ApplyBounds, DeferredApply, check_ingest_apply
-from airflow_lineage_provider.consumer.store.graph_cards import GraphCards
-from airflow_lineage_provider.consumer.store.identity import apply_namespace_aliases
-from airflow_lineage_provider.consumer.store.idle_ping import ping_idle_connections
-from airflow_lineage_provider.consumer.store.ingest import AFTER_COMMIT
-from airflow_lineage_provider.consumer.store.marquez_jobs import JobObjects
-from airflow_lineage_provider.consumer.store.migrations import migrate
-from airflow_lineage_provider.consumer.store.versioned_cache import VersionedCache
+from airflow_lineage_provider.consumer.marquez.jobs import JobObjects
+from airflow_lineage_provider.consumer.store.graph.cards import GraphCards
+from airflow_lineage_provider.consumer.store.graph.identity import apply_namespace_aliases
+from airflow_lineage_provider.consumer.store.graph.versioned_cache import VersionedCache
+from airflow_lineage_provider.consumer.store.operations.idle_ping import ping_idle_connections
+from airflow_lineage_provider.consumer.store.schema.migrations import migrate
+from airflow_lineage_provider.consumer.store.write.deferred_apply import ApplyBounds, DeferredApply, check_ingest_apply
+from airflow_lineage_provider.consumer.store.write.ingest import AFTER_COMMIT
 from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, INGEST_APPLY
 from airflow_lineage_provider.sqlite_engine import WRITE, SqliteSettings, configure_sqlite_engine
 from airflow_lineage_provider.sqlite_writers import writer_turn, writers_of
@@ -222,8 +222,8 @@ class LineageStore:
     def holding(self) -> Iterator[None]:
         """While the block runs, this thread's :meth:`write` transactions share one connection instead of taking
         one from the pool each (the grouped ingest's writer thread: a pool checkout, its events and the reset on
-        return were ~4% of a small group's write). It is taken at the first write, replaced at the next write if
-        it broke, and goes back to the pool when the block ends."""
+        return are a noticeable part of a small group's write). It is taken at the first write, replaced at the
+        next write if it broke, and goes back to the pool when the block ends."""
         if getattr(self._held, "active", False):
             yield  # already held by this thread
             return

@@ -1,0 +1,1 @@
+"""Marquez's API: its answer shapes, paths, values and errors."""

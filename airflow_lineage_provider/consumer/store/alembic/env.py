@@ -1,5 +1,0 @@
-"""Alembic environment of the lineage store: see :mod:`airflow_lineage_provider.consumer.store.migrations`."""
-
-from airflow_lineage_provider.schema_migrations import run_migrations
-
-run_migrations()

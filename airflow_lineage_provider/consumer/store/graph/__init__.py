@@ -1,0 +1,1 @@
+"""The lineage graph: walks, subgraphs and listings, dataset identity, renderings and containment."""

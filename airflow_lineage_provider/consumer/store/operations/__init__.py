@@ -1,0 +1,1 @@
+"""Operations on the whole store: retention, reset, statistics and idle connections."""

@@ -1,0 +1,1 @@
+"""Reads other than walks: visibility, listings, search, sources, tags, drift and the read-only store."""
