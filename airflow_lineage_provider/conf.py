@@ -190,6 +190,13 @@ def consumer_anonymous_access() -> str | None:
     return None if value in ("", "none") else value
 
 
+def consumer_user_namespaces() -> str:
+    """``[lineage_provider] consumer_user_namespaces``: ``user:NAME``, ``role:NAME`` or ``team:NAME`` ``=`` namespace
+    patterns, by line or ``;`` (Airflow users limited as namespace-limited keys; empty: every user sees all), as
+    written: the consumer parses it (:meth:`..consumer.access.UserScopes.parse`)."""
+    return _get("consumer_user_namespaces")
+
+
 def consumer_auth_cache_seconds() -> float:
     """``[lineage_provider] consumer_auth_cache_seconds``: how long a token's decision is kept (default 5 s)."""
     value = _get("consumer_auth_cache_seconds").strip()
@@ -262,7 +269,7 @@ def consumer_ingest_group_wait_ms() -> float:
 def consumer_ingest_apply() -> str:
     """``[lineage_provider] consumer_ingest_apply``: ``auto`` (default: deferred on PostgreSQL, inline on SQLite),
     ``inline`` or ``deferred`` (an ingest log applied in batches after the answer:
-    ``consumer/store/deferred_apply.py``)."""
+    ``consumer/store/write/deferred_apply.py``)."""
     value = _get("consumer_ingest_apply").strip().lower()
     if value not in INGEST_APPLY_MODES:
         raise ValueError(f"consumer_ingest_apply must be one of {', '.join(INGEST_APPLY_MODES)}, got {value!r}")

@@ -204,6 +204,14 @@ CONSUMER_OPTIONS: dict[str, Any] = {
         "0",
         "float",
     ),
+    "consumer_user_namespaces": _option(
+        "Namespaces Airflow users may see and write, by user, role or team: entries 'user:NAME = PATTERN, ...', "
+        "'role:NAME = ...' or 'team:NAME = ...' by line or ';', namespace patterns as for consumer keys. A user is "
+        "limited to the patterns of every entry naming it, its roles or its teams, exactly as a namespace-limited "
+        "key; a user no entry names sees every namespace. Empty: no user is limited.\n",
+        "",
+        "role:Viewer = public*; user:alice = warehouse, s3://lake*",
+    ),
     "consumer_max_body_bytes": _option(
         "Largest ingest request body the consumer accepts, in bytes (larger ones get 413).\n",
         str(MAX_BODY_BYTES),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import httpx
 import jwt
@@ -27,7 +27,7 @@ from selenium.webdriver.common.by import By
 from support.airflow_run import airflow_env, api_server, migrate
 from support.browser import wait_for
 from support.environment import doc_image
-from support.ui_graph import CUSTOMERS, DAILY, ENRICH, ENRICHED, ORDERS, REVENUE, sales_events
+from support.ui_graph import CUSTOMERS, DAILY, ENRICH, ENRICHED, ORDERS, PG, REVENUE, sales_events
 from support.ui_page import LineagePage
 from support.waiting import wait_until
 
@@ -38,9 +38,16 @@ SCREENSHOT = doc_image("lineage-ui-airflow-login.png")
 
 SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 #: SimpleAuthManager's ``[core] simple_auth_manager_users``: ``username:role`` (roles viewer, user, op, admin).
-USERS = "viewer:viewer,operator:op,admin:admin"
+USERS = "viewer:viewer,operator:op,admin:admin,analyst:viewer"
 #: ``[core] simple_auth_manager_passwords_file``, written before the server starts (nothing generated).
-PASSWORDS = {"viewer": "viewer-Pa55-7f3c", "operator": "operator-Pa55-2b9e", "admin": "admin-Pa55-91d4"}
+PASSWORDS = {
+    "viewer": "viewer-Pa55-7f3c",
+    "operator": "operator-Pa55-2b9e",
+    "admin": "admin-Pa55-91d4",
+    "analyst": "analyst-Pa55-c81e",
+}
+#: ``[lineage_provider] consumer_user_namespaces``: analyst (a viewer) sees only the warehouse namespace.
+USER_NAMESPACES = "user:analyst = warehouse"
 #: ``[api_auth] jwt_secret``, known here to forge an expired token (64 bytes and more, as HS512 wants).
 JWT_SECRET = "test-security-airflow-jwt-secret-5d0c8a7e-" + "0123456789abcdef" * 2
 WRITE_KEY = "producers-write-9c2f71a4e8"  # [lineage_provider] consumer_api_key: a write key
@@ -132,6 +139,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Airflow]:
             "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_API_KEY": WRITE_KEY,
             "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_KEYS_FILE": str(keys),
             "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_AUTH_CACHE_SECONDS": str(AUTH_CACHE_SECONDS),
+            "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_USER_NAMESPACES": USER_NAMESPACES,
             "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_UPLOAD_TIMEOUT_SECONDS": str(UPLOAD_SECONDS),
         },
     )
@@ -423,3 +431,30 @@ def test_a_trickling_upload_is_dropped_inside_airflow(airflow: Airflow) -> None:
                 break
     assert answer.startswith(b"HTTP/1.1 408"), answer
     assert b"upload_seconds" in answer and b"connection: close" in answer.lower()
+
+
+def test_a_user_mapped_to_namespaces_is_limited_as_a_namespace_limited_key(airflow: Airflow) -> None:
+    """``consumer_user_namespaces`` limits analyst to ``warehouse``: other namespaces are hidden from every read,
+    as for a limited key (404 as if missing); viewer, who no entry names, still sees them all."""
+    limited, unlimited = airflow.headers("analyst"), airflow.headers("viewer")
+    base = f"{airflow.url}/lineage/api/v1"
+
+    def names(headers: dict[str, str]) -> set[str]:
+        answer = httpx.get(f"{base}/namespaces", headers=headers, timeout=30)
+        assert answer.status_code == 200, answer.text
+        return {namespace["name"] for namespace in answer.json()["namespaces"]}
+
+    assert names(limited) == {"warehouse"}
+    assert len(names(unlimited)) > 1
+    hidden = httpx.get(
+        f"{base}/namespaces/{quote(PG, safe='')}/datasets/shop.public.orders", headers=limited, timeout=30
+    )
+    assert hidden.status_code == 404, hidden.text
+    shown = httpx.get(
+        f"{base}/namespaces/{quote(PG, safe='')}/datasets/shop.public.orders", headers=unlimited, timeout=30
+    )
+    assert shown.status_code == 200, shown.text
+    walk = httpx.get(
+        f"{base}/lineage", params={"nodeId": "dataset:warehouse:analytics.daily_revenue"}, headers=limited, timeout=30
+    )
+    assert walk.status_code == 200 and PG not in walk.text, walk.text[:500]

@@ -210,3 +210,48 @@ class Principal:
 
 
 ANONYMOUS = Principal("anonymous", "anonymous")
+
+
+#: The kinds of Airflow identity a user scope names: the user, one of its roles, one of its teams.
+USER_SCOPE_KINDS = ("user", "role", "team")
+
+
+@dataclass(frozen=True)
+class UserScopes:
+    """Namespace patterns for Airflow users, by user name, role or team (``[lineage_provider]
+    consumer_user_namespaces``): a user is limited to the union of the patterns of every entry naming it, its
+    roles or its teams, exactly as a namespace-limited key; a user no entry names sees every namespace.
+
+    Example: ``role:Viewer = public*`` and ``user:alice = warehouse, lake*`` limit every Viewer to ``public*``
+    and alice to ``warehouse`` and ``lake*`` (and ``public*`` too, if she is a Viewer).
+    """
+
+    entries: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    """``(kind, name, patterns)``."""
+
+    @classmethod
+    def parse(cls, text: str) -> UserScopes:
+        """Entries ``kind:name = pattern, pattern`` by line (or ``;``), ``#`` lines ignored; raises ``ValueError``
+        naming a bad one."""
+        entries = []
+        kept = "\n".join(line for line in text.splitlines() if not line.strip().startswith("#"))
+        for raw in re.split(r"[\n;]", kept):
+            line = raw.strip()
+            if not line:
+                continue
+            who, equals, patterns = line.partition("=")
+            kind, colon, name = who.strip().partition(":")
+            names = tuple(p.strip() for p in patterns.split(",") if p.strip())
+            if not equals or not colon or kind.strip() not in USER_SCOPE_KINDS or not name.strip() or not names:
+                raise ValueError(
+                    f"{line!r} is not a user scope: write 'user:NAME = PATTERN, ...', 'role:NAME = ...' or "
+                    "'team:NAME = ...' (namespace patterns as for keys, e.g. 'role:Viewer = public*')"
+                )
+            entries.append((kind.strip(), name.strip(), names))
+        return cls(tuple(entries))
+
+    def scope_for(self, user: str, roles: Iterable[str] = (), teams: Iterable[str] = ()) -> NamespaceScope | None:
+        """The namespaces a user with these roles and teams may see: None (every one) when no entry names it."""
+        held = {("user", user), *(("role", role) for role in roles), *(("team", team) for team in teams)}
+        patterns = [p for kind, name, names in self.entries if (kind, name) in held for p in names]
+        return NamespaceScope(tuple(dict.fromkeys(patterns))) if patterns else None

@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 from fastapi import HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 
-from airflow_lineage_provider.consumer.access import ANONYMOUS, Access, KeyRing, Principal
+from airflow_lineage_provider.consumer.access import ANONYMOUS, Access, KeyRing, NamespaceScope, Principal, UserScopes
 from airflow_lineage_provider.consumer.guards import ACTIONS, KEY_HEADERS, forbidden, header_credential, key_principal
 from airflow_lineage_provider.consumer.guards import unauthorized as _unauthorized
 
@@ -77,7 +77,9 @@ class AirflowGuard:
     """Authenticates with Airflow's JWT and authorizes with the configured auth manager (module docstring).
 
     ``keys`` are the consumer's own API keys (``[lineage_provider] consumer_api_key`` and
-    ``consumer_keys_file``); ``anonymous`` the level a request without a credential gets (None: none).
+    ``consumer_keys_file``); ``anonymous`` the level a request without a credential gets (None: none);
+    ``user_scopes`` the namespaces users, roles and teams are limited to (``consumer_user_namespaces``: a user
+    none of its entries names sees every namespace).
     """
 
     mode = "airflow"
@@ -85,12 +87,19 @@ class AirflowGuard:
     #: Decisions remembered at most (least recently used dropped first).
     CACHE_ENTRIES = 4096
 
-    def __init__(self, keys: KeyRing, anonymous: Access | None = None, cache_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        keys: KeyRing,
+        anonymous: Access | None = None,
+        cache_seconds: float = 5.0,
+        user_scopes: UserScopes | None = None,
+    ) -> None:
         self.keys = keys
         self.anonymous = anonymous
         self.cache_seconds = cache_seconds
-        # (sha256 of the token, method) -> (monotonic expiry, user name, allowed)
-        self._decisions: OrderedDict[tuple[bytes, str], tuple[float, str, bool]] = OrderedDict()
+        self.user_scopes = user_scopes or UserScopes()
+        # (sha256 of the token, method) -> (monotonic expiry, user name, allowed, namespaces the user may see)
+        self._decisions: OrderedDict[tuple[bytes, str], tuple[float, str, bool, NamespaceScope | None]] = OrderedDict()
 
     async def authorize(self, request: Request, access: Access) -> Principal:
         credential = header_credential(request)
@@ -125,15 +134,16 @@ class AirflowGuard:
         cached = self._decisions.get(key)
         if cached is not None and cached[0] > now:
             self._decisions.move_to_end(key)
-            return self._decided(cached[1], cached[2], access)
+            return self._decided(cached[1], cached[2], access, cached[3])
         user = await self._user_from_token(token)
         name, allowed = user.get_name(), await self._is_authorized(user, method)
+        scope = self.user_scopes.scope_for(name, user_roles(user), user_teams(user))
         if self.cache_seconds > 0:
-            self._decisions[key] = (now + min(self.cache_seconds, _seconds_left(token)), name, allowed)
+            self._decisions[key] = (now + min(self.cache_seconds, _seconds_left(token)), name, allowed, scope)
             self._decisions.move_to_end(key)
             while len(self._decisions) > self.CACHE_ENTRIES:
                 self._decisions.popitem(last=False)
-        return self._decided(name, allowed, access)
+        return self._decided(name, allowed, access, scope)
 
     async def _user_from_token(self, token: str) -> BaseUser:
         from jwt import ExpiredSignatureError, InvalidTokenError
@@ -151,14 +161,14 @@ class AirflowGuard:
         return bool(await run_in_threadpool(_auth_manager().is_authorized_asset, method=method, user=user))
 
     @staticmethod
-    def _decided(name: str, allowed: bool, access: Access) -> Principal:
+    def _decided(name: str, allowed: bool, access: Access, scope: NamespaceScope | None = None) -> Principal:
         method = PERMISSIONS[access]
         if not allowed:
             raise forbidden(
                 f"Airflow user {name!r} may not {ACTIONS[access]}: that needs the {_PERMISSION_NAMES[method]} "
                 "permission on Assets in Airflow (docs/security.md has the table)"
             )
-        return Principal(name, "user")
+        return Principal(name, "user", scope)
 
     def login_url(self, request: Request) -> str | None:
         """Airflow's login page, coming back to ``request``'s URL."""
@@ -169,6 +179,26 @@ class AirflowGuard:
             log.warning("cannot build Airflow's login URL for the lineage page: %s", error)
             return None
         return with_next(url, next_url)
+
+
+def user_roles(user: BaseUser) -> list[str]:
+    """The role names of an Airflow user, as its auth manager's user object holds them: SimpleAuthManager's
+    ``role``, FAB's ``roles`` (objects with a ``name``); none for a user object with neither."""
+    names = []
+    role = getattr(user, "role", None)
+    if isinstance(role, str) and role:
+        names.append(role)
+    for held in getattr(user, "roles", None) or ():
+        found = held if isinstance(held, str) else getattr(held, "name", None)
+        if isinstance(found, str) and found:
+            names.append(found)
+    return names
+
+
+def user_teams(user: BaseUser) -> list[str]:
+    """The team names of an Airflow user whose auth manager has teams (SimpleAuthManager's ``teams``)."""
+    teams = getattr(user, "teams", None) or ()
+    return [team for team in teams if isinstance(team, str) and team]
 
 
 def with_next(login_url: str, next_url: str) -> str:

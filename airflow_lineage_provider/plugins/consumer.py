@@ -20,6 +20,7 @@ from typing import Any
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_lineage_provider import conf
+from airflow_lineage_provider.consumer.access import UserScopes
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,14 @@ LINEAGE_PAGE_VIEW: dict[str, Any] = {
     "nav_top_level": True,
     "icon": f"{URL_PREFIX}/ui/assets/favicon.svg",
 }
+
+
+def user_scopes(text: str) -> UserScopes:
+    """``[lineage_provider] consumer_user_namespaces`` parsed, a bad entry named with the option."""
+    try:
+        return UserScopes.parse(text)
+    except ValueError as error:
+        raise ValueError(f"[lineage_provider] consumer_user_namespaces: {error}") from None
 
 
 def consumer_apps() -> list[dict[str, Any]]:
@@ -52,7 +61,11 @@ def consumer_apps() -> list[dict[str, Any]]:
             api_key=conf.consumer_api_key(),
             keys=tuple(load_keys_file(keys_file)) if keys_file else (),
             anonymous=Access.parse(anonymous) if anonymous else None,
-            guard=partial(AirflowGuard, cache_seconds=conf.consumer_auth_cache_seconds()),
+            guard=partial(
+                AirflowGuard,
+                cache_seconds=conf.consumer_auth_cache_seconds(),
+                user_scopes=user_scopes(conf.consumer_user_namespaces()),
+            ),
             max_body_bytes=conf.consumer_max_body_bytes(),
             strict=conf.consumer_strict(),
             spec_dir=conf.consumer_spec_dir(),
