@@ -390,12 +390,13 @@ def test_the_whole_graph_listing_shows_one_node_per_dataset_and_each_edge_once(s
         with TestClient(app) as client:
             for event in (spark, airflow):
                 assert client.post("/api/v1/lineage", json=event).status_code == 201
-            nodes, edges, offset, total = {}, [], 0, None
+            nodes, edges, symlinks, offset, total = {}, [], [], 0, None
             while total is None or offset < total:
                 page = client.get("/api/v1/graph", params={"limit": limit, "offset": offset}).json()
                 total = page["totalCount"]
                 nodes.update((node["id"], node) for node in page["nodes"])
                 edges += [(edge["origin"], edge["destination"]) for edge in page["edges"]]
+                symlinks += [(link["dataset"], link["namespace"], link["name"]) for link in page["symlinks"]]
                 offset += limit
             walked = client.get(
                 "/api/v1/lineage", params={"nodeId": "dataset:file:/tmp/cll_test:default.tbl1", "depth": 1}
@@ -409,5 +410,7 @@ def test_the_whole_graph_listing_shows_one_node_per_dataset_and_each_edge_once(s
     assert ("job:testColumnLevelLineage:spark_job", table) in edges  # Spark wrote the files: drawn to the table
     assert (table, "job:airflow:reports.daily_totals") in edges
     assert not [edge for edge in edges if files in edge]
+    # The files' symlinks facet named the table: listed under the node the files are shown as, not left out.
+    assert (table, "file:/tmp/cll_test", "default.tbl1") in symlinks and len(symlinks) == len(set(symlinks))
     shown = {node["id"]: node for node in walked["graph"]}[table]
     assert nodes[table]["data"] == shown["data"]  # the node the walks show

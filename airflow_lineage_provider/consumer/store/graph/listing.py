@@ -120,6 +120,7 @@ def graph_page(
     ids = list(found)
     if not ids:
         return GraphPage([], [], [], total)
+    named = dict(shown_as)  # every (visible) name of the page's datasets → the node shown for it
     collapsed: dict[int, int] = {}
     data = {node: card.data for node, card in found.items()}
     if collapsing:
@@ -133,7 +134,7 @@ def graph_page(
         data[node] = job_parents.with_containment(data[node], contained)
     nodes = [GraphCard(node.id, node.type, data[key]) for key, node in found.items()]
     edges = _edges(conn, shown_as, found, visible, grouped, collapsing)
-    return GraphPage(nodes, edges, _symlinks(conn, ids, found, visible), total)
+    return GraphPage(nodes, edges, _symlinks(conn, named, found, visible), total)
 
 
 #: Bytes of a node of a page without its names and schema (its id, type, members, times), of an edge leaving it
@@ -304,15 +305,18 @@ def _edges(
     ]
 
 
-def _symlinks(conn: Connection, ids: list[int], found: dict[int, Any], visible: Visible) -> list[ListedSymlink]:
-    """The symlinks of the page's datasets (those naming a hidden namespace left out), in page order."""
+def _symlinks(conn: Connection, named: dict[int, int], found: dict[int, Any], visible: Visible) -> list[ListedSymlink]:
+    """The symlinks of the page's datasets, each under the node shown for it — a symlink of a name merged into
+    another node's included (``named``: every name of the page → its shown node) — those naming a hidden
+    namespace left out, each once, in page order."""
     s = tables.symlinks.c
-    query = select(s.dataset_id, s.namespace, s.name, s.type).where(_one_of(s.dataset_id, ids, conn.dialect.name))
-    position = {node: index for index, node in enumerate(ids)}
-    rows = sorted(conn.execute(query).all(), key=lambda row: (position[row[0]], row[1], row[2]))
+    names = list(named)
+    query = select(s.dataset_id, s.namespace, s.name, s.type).where(_one_of(s.dataset_id, names, conn.dialect.name))
+    position = {node: index for index, node in enumerate(found)}
     shown = set(visible) if visible is not None else None
-    return [
-        ListedSymlink(found[dataset].id, namespace, name, kind)
-        for dataset, namespace, name, kind in rows
-        if shown is None or namespace in shown
-    ]
+    listed: dict[tuple[int, str, str], str | None] = {}
+    for dataset, namespace, name, kind in conn.execute(query):
+        if shown is None or namespace in shown:
+            listed.setdefault((named[dataset], namespace, name), kind)
+    ordered = sorted(listed.items(), key=lambda item: (position[item[0][0]], item[0][1], item[0][2]))
+    return [ListedSymlink(found[node].id, namespace, name, kind) for (node, namespace, name), kind in ordered]
