@@ -194,7 +194,7 @@ def _seconds(start: str, end: str) -> float:
 class Bench:
     """The deployment: API server and DAG processor for the whole benchmark, a scheduler per visit."""
 
-    def __init__(self, root: Path, database_url: str) -> None:
+    def __init__(self, root: Path, database_url: str, keep_bytecode_setting: bool = False) -> None:
         self.root = root
         self.home, self.dags = root / "airflow", root / "dags"
         for folder in (self.home, self.dags, root / "logs"):
@@ -209,7 +209,8 @@ class Bench:
         self.env["AIRFLOW__LOGGING__LOGGING_LEVEL"] = "WARNING"
         # An installed package has its bytecode compiled (pip does it); without it, every task process would compile
         # the modules it imports from source, and a forked listener child again for each event.
-        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
+        if not keep_bytecode_setting:
+            self.env.pop("PYTHONDONTWRITEBYTECODE", None)
         self.env["AIRFLOW_CONN_LINEAGE_DEMO_WAREHOUSE"] = f"sqlite:///{root / 'warehouse.db'}"
         with sqlite3.connect(root / "warehouse.db") as warehouse:  # the table @task.lineage's input names
             warehouse.execute("CREATE TABLE IF NOT EXISTS orders (id INTEGER, amount NUMERIC(10,2))")
@@ -369,6 +370,12 @@ def main() -> None:
     parser.add_argument("--fold", type=Path, default=None, help="only sum a profile written by --profile")
     parser.add_argument("--timings", action="store_true", help="time the listener's parts (task_overhead_probe.py)")
     parser.add_argument("--cprofile", action="store_true", help="with --timings: cProfile each event's work")
+    parser.add_argument(
+        "--no-bytecode",
+        action="store_true",
+        help="keep PYTHONDONTWRITEBYTECODE from the environment (as this repository's tests run): modules without "
+        "compiled bytecode are compiled from source in every process",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the deployment's folder")
     args = parser.parse_args()
     if args.fold:
@@ -382,7 +389,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="task-overhead-"))
     deadline = Deadline(600 + 180 * args.rounds * len(modes))
-    bench = Bench(root, _fresh_database(args.postgres, args.database))
+    bench = Bench(root, _fresh_database(args.postgres, args.database), args.no_bytecode)
     if args.cprofile:
         bench.cprofile = out / "cprofile"
     durations: dict[str, list[float]] = {mode: [] for mode in modes}
