@@ -232,7 +232,7 @@ class Bench:
         )
         deadline.wait_for(
             f"the DAG {DAG_ID} to be parsed", lambda: self.client.get(f"/api/v2/dags/{DAG_ID}").is_success
-        )  # type: ignore[union-attr]
+        )
         self.client.patch(f"/api/v2/dags/{DAG_ID}", json={"is_paused": False}).raise_for_status()
 
     def stop(self) -> None:
@@ -355,8 +355,8 @@ def fold(path: Path) -> None:
                 totals[part] += int(count)
                 break
     print(f"{path}: {samples} samples")
-    for part, count in sorted(totals.items(), key=lambda item: -item[1]):
-        print(f"  {part:<38}{count:>8}")
+    for part, total in sorted(totals.items(), key=lambda item: -item[1]):
+        print(f"  {part:<38}{total:>8}")
 
 
 def main() -> None:
