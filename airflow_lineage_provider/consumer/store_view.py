@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated, NamedTuple
+from typing import Annotated, NamedTuple
 
 from fastapi import Depends
 from sqlalchemy import Connection
@@ -29,9 +29,7 @@ from airflow_lineage_provider.consumer.auth import Reader
 from airflow_lineage_provider.consumer.deps import Store
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, visible_namespaces
-
-if TYPE_CHECKING:
-    from airflow_lineage_provider.consumer.walk_limits import Walk
+from airflow_lineage_provider.consumer.walk_limits import Walk, reading
 
 
 class ViewRead(NamedTuple):
@@ -78,8 +76,6 @@ class StoreView:
     def walking(self, walk: Walk | None) -> Iterator[ViewRead]:
         """A read for a walk run by the walk limiter (:func:`..walk_limits.reading`): the connection the limiter
         can interrupt, with what the principal may see."""
-        from airflow_lineage_provider.consumer.walk_limits import reading
-
         with reading(self.store, walk) as conn:
             yield ViewRead(conn, self.visible(conn))
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 
 from airflow_lineage_provider.consumer import audit
-from airflow_lineage_provider.consumer.access import Access, NamespaceScope
+from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import Admin, Reader, requires
 from airflow_lineage_provider.consumer.deps import Store, stored_answer
 from airflow_lineage_provider.consumer.models import Problem, Pruned, RetentionStatus
@@ -24,9 +24,6 @@ from airflow_lineage_provider.consumer.store.read.text import iso
 from airflow_lineage_provider.consumer.store_view import StoreView, View
 
 router = APIRouter(tags=["retention"])
-
-#: Patterns that match every namespace: what a limited key's visible namespaces are compared with.
-_EVERY_NAMESPACE = NamespaceScope(("*",))
 
 
 def prune_report(record: PruneRecord) -> dict[str, Any]:
