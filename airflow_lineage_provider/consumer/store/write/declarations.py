@@ -21,18 +21,17 @@ At ingest, in the write transaction:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection, and_, bindparam, delete, exists, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from airflow_lineage_provider.consumer.store.graph.identity import chunks
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.schema.tables import as_utc
 from airflow_lineage_provider.consumer.validation import LineageEvent
-
-_CHUNK = 500
 
 #: A column edge: ``(source_field_id, target_field_id)``.
 ColumnEdge = tuple[int, int]
@@ -59,11 +58,6 @@ def is_declaration(event: LineageEvent) -> bool:
 def of(event: LineageEvent) -> Declaration:
     """The declaration a JobEvent makes."""
     return Declaration(event.event_time, event.key, not event.inputs and not event.outputs)
-
-
-def _chunks(values: Sequence[int]) -> Iterable[Sequence[int]]:
-    for start in range(0, len(values), _CHUNK):
-        yield values[start : start + _CHUNK]
 
 
 def current_events(
@@ -96,8 +90,8 @@ def _stored(conn: Connection, job_keys: list[str]) -> dict[str, tuple[datetime, 
         .where(n.node_key.in_(bindparam("keys", expanding=True)))
     )
     found: dict[str, tuple[datetime, str]] = {}
-    for start in range(0, len(job_keys), _CHUNK):
-        for key, at, event_key in conn.execute(query, {"keys": job_keys[start : start + _CHUNK]}):
+    for keys in chunks(job_keys):
+        for key, at, event_key in conn.execute(query, {"keys": keys}):
             found[key] = (as_utc(at), event_key)
     return found
 
@@ -124,8 +118,8 @@ def replace(conn: Connection, declared: Mapping[int, Declaration]) -> Replaced:
         {"job_id": job, "declared_at": one.at, "event_key": one.event_key, "empty": int(one.empty)}
         for job, one in sorted(declared.items())
     ]
-    for start in range(0, len(rows), _CHUNK):
-        statement = insert(d).values(rows[start : start + _CHUNK])
+    for some in chunks(rows):
+        statement = insert(d).values(some)
         newer = or_(
             statement.excluded.declared_at > d.c.declared_at,
             and_(statement.excluded.declared_at == d.c.declared_at, statement.excluded.event_key >= d.c.event_key),
@@ -149,8 +143,7 @@ def _clear(conn: Connection, jobs: list[int]) -> list[ColumnEdge]:
     edges they linked."""
     e, g, links, c = tables.edges, tables.io_groups, tables.declared_column_links, tables.column_edges
     linked: list[ColumnEdge] = []
-    for chunk in _chunks(jobs):
-        ids = list(chunk)
+    for ids in chunks(jobs):
         conn.execute(
             update(e)
             .where(or_(e.c.origin_id.in_(ids), e.c.destination_id.in_(ids)), e.c.declared_at.is_not(None))
@@ -185,8 +178,7 @@ def sweep(conn: Connection, replaced: Replaced) -> None:
     e, g, m, c = tables.edges, tables.io_groups, tables.io_members, tables.column_edges
     unseen_edge = and_(e.c.declared_at.is_(None), e.c.observed_at.is_(None))
     far_ends: set[int] = set()
-    for chunk in _chunks(replaced.jobs):
-        ids = list(chunk)
+    for ids in chunks(replaced.jobs):
         patterns = _undeclared_patterns(conn, ids)
         far_ends.update(conn.execute(select(e.c.origin_id).where(e.c.destination_id.in_(ids), unseen_edge)).scalars())
         far_ends.update(conn.execute(select(e.c.destination_id).where(e.c.origin_id.in_(ids), unseen_edge)).scalars())
@@ -197,9 +189,9 @@ def sweep(conn: Connection, replaced: Replaced) -> None:
                 select(g.c.id).where(g.c.job_id.in_(ids), g.c.declared_at.is_(None), g.c.observed_at.is_(None))
             )
         ]
-        for groups in _chunks(gone):
-            conn.execute(delete(m).where(m.c.group_id.in_(list(groups))))
-            conn.execute(delete(g).where(g.c.id.in_(list(groups))))
+        for groups in chunks(gone):
+            conn.execute(delete(m).where(m.c.group_id.in_(groups)))
+            conn.execute(delete(g).where(g.c.id.in_(groups)))
         if patterns:
             r = tables.pattern_renderings
             conn.execute(delete(r).where(r.c.pattern_id.in_(patterns)))
@@ -218,8 +210,8 @@ def sweep(conn: Connection, replaced: Replaced) -> None:
 def _field_datasets(conn: Connection, field_ids: set[int]) -> set[int]:
     f = tables.fields.c
     found: set[int] = set()
-    for chunk in _chunks(sorted(field_ids)):
-        found.update(conn.execute(select(f.dataset_id).where(f.id.in_(list(chunk)))).scalars())
+    for chunk in chunks(sorted(field_ids)):
+        found.update(conn.execute(select(f.dataset_id).where(f.id.in_(chunk))).scalars())
     return found
 
 
@@ -236,8 +228,7 @@ def _forget_retracted_datasets(conn: Connection, candidates: list[int]) -> None:
         exists().where(c.c.source_field_id == f.c.id),
         exists().where(c.c.target_field_id == f.c.id),
     )
-    for chunk in _chunks(candidates):
-        ids = list(chunk)
+    for ids in chunks(candidates):
         retracted = (
             select(n.c.id)
             .where(n.c.id.in_(ids), n.c.kind == "dataset", n.c.observed_at.is_(None))
