@@ -31,6 +31,9 @@ def airflow_env(home: Path, dags_folder: Path, extra: dict[str, str] | None = No
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            # A DAG changed and reserialized within 30 s of its last write (a test's second `dags reserialize`,
+            # or one after `dags test`) would otherwise be skipped by Airflow as written too recently.
+            "AIRFLOW__CORE__MIN_SERIALIZED_DAG_UPDATE_INTERVAL": "0",
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             "PATH": f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}",
         }
