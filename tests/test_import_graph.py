@@ -87,6 +87,36 @@ def test_nothing_outside_the_consumer_imports_store_internals(graph: grimp.Impor
     assert not reaching_in, f"modules importing the store's internals (use {allowed}): {reaching_in}"
 
 
+#: What the store never imports: the HTTP side that reads it (routers) and Marquez's answers built from it.
+ABOVE_THE_STORE = (f"{CONSUMER}.marquez", f"{CONSUMER}.routers")
+
+
+def reaching_above_the_store(graph: grimp.ImportGraph) -> list[tuple[str, str]]:
+    """``(importer, imported)`` for each import of a store module naming a module of :data:`ABOVE_THE_STORE`."""
+    return sorted(
+        (importer, imported)
+        for importer in graph.modules
+        if importer == STORE or importer.startswith(f"{STORE}.")
+        for imported in graph.find_modules_directly_imported_by(importer)
+        if any(imported == above or imported.startswith(f"{above}.") for above in ABOVE_THE_STORE)
+    )
+
+
+def test_the_store_imports_neither_marquez_nor_the_routers(graph: grimp.ImportGraph) -> None:
+    reaching_up = reaching_above_the_store(graph)
+    assert not reaching_up, f"store modules importing {list(ABOVE_THE_STORE)}: {reaching_up}"
+
+
+def test_the_store_rule_can_fail() -> None:
+    """A store module importing a Marquez module inside a function (grimp counts it) is reported."""
+    made = grimp.ImportGraph()
+    for module in (STORE, f"{STORE}.graph.nodes", f"{CONSUMER}.marquez.values", f"{CONSUMER}.routers.jobs"):
+        made.add_module(module)
+    made.add_import(importer=f"{STORE}.graph.nodes", imported=f"{CONSUMER}.marquez.values")
+    made.add_import(importer=f"{CONSUMER}.routers.jobs", imported=STORE)
+    assert reaching_above_the_store(made) == [(f"{STORE}.graph.nodes", f"{CONSUMER}.marquez.values")]
+
+
 #: The package's layers, lowest first: a module may import its own layer and those below, never one above, so no
 #: cycle can run between layers. Leaf: settings, shared constants and facet definitions. Producer: what runs in a
 #: task (an operator's declared lineage included). Delivery: what carries events out of Airflow (outbox, export

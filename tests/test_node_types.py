@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_lineage_provider.consumer.marquez.values import dataset_type, job_kind, job_type
+from airflow_lineage_provider.consumer.store.graph.node_types import dataset_type, job_kind, job_type
 
 
 @pytest.mark.parametrize(

@@ -3,27 +3,27 @@
 A run wrote a dataset when one of its events listed it as an output. Its version holds what that run's
 events said of the output: the fields of the latest ``schema`` facet among them, and the facets of all of
 them merged by facet name (a later event's facet replaces an earlier one's), as Marquez keeps every facet
-of a version. The version's id is :func:`.marquez_datasets.version_id` — a UUID 5 of the dataset and the
+of a version. The version's id is :func:`.datasets.version_id` — a UUID 5 of the dataset and the
 run — so a run's version keeps its id whatever events of the run arrive later, and
 ``GET .../versions/{version}`` finds it again without storing anything: the dataset's writing runs are
 hashed until one matches (cheap: no event is read for that).
 
 ``createdAt``: the time of the run's first event that listed the output (the run's first event time when
 retention pruned its events); order: the run's first event time, newest first (ties by run id).
-``createdByRun``: the run as the jobs API shows it (:func:`.marquez_runs.run_objects`). ``description``: the
+``createdByRun``: the run as the jobs API shows it (:func:`.runs.run_objects`). ``description``: the
 ``documentation`` facet of the version (the schema requires the member: ``""`` without one). ``tags`` is left
 out: Marquez's description types it as a string where Marquez answers a list, and no value satisfies both;
 the fields carry their tags.
 
-A dataset known under several names (:mod:`.dataset_aliases`) has the versions of every (visible) name, shown
-under its representative's name; each version's id is still that of the name the run wrote (so it never changes
-when names join or part), and its ``physicalName`` is that name.
+A dataset known under several names (:mod:`..store.graph.dataset_aliases`) has the versions of every (visible)
+name, shown under its representative's name; each version's id is still that of the name the run wrote (so it
+never changes when names join or part), and its ``physicalName`` is that name.
 
 Bounded work: a page of versions is chosen in SQL — the runs of the jobs that wrote the dataset (its incoming
 edges, ``ix_lineage_runs_job``) that wrote one of its names (``lineage_run_io``'s key), newest first, with their
 count — and sized before anything of it is read: the bytes of the page runs' stored events and facets
 (``admit``, :mod:`..answer_limits`). Only the events of the page's runs are read (``ix_lineage_events_run_uuid``)
-and decoded. ``GET .../versions/{version}`` hashes the writing runs (:func:`.marquez_datasets.writes`).
+and decoded. ``GET .../versions/{version}`` hashes the writing runs (:func:`.datasets.writes`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from airflow_lineage_provider.consumer.marquez.datasets import (
     writes,
 )
 from airflow_lineage_provider.consumer.marquez.runs import run_objects, runs_query
-from airflow_lineage_provider.consumer.marquez.values import dataset_type
+from airflow_lineage_provider.consumer.store.graph.node_types import dataset_type
 from airflow_lineage_provider.consumer.store.read import tags
 from airflow_lineage_provider.consumer.store.read.queries import Admit, stored_size
 from airflow_lineage_provider.consumer.store.read.sources import source_of

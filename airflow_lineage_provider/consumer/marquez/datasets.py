@@ -2,7 +2,7 @@
 
 Every value comes from the stored events (see docs/marquez-api.md, "Datasets, versions, sources and tags"):
 
-* ``type``: :func:`..marquez_values.dataset_type` of the stored facets (``datasetType``, ``dataSource``, the
+* ``type``: :func:`..store.graph.node_types.dataset_type` of the stored facets (``datasetType``, ``dataSource``, the
   namespace's scheme); ``sourceName``: :func:`.sources.source_of`;
 * ``fields``: the latest ``schema`` facet (by event time), each with the tags put on it; a field whose type
   the facet does not say is ``UNKNOWN`` (Marquez's ``FieldType.UNKNOWN``);
@@ -39,8 +39,8 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
-from airflow_lineage_provider.consumer.marquez.values import dataset_type
 from airflow_lineage_provider.consumer.store.graph import dataset_aliases
+from airflow_lineage_provider.consumer.store.graph.node_types import dataset_type
 from airflow_lineage_provider.consumer.store.read import tags
 from airflow_lineage_provider.consumer.store.read.queries import Admit, dataset_size
 from airflow_lineage_provider.consumer.store.read.sources import source_of

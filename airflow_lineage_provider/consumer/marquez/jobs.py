@@ -1,7 +1,7 @@
 """Marquez's ``Job`` objects from the store: one job, a page of jobs, a job's runs and versions.
 
 A ``Job`` carries what the events said: ``type`` from the ``jobType`` facet
-(:func:`..marquez_values.job_type`), ``location`` from ``sourceCodeLocation``, ``description`` from
+(:func:`..store.graph.node_types.job_type`), ``location`` from ``sourceCodeLocation``, ``description`` from
 ``documentation``, ``facets`` (the latest event's that carried job facets), ``inputs`` and ``outputs`` (every
 dataset an event of the job read or wrote: the graph's edges), ``latestRun`` (the run with the latest
 event), ``latestRuns`` (the :data:`LATEST_RUNS` newest runs), ``currentVersion`` (the latest run's job
@@ -29,15 +29,14 @@ from airflow_lineage_provider.consumer.marquez.runs import (
     iso,
     json_rows,
     json_rows_value,
-    named,
     run_object,
     run_versions,
     runs_with_io_query,
     version_location,
 )
-from airflow_lineage_provider.consumer.marquez.values import job_type
+from airflow_lineage_provider.consumer.store.graph.node_types import job_type
 from airflow_lineage_provider.consumer.store.graph.versioned_cache import VersionedCache
-from airflow_lineage_provider.consumer.store.read.queries import Admit, name_size, sized_page, stored_size
+from airflow_lineage_provider.consumer.store.read.queries import Admit, name_size, named, sized_page, stored_size
 from airflow_lineage_provider.consumer.store.read.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.read.tags import NODE
 from airflow_lineage_provider.consumer.store.read.text import loads

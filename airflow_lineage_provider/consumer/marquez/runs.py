@@ -29,6 +29,7 @@ from sqlalchemy import Connection, Text, bindparam, cast, func, select, true
 from sqlalchemy.sql.elements import BindParameter
 
 from airflow_lineage_provider.consumer.store.read.json_paths import json_member, member_value
+from airflow_lineage_provider.consumer.store.read.queries import named
 from airflow_lineage_provider.consumer.store.read.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, scrub
 from airflow_lineage_provider.consumer.store.schema import tables
@@ -83,20 +84,6 @@ def json_rows_value(value: Any) -> list[Any]:
     if value is None:
         return []
     return _decode(value) if isinstance(value, str) else value
-
-
-def named(dialect: str, link: Any, rows: Any, alias: str) -> tuple[Any, Any]:
-    """``(from clause, dataset)``: ``rows`` joined to the node ``link`` names, looked up by its key.
-
-    On PostgreSQL through a ``LATERAL`` subquery (``OFFSET 0`` keeps it one): without statistics (a store
-    just loaded, before autovacuum analyzes it) the planner would hash every node of the store for each
-    row, 150 ms for a page of jobs instead of 1 ms.
-    """
-    dataset = tables.nodes.alias(alias)
-    if dialect != "postgresql":
-        return rows.join(dataset, dataset.c.id == link), dataset
-    found = select(dataset.c.namespace, dataset.c.name).where(dataset.c.id == link).offset(0).lateral(f"{alias}_named")
-    return rows.join(found, true()), found
 
 
 def io_column(dialect: str) -> Any:

@@ -5,7 +5,7 @@ names come percent-encoded in the path (``postgres%3A%2F%2Fdb%3A5432``, see :mod
 Unknown (or, for a namespace-limited key, hidden) namespaces, datasets and versions answer Marquez's 404
 (:mod:`..marquez_errors`, with Marquez's messages), the namespace checked first as Marquez does. What each
 object says, and where it comes from, is in :mod:`..store.marquez_datasets` and
-:mod:`..store.dataset_versions`.
+:mod:`..marquez.dataset_versions`.
 
 A dataset known under several names (docs/identity.md) is one Dataset: a namespace's listing shows it once, in
 its canonical name's namespace (``totalCount`` counts datasets, not names), with its other names in
@@ -26,12 +26,13 @@ from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset
+from airflow_lineage_provider.consumer.marquez import dataset_versions
 from airflow_lineage_provider.consumer.marquez import datasets as marquez_datasets
 from airflow_lineage_provider.consumer.marquez.errors import MarquezError, marquez_answer
 from airflow_lineage_provider.consumer.marquez.paths import Dataset, Namespace
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, bounded_answer, namespace_not_found
-from airflow_lineage_provider.consumer.store.read import dataset_versions, queries
+from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store.read.visibility import Visible
 from airflow_lineage_provider.consumer.store_view import View
 

@@ -14,10 +14,10 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import URL, make_url
 
-from airflow_lineage_provider.consumer.marquez.jobs import JobObjects
 from airflow_lineage_provider.consumer.store.graph.cards import GraphCards
 from airflow_lineage_provider.consumer.store.graph.identity import apply_namespace_aliases
 from airflow_lineage_provider.consumer.store.graph.versioned_cache import VersionedCache
@@ -129,8 +129,8 @@ class LineageStore:
         self.namespace_aliases = None if namespace_aliases is None else dict(namespace_aliases)
         #: What graph answers show of each node, by node version (see :mod:`.graph_cards`).
         self.graph_cards = GraphCards(graph_cache_nodes)
-        #: Marquez's Job objects of job listings, encoded, by node version (see :mod:`.marquez_jobs`).
-        self.job_objects: JobObjects = VersionedCache(graph_cache_nodes)
+        #: Marquez's Job objects of job listings, encoded, by node version (see :mod:`..marquez.jobs`).
+        self.job_objects: VersionedCache[msgspec.Raw] = VersionedCache(graph_cache_nodes)
         #: The applier of the ingest log when events are applied after the answer (``ingest_apply="deferred"``,
         #: see :mod:`.deferred_apply`); None when each ingest applies its events in its own transaction.
         parsed = engine.url if engine is not None else store_url(url)

@@ -25,11 +25,10 @@ from sqlalchemy import BigInteger, Connection, String, any_, bindparam, cast, co
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
-from airflow_lineage_provider.consumer.marquez.runs import named
 from airflow_lineage_provider.consumer.nodeids import node_id
 from airflow_lineage_provider.consumer.store.graph import dataset_aliases, job_parents, nodes, renderings, subgraph
 from airflow_lineage_provider.consumer.store.graph.cards import GraphCard, GraphCards
-from airflow_lineage_provider.consumer.store.read.queries import Admit, name_size, stored_size
+from airflow_lineage_provider.consumer.store.read.queries import Admit, name_size, named, stored_size
 from airflow_lineage_provider.consumer.store.read.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.read.visibility import NODE_KINDS, Visible, namespace_in
 from airflow_lineage_provider.consumer.store.schema import tables

@@ -1,4 +1,4 @@
-"""Marquez's words for what the events say: job and dataset types, from facets (never a constant).
+"""A node's type from its facets (never a constant), in Marquez's words: shown on graph nodes and Marquez's answers.
 
 Marquez's ``JobType`` is ``BATCH``, ``STREAM`` or ``SERVICE``; its ``DatasetType`` ``DB_TABLE`` or ``STREAM``.
 OpenLineage says the first in the ``jobType`` job facet (``processingType`` ``BATCH`` / ``STREAMING``, ``jobType``

@@ -1,6 +1,6 @@
 """Jobs and datasets: lookup by Marquez node id, and their full details in Marquez's shape.
 
-A node's ``type`` is what its facets say (:mod:`..marquez_values`: ``jobType``, ``datasetType``,
+A node's ``type`` is what its facets say (:mod:`.node_types`: ``jobType``, ``datasetType``,
 ``dataSource``), Marquez's ``BATCH`` / ``DB_TABLE`` when they say nothing.
 
 ``visible`` (see :mod:`.visibility`) limits what a namespace-limited key gets: a hidden node is not
@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import Connection, func, select
 
 from airflow_lineage_provider.consumer import nodeids
-from airflow_lineage_provider.consumer.marquez.values import dataset_type, job_type
 from airflow_lineage_provider.consumer.store.graph import dataset_aliases
+from airflow_lineage_provider.consumer.store.graph.node_types import dataset_type, job_type
 from airflow_lineage_provider.consumer.store.read.text import iso, loads
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, namespace_in, scrub
 from airflow_lineage_provider.consumer.store.schema import tables

@@ -5,7 +5,7 @@ One statement runs the walk and returns the picked nodes with their versions and
 store's graph cards (:mod:`.graph_cards`); only nodes without a card at their current version are read,
 by a second statement with times formatted by the database. Nodes and edges are ``msgspec`` structs,
 cheaper to build, encode and free than dicts; a dataset's schema is spliced in as the stored JSON text.
-A node's ``type`` is what its facets say (:mod:`..marquez_values`); the database reads only the facets that
+A node's ``type`` is what its facets say (:mod:`.node_types`); the database reads only the facets that
 decide it (``jobType``, ``datasetType``, ``dataSource``), not all of a node's facets.
 
 **One node per dataset** (:func:`grouped_subgraph`, for a store with groups, see :mod:`.identity`): the walk's
@@ -46,9 +46,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
-from airflow_lineage_provider.consumer.marquez.values import dataset_type, job_type
 from airflow_lineage_provider.consumer.store.graph import dataset_aliases, renderings
 from airflow_lineage_provider.consumer.store.graph.cards import GraphCard, GraphCards
+from airflow_lineage_provider.consumer.store.graph.node_types import dataset_type, job_type
 from airflow_lineage_provider.consumer.store.graph.nodes import representative
 from airflow_lineage_provider.consumer.store.graph.walks import Declared, declared_filter
 from airflow_lineage_provider.consumer.store.read.json_paths import json_member, member_value
@@ -149,7 +149,7 @@ def _schema_fields(text: str) -> msgspec.Raw:
     return msgspec.Raw(msgspec.json.encode(fields))
 
 
-#: The facets that decide a node's type (see :mod:`..marquez_values`), read by the database.
+#: The facets that decide a node's type (see :mod:`.node_types`), read by the database.
 TYPE_FACETS = (("job", "jobType"), ("dataset", "datasetType"), ("dataset", "dataSource"))
 
 

@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
-from sqlalchemy import Connection, LargeBinary, Row, and_, cast, func, not_, or_, select
+from sqlalchemy import Connection, LargeBinary, Row, and_, cast, func, not_, or_, select, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer import nodeids
@@ -545,3 +545,17 @@ def events_visible(conn: Connection, visible: Collection[str]) -> ColumnElement[
         or_(e.job_namespace.is_(None), namespace_in(e.job_namespace, visible, dialect)),
         not_(names_hidden_namespace(e.payload, visible, dialect)),
     )
+
+
+def named(dialect: str, link: Any, rows: Any, alias: str) -> tuple[Any, Any]:
+    """``(from clause, dataset)``: ``rows`` joined to the node ``link`` names, looked up by its key.
+
+    On PostgreSQL through a ``LATERAL`` subquery (``OFFSET 0`` keeps it one): without statistics (a store
+    just loaded, before autovacuum analyzes it) the planner would hash every node of the store for each
+    row, 150 ms for a page of jobs instead of 1 ms.
+    """
+    dataset = tables.nodes.alias(alias)
+    if dialect != "postgresql":
+        return rows.join(dataset, dataset.c.id == link), dataset
+    found = select(dataset.c.namespace, dataset.c.name).where(dataset.c.id == link).offset(0).lateral(f"{alias}_named")
+    return rows.join(found, true()), found
