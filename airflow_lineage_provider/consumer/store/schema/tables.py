@@ -16,6 +16,7 @@ asked (``tests/test_consumer_integrity.py`` checks the references instead).
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Column,
+    Connection,
     DateTime,
     Index,
     Integer,
@@ -31,8 +33,11 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    event,
 )
 from sqlalchemy.types import TypeDecorator
+
+log = logging.getLogger(__name__)
 
 #: Primary keys: BIGINT on PostgreSQL, INTEGER (the rowid alias) on SQLite.
 Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -154,6 +159,40 @@ nodes = Table(
     # Namespaces (a loose scan of its first two columns) and pages of jobs or datasets in name order.
     Index("ix_lineage_nodes_kind_namespace_name", "kind", "namespace", "name"),
 )
+
+#: Search by name on PostgreSQL: a GIN index of ``lower(name)`` with pg_trgm's trigram operators serves
+#: ``lower(name) LIKE lower('%text%')`` (Marquez's ILIKE) without reading every node.
+NAME_SEARCH_INDEX = "ix_lineage_nodes_name_trgm"
+_TRIGRAM_SCHEMA = (
+    "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_trgm'"
+)
+
+
+def trigram_schema(conn: Connection) -> str | None:
+    """The schema holding pg_trgm's operators, creating the extension (in ``public``) when it is missing and can
+    be; None, with a warning, when it cannot (search then reads every name)."""
+    found = conn.exec_driver_sql(_TRIGRAM_SCHEMA).scalar()
+    if found is None:
+        try:
+            with conn.begin_nested():  # a refusal leaves the caller's transaction usable
+                conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
+        except Exception as error:  # no privilege, extension not shipped, no public schema
+            if conn.exec_driver_sql(_TRIGRAM_SCHEMA).scalar() is None:  # nor created by another process meanwhile
+                log.warning("lineage store: no trigram index for search (pg_trgm could not be created: %s)", error)
+                return None
+        found = conn.exec_driver_sql(_TRIGRAM_SCHEMA).scalar()
+    return str(found)
+
+
+@event.listens_for(nodes, "after_create")
+def _name_search_index(target: Table, conn: Connection, **_: Any) -> None:
+    if conn.dialect.name != "postgresql" or (schema := trigram_schema(conn)) is None:
+        return
+    quoted = '"' + schema.replace('"', '""') + '"'
+    conn.exec_driver_sql(
+        f"CREATE INDEX {NAME_SEARCH_INDEX} ON {target.name} USING gin (lower(name) {quoted}.gin_trgm_ops)"
+    )
+
 
 #: Per-dataset state: the latest schema (by event time) and the latest facets.
 datasets = Table(
