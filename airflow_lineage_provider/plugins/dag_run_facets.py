@@ -1,27 +1,36 @@
-"""Egeria's facets on DAG runs: a listener sending them for the DAG run's own job, beside the stock listener.
+"""Egeria's facets on DAG runs when the transport does not add them: one more event beside the stock listener's.
 
 The stock OpenLineage provider (2.x) applies ``[openlineage] custom_run_facets`` to task events only: its
 DAG-run events (``dag_started``/``dag_success``/``dag_failed``) take their run facets from fixed functions
-(``get_airflow_dag_run_facet``, the parent facet) and offer no hook to add one. So this Airflow listener,
-registered by :class:`LineageDagRunFacetsPlugin`, sends one more event per DAG run: a ``RUNNING`` event of the
-same job (``<dag_id>`` in ``[openlineage] namespace``) and the same run id the stock listener gives the DAG
+(``get_airflow_dag_run_facet``, the parent facet) and offer no hook to add one. Wrapping the transport in
+openlineage-python's ``transform`` transport with
+:class:`~airflow_lineage_provider.design.dag_run_transformer.EgeriaDagRunTransformer` puts the facets on those
+events themselves (``START``, ``COMPLETE``, ``FAIL``); when ``[openlineage]`` configures that, this listener
+sends nothing.
+
+Otherwise this Airflow listener, registered by :class:`LineageDagRunFacetsPlugin`, sends one more event per DAG
+run, so that deployments whose transport is not wrapped still see the facets on the run: a ``RUNNING`` event of
+the same job (``<dag_id>`` in ``[openlineage] namespace``) and the same run id the stock listener gives the DAG
 run, carrying ``egeria_informationSupplyChain`` / ``egeria_governanceAction`` as the DAG's params (overridden
 by the run's ``conf``) or the ``[lineage_provider]`` defaults ask. ``RUNNING`` is the spec's event for
 "additional information about a run"; consumers that gather a run's facets from all its events (Marquez, this
-package's consumer, Egeria's cataloguer, which reads each event) then see them on the DAG run.
+package's consumer) then see them on the DAG run; one that reads only a run's terminal event needs the
+transformer.
 
 It is sent when the scheduler starts the run, or — for runs that never pass through that notification, such
 as ``airflow dags test`` — when the run ends; either way its ``eventTime`` is just after the run's start, so
 a consumer ordering by event time never takes it for a state after the run's end.
 
-Sent only when the DAG has Egeria settings, OpenLineage is active and the stock provider's emission policy
-lets the DAG's runs be emitted; never when ``[lineage_provider] dag_run_egeria_facets`` is off. The listener
-runs in the scheduler: the event is handed to the stock listener's process pool, as its own DAG-run events are,
-so a slow transport never holds the scheduler up; every failure is logged and swallowed.
+Sent only when the DAG has Egeria settings, OpenLineage is active, the transformer is not configured and the
+stock provider's emission policy lets the DAG's runs be emitted; never when ``[lineage_provider]
+dag_run_egeria_facets`` is off. The listener runs in the scheduler: the event is handed to the stock listener's
+process pool, as its own DAG-run events are, so a slow transport never holds the scheduler up; every failure is
+logged and swallowed.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from datetime import datetime, timedelta, timezone
@@ -79,6 +88,22 @@ def _emits(dag_run: Any) -> bool:
     return bool(resolve_dag_emission_policy(dag_run.dag_id, dag=dag_run.dag).emit)
 
 
+@functools.cache
+def transformer_wired() -> bool:
+    """``[openlineage]`` passes events through the Egeria transformer, which puts the facets on the stock
+    listener's DAG-run events (read once per process: a scheduler reads its configuration when it starts).
+    ``False`` when the configuration cannot be read: then the extra event still carries the facets."""
+    try:
+        from airflow.providers.openlineage.plugins.adapter import OpenLineageAdapter
+
+        from airflow_lineage_provider.design.dag_run_transformer import transformer_configured
+
+        return transformer_configured(OpenLineageAdapter().get_openlineage_config())
+    except Exception as error:
+        warn_once(f"Lineage: could not read the OpenLineage configuration to look for the Egeria transformer: {error}")
+        return False
+
+
 def dag_run_event(dag_run: Any) -> Any | None:
     """The ``RUNNING`` event carrying the Egeria facets of ``dag_run``, or ``None`` when it asks for none."""
     from airflow.providers.openlineage.plugins.adapter import OpenLineageAdapter
@@ -119,7 +144,8 @@ def dag_run_event(dag_run: Any) -> Any | None:
 
 
 class DagRunEgeriaListener:
-    """Airflow listener: the Egeria facets of a DAG run, sent once per run (see the module docstring)."""
+    """Airflow listener: the Egeria facets of a DAG run, sent once per run unless the transport's transformer
+    adds them (see the module docstring)."""
 
     @staticmethod
     def _send_for(dag_run: Any) -> None:
@@ -127,6 +153,8 @@ class DagRunEgeriaListener:
             from airflow_lineage_provider import conf
 
             if not conf.dag_run_egeria_facets() or getattr(dag_run, "dag", None) is None or not _emits(dag_run):
+                return
+            if transformer_wired():  # the stock listener's own events of the run carry the facets
                 return
             event = dag_run_event(dag_run)
             if event is not None and _first_time(dag_run):
