@@ -202,3 +202,13 @@ def test_events_of_tasks_and_events_that_carry_the_facets_pass_untouched() -> No
     own = {INFORMATION_SUPPLY_CHAIN_KEY: information_supply_chain_facet(DAG_SUPPLY_CHAIN), "airflowDagRun": object()}
     carrying = event(dict(own))
     assert transformer.transform(carrying).run.facets == own
+
+
+def test_the_documented_recipe_names_the_transformer() -> None:
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "egeria.md").read_text()
+    recipe = next(block for block in re.findall(r"```ini\n(.*?)```", page, re.DOTALL) if "transform" in block)
+    transport = json.loads(recipe.split("transport =", 1)[1])
+    assert transformer_configured({"transport": transport})
+    assert transport["transport"]["type"] != "transform"  # the user's own transport, wrapped

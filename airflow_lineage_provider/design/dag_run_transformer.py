@@ -158,7 +158,11 @@ def _versioned_dag(dag_id: str, version_number: int) -> Any:
             resolve_fks=False,
         )
         versions = Table(
-            "dag_version", metadata, autoload_with=conn, include_columns=["id", "dag_id", "version_number"]
+            "dag_version",
+            metadata,
+            autoload_with=conn,
+            include_columns=["id", "dag_id", "version_number"],
+            resolve_fks=False,
         )
         row = conn.execute(
             select(serialized.c.data, serialized.c.data_compressed)
