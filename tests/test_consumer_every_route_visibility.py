@@ -123,6 +123,8 @@ def _path_values(client: TestClient) -> dict[str, list[str]]:
         "run_id": [LOAD_RUN, HIDDEN_RUN],
         "source": [OPEN, HIDDEN],
         "name": ["app.js"],
+        "node_type": ["job", "dataset"],
+        "node_name": ["load", "orders", "secret_job", "secret_out"],
         "version": [job_version, dataset_version],
     }
 

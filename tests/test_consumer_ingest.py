@@ -44,7 +44,15 @@ def test_a_full_batch_answers_200_with_a_summary(client: TestClient) -> None:
     events = [run_event("START", f"job_{i}") for i in range(5)]
     response = client.post("/api/v1/lineage/batch", json=events)
     assert response.status_code == 200
-    assert response.json() == {"received": 5, "successful": 5, "failed": 0, "duplicates": 0, "errors": []}
+    assert response.json() == {
+        "status": "success",
+        "summary": {"received": 5, "successful": 5, "failed": 0},
+        "received": 5,
+        "successful": 5,
+        "failed": 0,
+        "duplicates": 0,
+        "errors": [],
+    }
 
 
 def test_an_array_posted_to_the_single_endpoint_is_a_batch(client: TestClient) -> None:

@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+import airflow_lineage_provider.consumer.feast as feast_package
 import airflow_lineage_provider.consumer.routers as routers_package
 
 ROUTERS = Path(routers_package.__file__).parent
+#: Feast's consumer API's routes live in their own subpackage.
+FEAST = Path(feast_package.__file__).parent
 
 
 def bypasses(source: str) -> list[str]:
@@ -40,7 +43,9 @@ def bypasses(source: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("router", sorted(ROUTERS.glob("*.py")), ids=lambda path: path.name)
+@pytest.mark.parametrize(
+    "router", sorted([*ROUTERS.glob("*.py"), *FEAST.glob("*.py")]), ids=lambda path: f"{path.parent.name}/{path.name}"
+)
 def test_a_router_reads_only_through_the_view(router: Path) -> None:
     assert bypasses(router.read_text()) == [], f"{router.name} reads around the request's StoreView"
 

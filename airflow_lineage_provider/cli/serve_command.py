@@ -203,6 +203,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--strict", action="store_true", help="reject events the OpenLineage JSON schema rejects")
     parser.add_argument("--spec-dir", metavar="DIR", help="folder with OpenLineage.json and facets/ (for --strict)")
     parser.add_argument(
+        "--batch-answers",
+        choices=["summary", "feast"],
+        default="summary",
+        help="status codes of POST /api/v1/lineage/batch: summary (200, 207 partial, 400 none stored) or feast "
+        "(Feast's consumer's: 204 all stored, else 200)",
+    )
+    parser.add_argument(
         "--retention-days",
         type=float,
         metavar="DAYS",
@@ -259,6 +266,7 @@ def serve(args: argparse.Namespace) -> int:
             max_body_bytes=args.max_body_bytes,
             strict=args.strict,
             spec_dir=args.spec_dir,
+            batch_answers=args.batch_answers,
             retention_days=args.retention_days,
             retention_check_interval_hours=args.retention_check_interval_hours,
             namespace_aliases=namespace_aliases(args.namespace_alias),

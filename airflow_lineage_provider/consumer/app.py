@@ -16,6 +16,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from airflow_lineage_provider.consumer.api_docs import api_docs_router
 from airflow_lineage_provider.consumer.auth import LoginRequired
+from airflow_lineage_provider.consumer.feast import router as feast_router
 from airflow_lineage_provider.consumer.grouped_ingest import GroupedIngest, writers_for
 from airflow_lineage_provider.consumer.guards import GuardFactory, KeyGuard
 from airflow_lineage_provider.consumer.hosts import AllowedHosts
@@ -79,6 +80,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     retention.router,
     reset.router,
     ingest_log.router,
+    feast_router,  # Feast's consumer API, /api/v1/lineage/openlineage/... (consumer/feast/)
 )
 
 

@@ -14,6 +14,8 @@ from pydantic import BaseModel, Field
 class IngestSummary(BaseModel):
     """Outcome of a batch: how many events came, were stored (new or already stored) and failed."""
 
+    status: Literal["success", "partial_success"] = Field(description="Feast's consumer's status of a batch.")
+    summary: BatchCounts = Field(description="Feast's consumer's counts (the same as the fields below).")
     received: int
     successful: int
     failed: int
@@ -22,6 +24,14 @@ class IngestSummary(BaseModel):
     results: list[EventResult] | None = Field(
         default=None, description="When some events failed: one result per posted event, in order."
     )
+
+
+class BatchCounts(BaseModel):
+    """A batch's counts as Feast's consumer answers them."""
+
+    received: int
+    successful: int
+    failed: int
 
 
 class EventFailure(BaseModel):

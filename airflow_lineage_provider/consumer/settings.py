@@ -14,6 +14,9 @@ from airflow_lineage_provider.consumer.store.write.deferred_apply import (
 from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, INGEST_APPLY, INGEST_APPLY_MODES, MAX_BODY_BYTES
 from airflow_lineage_provider.namespace_aliases import NamespaceAliases, aliases_from
 
+#: The ways ``POST /api/v1/lineage/batch`` may answer (:attr:`ConsumerSettings.batch_answers`).
+BATCH_ANSWERS = ("summary", "feast")
+
 
 @dataclass(frozen=True)
 class ConsumerSettings:
@@ -77,6 +80,12 @@ class ConsumerSettings:
     strict: bool = False
     """Reject (400) any event the OpenLineage JSON schema rejects, on top of the lenient checks.
     Needs ``spec_dir``."""
+
+    batch_answers: str = "summary"
+    """Status codes of ``POST /api/v1/lineage/batch`` (the body is the same summary either way): ``summary``
+    answers 200 when every event was stored, 207 when some were not, 400 when none was; ``feast`` answers as
+    Feast's consumer does: 204 without a body when every event was stored, else 200. With ``feast``, a sender
+    that reads only the status code (OpenLineage's HTTP transport) takes a partial batch for a delivered one."""
 
     spec_dir: str | None = None
     """Folder holding the OpenLineage spec's ``OpenLineage.json`` and ``facets/*.json`` (the ``spec/``
@@ -180,6 +189,8 @@ class ConsumerSettings:
             raise ValueError(
                 f"ingest_apply_timeout_seconds must be more than 0, got {self.ingest_apply_timeout_seconds}"
             )
+        if self.batch_answers not in BATCH_ANSWERS:
+            raise ValueError(f"batch_answers must be one of {', '.join(BATCH_ANSWERS)}, got {self.batch_answers!r}")
         if self.max_clock_skew_hours < 0:
             raise ValueError(f"max_clock_skew_hours must be 0 or more, got {self.max_clock_skew_hours}")
         if self.strict and not self.spec_dir:

@@ -52,6 +52,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 _BATCH: dict[int | str, dict[str, Any]] = {
     200: {"model": IngestSummary, "description": "Every event was stored (or already stored)."},
+    204: {"description": "With batch_answers=feast, on /batch: every event was stored (Feast's answer)."},
     207: {"model": IngestSummary, "description": "Some events were stored; errors lists the others."},
 }
 
@@ -223,7 +224,7 @@ async def post_batch(request: Request, principal: Writer) -> Any:
     return _store_batch(request, ingested, principal)
 
 
-def _store_batch(request: Request, ingested: Ingested, principal: Principal) -> JSONResponse:
+def _store_batch(request: Request, ingested: Ingested, principal: Principal) -> Response:
     checked = ingested.checked
     errors, valid, received = checked.errors, checked.valid, checked.received
     duplicates, stored = ingested.result.duplicates, ingested.result.stored
@@ -232,8 +233,15 @@ def _store_batch(request: Request, ingested: Ingested, principal: Principal) -> 
         request.app.state.retention.maybe_run(request.app.state.store)
     summary = batch_summary(received, errors, duplicates)
     code = status.HTTP_200_OK if not errors else status.HTTP_207_MULTI_STATUS if len(errors) < received else 400
+    feast = request.app.state.settings.batch_answers == "feast"
+    if feast and request.url.path.endswith("/batch"):  # Feast's batch codes: 204 when all went in, else 200
+        code = status.HTTP_200_OK if errors else status.HTTP_204_NO_CONTENT
+    elif feast and errors:  # and Feast's array ingest: 207 whenever an event failed
+        code = status.HTTP_207_MULTI_STATUS
     namespaces = audit.namespaces_of(event for index, event in valid if index not in errors)
     _audit(principal, received, stored, duplicates, len(errors), namespaces, code)
+    if code == status.HTTP_204_NO_CONTENT:
+        return Response(status_code=code)
     return JSONResponse(summary, status_code=code)
 
 
@@ -242,6 +250,9 @@ def batch_summary(received: int, errors: dict[int, str], duplicates: int) -> dic
     :data:`MAX_LISTED_ERRORS` events (``errorsOmitted`` counts the rest), and a status per event."""
     listed = sorted(errors)[:MAX_LISTED_ERRORS]
     summary: dict[str, Any] = {
+        # Feast's consumer's answer: its status and counts (the same counts as below).
+        "status": "partial_success" if errors else "success",
+        "summary": {"received": received, "successful": received - len(errors), "failed": len(errors)},
         "received": received,
         "successful": received - len(errors),
         "failed": len(errors),
