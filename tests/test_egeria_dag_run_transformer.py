@@ -4,9 +4,12 @@ openlineage-python's ``transform`` transport around the real file transport, in 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +127,50 @@ def test_the_completed_dag_runs_event_carries_the_runs_conf_over_the_platform_de
     facets = run_facets_of(events["COMPLETE"])
     assert facets[INFORMATION_SUPPLY_CHAIN_KEY]["iscQualifiedName"] == REPLAY_SUPPLY_CHAIN
     assert GOVERNANCE_ACTION_KEY not in facets  # neither the DAG nor the platform names one
+
+
+@pytest.mark.airflow
+def test_a_scheduled_runs_start_and_complete_carry_the_facets_from_the_scheduler(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The production path: the scheduler's stock listener sends START and COMPLETE from its process pool."""
+    migrated = _migrated_database(tmp_path_factory)
+    run = DagsTest(tmp_path_factory.mktemp("egeria-transform-scheduler"), "egeria_dag_run_dag.py", migrated)
+    env = run.env({})
+
+    def airflow(*arguments: str) -> None:
+        done = subprocess.run([str(VENV_BIN / "airflow"), *arguments], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, f"airflow {' '.join(arguments)}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+
+    airflow("dags", "reserialize")
+    airflow("dags", "unpause", "egeria_dag_run")
+    run_conf = {"information_supply_chain": REPLAY_SUPPLY_CHAIN}
+    airflow("dags", "trigger", "egeria_dag_run", "--conf", json.dumps(run_conf))
+    log_path = run.home / "scheduler.log"
+    with log_path.open("w") as log:
+        command = [str(VENV_BIN / "airflow"), "scheduler", "--skip-serve-logs"]
+        scheduler = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while "COMPLETE" not in {e["eventType"] for e in read_events(run.events_file)}:
+            assert scheduler.poll() is None and time.monotonic() < deadline, log_path.read_text()[-4000:]
+            time.sleep(0.5)
+    finally:
+        os.killpg(scheduler.pid, signal.SIGTERM)
+        scheduler.wait(timeout=60)
+    result = DagRunResult(0, log_path.read_text(), read_events(run.events_file))
+    assert_events_valid(result)
+    events = dag_run_events(result, "egeria_dag_run")
+    assert set(events) == {"START", "COMPLETE"}, result.output[-4000:]  # and no extra RUNNING event
+    for event in events.values():
+        facets = run_facets_of(event)
+        assert facets[INFORMATION_SUPPLY_CHAIN_KEY]["iscQualifiedName"] == REPLAY_SUPPLY_CHAIN  # the run's conf
+        assert facets[GOVERNANCE_ACTION_KEY] == {  # the DAG's params
+            "_producer": facets[GOVERNANCE_ACTION_KEY]["_producer"],
+            "_schemaURL": facets[GOVERNANCE_ACTION_KEY]["_schemaURL"],
+            "processName": "SalesOrdersPipeline",
+            "processStepName": "load",
+        }
 
 
 #: Sends two stock-shaped DAG-run events through the transform transport around the file transport, in the

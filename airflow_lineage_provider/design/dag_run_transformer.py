@@ -26,7 +26,7 @@ import json
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,7 @@ from airflow_lineage_provider.reporting import warn_once
 TRANSFORM_TYPE = "transform"
 #: The stock listener's run facet on every DAG-run event (none on task events).
 DAG_RUN_FACET = "airflowDagRun"
-#: DAG versions whose params a process keeps (a long-lived scheduler meets new versions for ever).
+#: DAG versions (by number or hash) whose params a process keeps (a scheduler meets new versions for ever).
 CACHED_VERSIONS = 1024
 
 
@@ -50,7 +50,7 @@ class DagParams:
     params: dict[str, Any] = field(hash=False)
 
 
-_versions: OrderedDict[tuple[str, int], DagParams] = OrderedDict()
+_versions: OrderedDict[tuple[str, int | str], DagParams] = OrderedDict()
 _versions_lock = threading.Lock()
 
 
@@ -111,17 +111,21 @@ def _version_number(value: Any) -> int | None:
 
 def dag_params(dag_id: str, version_number: int | None) -> DagParams:
     """The params of ``dag_id`` in its serialized version ``version_number`` (the latest when ``None``), from
-    Airflow's metadata database; a version's are kept (its serialized form no longer changes once it has a run)."""
+    Airflow's metadata database. Kept per version (its serialized form no longer changes once it has a run) and
+    per latest hash: the DAG itself is read again only when it changed."""
+    if version_number is None:
+        return _latest_params(dag_id)
+    return _kept((dag_id, version_number), lambda: _versioned_dag(dag_id, version_number))
+
+
+def _kept(key: tuple[str, int | str], load: Callable[[], Any]) -> DagParams:
     from airflow_lineage_provider.design.egeria_settings import plain_params
 
-    if version_number is None:
-        return DagParams(dag_id, plain_params(_latest_dag(dag_id).params))
-    key = (dag_id, version_number)
     with _versions_lock:
         if key in _versions:
             _versions.move_to_end(key)
             return _versions[key]
-    found = DagParams(dag_id, plain_params(_versioned_dag(dag_id, version_number).params))
+    found = DagParams(key[0], plain_params(load().params))
     with _versions_lock:
         _versions[key] = found
         while len(_versions) > CACHED_VERSIONS:
@@ -129,7 +133,8 @@ def dag_params(dag_id: str, version_number: int | None) -> DagParams:
     return found
 
 
-def _latest_dag(dag_id: str) -> Any:
+def _latest_params(dag_id: str) -> DagParams:
+    """The params of the latest serialized version: its hash read each time, the DAG only when the hash is new."""
     from airflow_lineage_provider.design.serialized_dags import (
         latest_versions,
         load_dags,
@@ -138,9 +143,10 @@ def _latest_dag(dag_id: str) -> Any:
     )
 
     with metadata_connection(metadata_url()) as conn:
-        for loaded in load_dags(conn, latest_versions(conn, [dag_id])):
-            return loaded.dag
-    raise LookupError(f"DAG {dag_id!r} has no serialized version in Airflow's metadata database")
+        rows = latest_versions(conn, [dag_id])
+        if not rows:
+            raise LookupError(f"DAG {dag_id!r} has no serialized version in Airflow's metadata database")
+        return _kept((dag_id, rows[0].dag_hash), lambda: next(load_dags(conn, rows)).dag)
 
 
 def _versioned_dag(dag_id: str, version_number: int) -> Any:
