@@ -312,6 +312,19 @@ def test_every_feast_read_answers_as_feast_does(feast: Consumer, ours: Consumer)
             graph["nodes"], graph["edges"] = _edges(graph["nodes"]), _edges(graph["edges"])
         _assert_same(*found, path)
 
+    # A namespace or name holding "/", percent-encoded: Feast's route cannot address it, this one can.
+    curated = f"/graph/dataset/{LAKE.replace('/', '%2F')}/curated%2Forders?depth=1&direction=upstream"
+    assert feast.call("GET", f"{API}{curated}").status_code == 404
+    reached = {(node["type"], node["namespace"], node["name"]) for node in ours.get(curated)["nodes"]}
+    assert reached == {
+        ("dataset", LAKE, "curated/orders"),
+        ("job", AIRFLOW, "orders_daily.transform"),
+        ("dataset", LAKE, "raw/orders"),
+        ("job", AIRFLOW, "orders_daily"),
+        ("job", AIRFLOW, "orders_daily.extract"),
+        ("dataset", WAREHOUSE, "public.orders"),
+    }
+
     retention = [c.get("/retention") for c in both]
     _assert_same(*(_normal(r) for r in retention), "retention")
     assert retention[1]["storage"]["events"]["count"] == len(_events())

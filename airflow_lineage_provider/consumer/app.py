@@ -16,6 +16,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from airflow_lineage_provider.consumer.api_docs import api_docs_router
 from airflow_lineage_provider.consumer.auth import LoginRequired
+from airflow_lineage_provider.consumer.feast import GraphNodePaths
 from airflow_lineage_provider.consumer.feast import router as feast_router
 from airflow_lineage_provider.consumer.grouped_ingest import GroupedIngest, writers_for
 from airflow_lineage_provider.consumer.guards import GuardFactory, KeyGuard
@@ -176,6 +177,7 @@ def create_app(
         config.max_concurrent_walks, config.max_waiting_walks, config.walk_answer_bytes, config.walk_timeout_seconds
     )
     app.add_middleware(SegmentPaths)  # Marquez's percent-encoded names in paths (marquez_paths.py)
+    app.add_middleware(GraphNodePaths)  # and in the path of Feast's node graph (consumer/feast/paths.py)
     app.add_middleware(OtherBodies, upload_seconds=config.upload_seconds)  # small bodies, read before auth runs
     app.add_middleware(PathLimits)  # before routing: no NUL or over-long segment reaches a store (path_limits.py)
     if config.allowed_hosts:

@@ -4,6 +4,7 @@ Its paths, parameter names, answer shapes and status codes, so Feast's UI and sc
 same auth dependency and read boundary as every other route (docs/consumer.md, "Feast's consumer API").
 """
 
+from airflow_lineage_provider.consumer.feast.paths import GraphNodePaths
 from airflow_lineage_provider.consumer.feast.router import router
 
-__all__ = ["router"]
+__all__ = ["GraphNodePaths", "router"]

@@ -18,6 +18,7 @@ from airflow_lineage_provider.consumer.auth import Admin, Reader, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Store, stored_answer
 from airflow_lineage_provider.consumer.feast import graph, models
 from airflow_lineage_provider.consumer.feast.events import event_row
+from airflow_lineage_provider.consumer.marquez.paths import segment
 from airflow_lineage_provider.consumer.models import Problem
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.service import StoreUnavailable, prune_now, reset_now
@@ -149,6 +150,8 @@ async def node_graph(
 ) -> Response:
     if node_type not in ("job", "dataset"):
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail="node_type must be one of: ['job', 'dataset']")
+
+    namespace, node_name = segment(namespace), segment(node_name)  # %2F kept by GraphNodePaths (paths.py)
 
     def run() -> dict:
         with view.read() as (conn, visible):
