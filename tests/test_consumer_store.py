@@ -486,7 +486,7 @@ def test_a_version_5_store_gains_each_runs_latest_job_facets_and_keeps_its_job_v
         assert facets[documented]["documentation"]["x"] == "doc"
         assert facets[bare] is None
         assert facets[tied]["location"]["url"] == "stored last"
-        versions = {run["id"]: run["jobVersion"]["version"] for run in before[1][0]}
+        versions = {run.id: run.job_version.version for run in before[1][0] if run.job_version is not None}
         assert len(set(versions.values())) == 4  # four contents, four versions
     finally:
         engine.dispose()

@@ -21,6 +21,9 @@ from airflow_lineage_provider.consumer.feast import router as feast_router
 from airflow_lineage_provider.consumer.grouped_ingest import GroupedIngest, writers_for
 from airflow_lineage_provider.consumer.guards import GuardFactory, KeyGuard
 from airflow_lineage_provider.consumer.hosts import AllowedHosts
+from airflow_lineage_provider.consumer.marquez import routes_datasets as marquez_datasets
+from airflow_lineage_provider.consumer.marquez import routes_events as marquez_events
+from airflow_lineage_provider.consumer.marquez import routes_jobs as marquez_jobs
 from airflow_lineage_provider.consumer.marquez.paths import SegmentPaths
 from airflow_lineage_provider.consumer.nodeids import NodeIdError
 from airflow_lineage_provider.consumer.other_bodies import OtherBodies
@@ -36,9 +39,6 @@ from airflow_lineage_provider.consumer.routers import (
     ingest_log,
     jobs,
     lineage,
-    marquez_datasets,
-    marquez_events,
-    marquez_jobs,
     namespaces,
     reset,
     retention,

@@ -47,6 +47,7 @@ from airflow_lineage_provider.consumer.marquez.datasets import (
     writes,
 )
 from airflow_lineage_provider.consumer.marquez.runs import run_objects, runs_query
+from airflow_lineage_provider.consumer.marquez.shapes import DatasetVersion, VersionId
 from airflow_lineage_provider.consumer.store.graph.node_types import dataset_type
 from airflow_lineage_provider.consumer.store.read import tags
 from airflow_lineage_provider.consumer.store.read.queries import Admit, stored_size
@@ -113,7 +114,7 @@ def _field_tags(conn: Connection, names: list[tuple[int, str, str]]) -> dict[str
 
 def _versions(
     conn: Connection, names: list[tuple[int, str, str]], page: list[NamedWrite], visible: Visible
-) -> list[dict[str, Any]]:
+) -> list[DatasetVersion]:
     """The versions ``page`` (runs with the name each wrote) of the dataset with ``names`` (representative first)."""
     shown = None if visible is None else frozenset(visible)
     _, namespace, name = names[0]
@@ -130,20 +131,20 @@ def _versions(
         seen = written.get(row.run_uuid, _Written())
         version = version_id(written_ns, written_name, row.run_uuid)
         versions.append(
-            {
-                "id": {"namespace": namespace, "name": name, "version": version},
-                "type": dataset_type(seen.facets, written_ns),
-                "name": name,
-                "physicalName": written_name,
-                "createdAt": iso(seen.first or row.created_at),
-                "version": version,
-                "namespace": namespace,
-                "sourceName": source_of(seen.facets, written_ns)[0],
-                "fields": marquez_fields(seen.fields or [], field_tags),
-                "description": description(seen.facets) or "",
-                "createdByRun": run,
-                "facets": seen.facets if shown is None else scrub(seen.facets, shown),
-            }
+            DatasetVersion(
+                id=VersionId(namespace=namespace, name=name, version=version),
+                type=dataset_type(seen.facets, written_ns),
+                name=name,
+                physical_name=written_name,
+                created_at=iso(seen.first or row.created_at),
+                version=version,
+                namespace=namespace,
+                source_name=source_of(seen.facets, written_ns)[0],
+                fields=marquez_fields(seen.fields or [], field_tags),
+                description=description(seen.facets) or "",
+                created_by_run=run,
+                facets=seen.facets if shown is None else scrub(seen.facets, shown),
+            )
         )
     return versions
 
@@ -257,7 +258,7 @@ def list_versions(
     offset: int,
     visible: Visible = None,
     admit: Admit | None = None,
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[DatasetVersion], int]:
     """The versions of the dataset (node ``dataset_id``, named ``namespace``/``name``), newest first, a page of
     them, and how many there are; a dataset known under several names has the versions of every (visible)
     name and shows them under its representative's name (see the module docstring). ``admit`` is told each
@@ -272,7 +273,7 @@ def list_versions(
 
 def get_version(
     conn: Connection, dataset_id: int, namespace: str, name: str, version: str, visible: Visible = None
-) -> dict[str, Any] | None:
+) -> DatasetVersion | None:
     """The version ``version`` of the dataset, or None when no (visible) run of it has that id."""
     wanted = version.strip().lower()
     names, written = _named_writes(conn, dataset_id, namespace, name, visible)

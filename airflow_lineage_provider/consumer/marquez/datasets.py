@@ -39,6 +39,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
+from airflow_lineage_provider.consumer.marquez.shapes import Dataset, Field, NodeId
 from airflow_lineage_provider.consumer.store.graph import dataset_aliases
 from airflow_lineage_provider.consumer.store.graph.node_types import dataset_type
 from airflow_lineage_provider.consumer.store.read import tags
@@ -79,19 +80,20 @@ def lifecycle_state(facets: dict[str, Any]) -> str | None:
     return _facet_text(facets, "lifecycleStateChange", "lifecycleStateChange")
 
 
-def marquez_fields(fields: list[dict[str, Any]], field_tags: dict[str, list[str]]) -> list[dict[str, Any]]:
+def marquez_fields(fields: list[dict[str, Any]], field_tags: dict[str, list[str]]) -> list[Field]:
     """Stored schema fields (``{name, type, tags, description, fields?}``) in Marquez's shape, without nulls,
     with the tags put on each top-level field."""
     return [_field(item, field_tags.get(item["name"], [])) for item in fields]
 
 
-def _field(item: dict[str, Any], field_tags: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": item["name"], "type": item.get("type") or UNKNOWN_TYPE, "tags": field_tags}
-    if item.get("description"):
-        out["description"] = item["description"]
-    if item.get("fields"):
-        out["fields"] = [_field(sub, []) for sub in item["fields"]]
-    return out
+def _field(item: dict[str, Any], field_tags: list[str]) -> Field:
+    return Field(
+        name=item["name"],
+        type=item.get("type") or UNKNOWN_TYPE,
+        tags=field_tags,
+        description=item.get("description") or None,
+        fields=[_field(sub, []) for sub in item["fields"]] if item.get("fields") else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -196,7 +198,7 @@ def _dataset(
     written: list[NamedWrite],
     aliases: list[dict[str, Any]],
     visible: frozenset[str] | None,
-) -> dict[str, Any]:
+) -> Dataset:
     """A Dataset from the rows of its (visible) names, the representative first (see the module docstring)."""
     shown = with_schema = with_facets = rows[0]
     created, updated, node_tags = shown.created_at, shown.updated_at, on_nodes.get(shown.id, [])
@@ -209,34 +211,31 @@ def _dataset(
         node_tags = sorted({tag for row in rows for tag in on_nodes.get(row.id, [])})
         field_tags = _merged_field_tags(rows, on_fields)
     facets = loads(with_facets.facets, {})
-    data: dict[str, Any] = {
-        "id": {"namespace": shown.namespace, "name": shown.name},
-        "type": dataset_type(facets, with_facets.namespace),
-        "name": shown.name,
-        "physicalName": shown.name,
-        "createdAt": iso(created),
-        "updatedAt": iso(updated),
-        "namespace": shown.namespace,
-        "sourceName": source_of(facets, with_facets.namespace)[0],
-        "fields": marquez_fields(loads(with_schema.fields, []), field_tags),
-        "tags": node_tags,
-    }
     completed = [write.ended_at for write, _, _ in written if write.state == "COMPLETED" and write.ended_at is not None]
-    if completed:
-        data["lastModifiedAt"] = iso(max(completed))
     state = lifecycle_state(facets)
-    if state is not None:
-        data["lastLifecycleState"] = state
-    text = description(facets)
-    if text is not None:
-        data["description"] = text
-    data["facets"] = facets if visible is None else scrub(facets, visible)
+    current = None
     if written:
         write, namespace, name = written[0]
-        data["currentVersion"] = version_id(namespace, name, write.run_uuid)
-    data["deleted"] = state is not None and state.upper() == "DROP"
-    data["aliases"] = aliases
-    return data
+        current = version_id(namespace, name, write.run_uuid)
+    return Dataset(
+        id=NodeId(namespace=shown.namespace, name=shown.name),
+        type=dataset_type(facets, with_facets.namespace),
+        name=shown.name,
+        physical_name=shown.name,
+        created_at=iso(created),
+        updated_at=iso(updated),
+        namespace=shown.namespace,
+        source_name=source_of(facets, with_facets.namespace)[0],
+        fields=marquez_fields(loads(with_schema.fields, []), field_tags),
+        tags=node_tags,
+        last_modified_at=iso(max(completed)) if completed else None,
+        last_lifecycle_state=state,
+        description=description(facets),
+        facets=facets if visible is None else scrub(facets, visible),
+        current_version=current,
+        deleted=state is not None and state.upper() == "DROP",
+        aliases=aliases,
+    )
 
 
 def dataset_names(
@@ -275,7 +274,7 @@ def _annotations(
 
 def datasets(
     conn: Connection, ids: list[int], visible: Visible = None, *, has_groups: bool | None = None
-) -> dict[int, dict[str, Any]]:
+) -> dict[int, Dataset]:
     """``id → Dataset`` (Marquez's shape) for the datasets ``ids``, each as its group shows it: under its
     representative's name, with its other visible names as ``aliases`` (see :mod:`.dataset_aliases`). A fixed
     number of statements per :data:`_CHUNK` names (see :func:`writes`); whether a dataset has a group rides
@@ -286,7 +285,7 @@ def datasets(
     if has_groups is not False and any(row.grouped for row in rows.values()):
         return _grouped_datasets(conn, ids, [node for node, row in rows.items() if row.grouped], shown)
     on_nodes, on_fields, written = _annotations(conn, list(rows), shown)
-    found: dict[int, dict[str, Any]] = {}
+    found: dict[int, Dataset] = {}
     for node in ids:
         row = rows.get(node)
         if row is not None:
@@ -297,7 +296,7 @@ def datasets(
 
 def _grouped_datasets(
     conn: Connection, ids: list[int], grouped_ids: list[int], shown: frozenset[str] | None
-) -> dict[int, dict[str, Any]]:
+) -> dict[int, Dataset]:
     """:func:`datasets` when some of ``ids`` (``grouped_ids``) are known under several names."""
     grouped = dataset_aliases.groups(conn, grouped_ids)
     names = {node: [name.id for name in grouped[node].shown(shown)] if node in grouped else [node] for node in ids}
@@ -306,7 +305,7 @@ def _grouped_datasets(
     every = sorted({member for members in names.values() for member in members})
     rows = _rows(conn, every, times=True)
     on_nodes, on_fields, written = _annotations(conn, every, shown)
-    found: dict[int, dict[str, Any]] = {}
+    found: dict[int, Dataset] = {}
     for node, members in names.items():
         member_rows = [rows[member] for member in members if member in rows]
         if member_rows:
@@ -338,7 +337,7 @@ def has_field(conn: Connection, dataset_id: int, field: str, visible: Visible = 
 
 def list_datasets(
     conn: Connection, namespace: str, limit: int, offset: int, visible: Visible = None, admit: Admit | None = None
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[Dataset], int]:
     """The datasets of ``namespace`` by name, a page of them, and how many there are: a dataset known under
     several names is listed (and counted) once, in its representative's namespace (:mod:`.dataset_aliases`).
     ``admit`` is told the size of each dataset's stored schema and facets before they are read."""

@@ -26,7 +26,9 @@ from typing import Any
 
 from fastapi import Response
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
+from airflow_lineage_provider.consumer.answer_limits import AnswerBound
 from airflow_lineage_provider.consumer.deps import stored_answer
 
 
@@ -49,5 +51,49 @@ async def marquez_answer(work: Callable[[], Any]) -> Response:
     :class:`MarquezError` it raised in Marquez's shape."""
     try:
         return await stored_answer(work)
+    except MarquezError as error:
+        return marquez_error(error.code, error.message)
+
+
+class ErrorMessage(BaseModel):
+    """Marquez's error answer (Dropwizard's ``ErrorMessage``): documents the Marquez routes' 404s."""
+
+    code: int
+    message: str
+
+
+#: ``responses=`` of a route answering 404 in Marquez's shape.
+NOT_FOUND: dict[int | str, dict] = {404: {"model": ErrorMessage, "description": "Not found (Marquez's error shape)"}}
+
+
+def namespace_not_found(namespace: str) -> MarquezError:
+    """Marquez's 404 for an unknown (or, for a namespace-limited key, hidden) namespace."""
+    return MarquezError(404, f"Namespace '{namespace}' not found.")
+
+
+def job_not_found(job: str) -> MarquezError:
+    """Marquez's 404 for an unknown job."""
+    return MarquezError(404, f"Job '{job}' not found.")
+
+
+def run_not_found(run_id: str) -> MarquezError:
+    """Marquez's 404 for an unknown run (or a run of a hidden job)."""
+    return MarquezError(404, f"Run '{run_id}' not found.")
+
+
+def job_version_not_found(version: str) -> MarquezError:
+    """Marquez's 404 for an unknown job version."""
+    return MarquezError(404, f"Job version '{version}' not found.")
+
+
+def dataset_not_found(dataset: str) -> MarquezError:
+    """Marquez's 404 for an unknown dataset."""
+    return MarquezError(404, f"Dataset '{dataset}' not found.")
+
+
+async def bounded_answer(bound: AnswerBound, work: Callable[[], Any]) -> Response:
+    """:func:`marquez_answer` for a listing: its answer within ``bound`` (:mod:`..answer_limits`)."""
+    try:
+        return await bound.answer(work)
     except MarquezError as error:
         return marquez_error(error.code, error.message)

@@ -12,6 +12,7 @@ statements whatever its size: no statement per job.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -34,6 +35,7 @@ from airflow_lineage_provider.consumer.marquez.runs import (
     runs_with_io_query,
     version_location,
 )
+from airflow_lineage_provider.consumer.marquez.shapes import Job, JobVersion, NodeId, Run, VersionId
 from airflow_lineage_provider.consumer.store.graph.node_types import job_type
 from airflow_lineage_provider.consumer.store.graph.versioned_cache import VersionedCache
 from airflow_lineage_provider.consumer.store.read.queries import Admit, name_size, named, sized_page, stored_size
@@ -78,7 +80,7 @@ def list_jobs(
     visible: Visible = None,
     cache: JobObjects | None = None,
     admit: Admit | None = None,
-) -> tuple[list[Any], int]:
+) -> tuple[list[Job | msgspec.Raw], int]:
     """A page of Jobs by namespace and name, and how many there are; ``states``: only jobs whose latest run
     is in one of them.
 
@@ -102,7 +104,9 @@ def list_jobs(
         query = query.where(namespace_in(_n.namespace, visible, conn.dialect.name))
     rows, total = page(conn, query, limit, offset)
     if cache is not None and visible is None:
-        found: dict[int, Any] = cached_job_objects(conn, {row.id: row.version for row in rows}, cache, admit)
+        found: Mapping[int, Job | msgspec.Raw] = cached_job_objects(
+            conn, {row.id: row.version for row in rows}, cache, admit
+        )
     else:
         ids = [row.id for row in rows]
         if admit is not None:
@@ -315,13 +319,13 @@ def _tags(value: Any, dialect: str) -> list[str]:
     return tags if dialect == "postgresql" else sorted(tags)
 
 
-def _datasets(value: Any, visible: Visible) -> list[dict[str, str]]:
+def _datasets(value: Any, visible: Visible) -> list[NodeId]:
     """An ``inputs`` or ``outputs`` column as Marquez's dataset ids, sorted, the hidden ones left out."""
     pairs = sorted((namespace, name) for namespace, name in json_rows_value(value))
-    return [{"namespace": ns, "name": name} for ns, name in pairs if visible is None or ns in visible]
+    return [NodeId(namespace=ns, name=name) for ns, name in pairs if visible is None or ns in visible]
 
 
-def job_objects(conn: Connection, ids: list[int], visible: Visible = None) -> dict[int, dict[str, Any]]:
+def job_objects(conn: Connection, ids: list[int], visible: Visible = None) -> dict[int, Job]:
     """``id → Job`` for each job of ``ids`` (see the module docstring for what each field says)."""
     if not ids:
         return {}
@@ -348,7 +352,7 @@ def _jobs_statement(dialect: str) -> Any:
     )
 
 
-def _job_objects(conn: Connection, ids: list[int], visible: Visible) -> dict[int, dict[str, Any]]:
+def _job_objects(conn: Connection, ids: list[int], visible: Visible) -> dict[int, Job]:
     visible = None if visible is None else frozenset(visible)
     if conn.dialect.name == "postgresql":
         # Without statistics (a store just loaded, autovacuum off) the planner's cost estimates for these
@@ -360,38 +364,38 @@ def _job_objects(conn: Connection, ids: list[int], visible: Visible) -> dict[int
     latest = {row.id: row.latest_run_uuid for row in rows if row.latest_run_uuid}
     runs = _newest_runs(conn, [row.id for row in rows], latest)
     versions = run_versions(conn, [run for found in runs.values() for run in found])
-    jobs = {}
+    jobs: dict[int, Job] = {}
     for row in rows:
         facets = loads(row.facets, {})
         shown = facets if visible is None else scrub(facets, visible)
         newest = {run.run_uuid: run_object(run, versions[run.run_uuid], visible) for run in runs[row.id]}
         latest_run = newest.get(row.latest_run_uuid) if row.latest_run_uuid else None
-        data = {
-            "id": {"namespace": row.namespace, "name": row.name},
-            "type": job_type(facets),
-            "name": row.name,
-            "simpleName": row.name,
-            "createdAt": iso(row.created_at),
-            "updatedAt": iso(row.updated_at),
-            "namespace": row.namespace,
-            "inputs": _datasets(row.inputs, visible),
-            "outputs": _datasets(row.outputs, visible),
-            "location": version_location(facets),
-            "description": description(facets),
-            "latestRun": latest_run,
-            "latestRuns": list(newest.values())[:LATEST_RUNS],
-            "facets": shown,
-            "currentVersion": None if latest_run is None else latest_run["jobVersion"]["version"],
-            "tags": _tags(row.tags, conn.dialect.name),
-            "nodeId": nodeids.node_id("job", row.namespace, row.name),
-        }
-        jobs[row.id] = {key: value for key, value in data.items() if value is not None}
+        version = None if latest_run is None or latest_run.job_version is None else latest_run.job_version.version
+        jobs[row.id] = Job(
+            id=NodeId(namespace=row.namespace, name=row.name),
+            type=job_type(facets),
+            name=row.name,
+            simple_name=row.name,
+            created_at=iso(row.created_at),
+            updated_at=iso(row.updated_at),
+            namespace=row.namespace,
+            inputs=_datasets(row.inputs, visible),
+            outputs=_datasets(row.outputs, visible),
+            location=version_location(facets),
+            description=description(facets),
+            latest_run=latest_run,
+            latest_runs=list(newest.values())[:LATEST_RUNS],
+            facets=shown,
+            current_version=version,
+            tags=_tags(row.tags, conn.dialect.name),
+            node_id=nodeids.node_id("job", row.namespace, row.name),
+        )
     return jobs
 
 
 def list_job_runs(
     conn: Connection, job_id: int, limit: int, offset: int, visible: Visible = None, admit: Admit | None = None
-) -> tuple[list, int]:
+) -> tuple[list[Run], int]:
     """A page of a job's Runs, newest first (by creation, then run id), and how many it has; ``admit`` is told the
     size of each run's stored facets (and of the job facets its version is computed from) before they are read."""
     dialect = conn.dialect.name
@@ -508,7 +512,7 @@ def _version_rows_statement(dialect: str) -> Any:
     )
 
 
-def _version_objects(conn: Connection, rows: list[Any], visible: Visible) -> list[dict[str, Any]]:
+def _version_objects(conn: Connection, rows: list[Any], visible: Visible) -> list[JobVersion]:
     """The JobVersions of ``rows`` (``run_uuid`` of each version's newest run, ``first``), in their order; a run
     gone since the rows were read (a prune or reset committed in between) is left out."""
     ids = [row.run_uuid for row in rows]
@@ -540,7 +544,7 @@ def _content_statement(dialect: str) -> Any:
 
 def list_job_versions(
     conn: Connection, job_id: int, limit: int, offset: int, visible: Visible = None, admit: Admit | None = None
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[JobVersion], int]:
     """A page of the job's versions as Marquez's ``JobVersion``, newest first (by its first run; ties by its newest
     run's id), and how many it has; ``admit`` is told each version's size before anything of it is loaded.
 
@@ -551,9 +555,9 @@ def list_job_versions(
     return found, total - (len(rows) - len(found))
 
 
-def job_versions(conn: Connection, job_id: int, visible: Visible = None) -> list[dict[str, Any]]:
+def job_versions(conn: Connection, job_id: int, visible: Visible = None) -> list[JobVersion]:
     """Every version of a job (:func:`list_job_versions`), newest first."""
-    found: list[dict[str, Any]] = []
+    found: list[JobVersion] = []
     while True:
         page, total = list_job_versions(conn, job_id, VERSIONS_CHUNK, len(found), visible)
         found += page
@@ -561,7 +565,7 @@ def job_versions(conn: Connection, job_id: int, visible: Visible = None) -> list
             return found
 
 
-def find_job_version(conn: Connection, job_id: int, version: str, visible: Visible = None) -> dict[str, Any] | None:
+def find_job_version(conn: Connection, job_id: int, version: str, visible: Visible = None) -> JobVersion | None:
     """The job's version ``version`` as Marquez's ``JobVersion``, or None: the job's versions are looked through
     :data:`VERSIONS_CHUNK` at a time, reading what a version id is computed from (inputs, outputs and job facets of
     its newest run), and only the one found is built."""
@@ -581,25 +585,24 @@ def find_job_version(conn: Connection, job_id: int, version: str, visible: Visib
             return None
 
 
-def _version_object(version: Any, first: str, latest: Any, visible: Visible) -> dict[str, Any]:
+def _version_object(version: Any, first: str, latest: Any, visible: Visible) -> JobVersion:
     """A JobVersion: ``version`` (its content), ``first`` (when its first run was created, ISO text), ``latest``
     (its newest run, a row of :func:`.marquez_runs.runs_with_io_query`)."""
 
-    def ids(pairs: tuple[tuple[str, str], ...]) -> list[dict[str, str]]:
-        return [{"namespace": ns, "name": name} for ns, name in pairs if visible is None or ns in visible]
+    def ids(pairs: tuple[tuple[str, str], ...]) -> list[NodeId]:
+        return [NodeId(namespace=ns, name=name) for ns, name in pairs if visible is None or ns in visible]
 
-    data = {
-        "id": {"namespace": latest.namespace, "name": latest.name, "version": version.id},
-        "name": latest.name,
-        "version": version.id,
-        "createdAt": iso(first),
-        "namespace": latest.namespace,
-        "type": job_type(version.facets),
-        "inputs": ids(version.inputs),
-        "outputs": ids(version.outputs),
-        "location": version_location(version.facets),
-        "description": description(version.facets),
-        "latestRun": run_object(latest, version, visible),
-        "facets": version.facets if visible is None else scrub(version.facets, visible),
-    }
-    return {key: value for key, value in data.items() if value is not None}
+    return JobVersion(
+        id=VersionId(namespace=latest.namespace, name=latest.name, version=version.id),
+        name=latest.name,
+        version=version.id,
+        created_at=iso(first),
+        namespace=latest.namespace,
+        type=job_type(version.facets),
+        inputs=ids(version.inputs),
+        outputs=ids(version.outputs),
+        location=version_location(version.facets),
+        description=description(version.facets),
+        latest_run=run_object(latest, version, visible),
+        facets=version.facets if visible is None else scrub(version.facets, visible),
+    )

@@ -22,12 +22,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache, cached_property, lru_cache
-from typing import Any
+from typing import Any, overload
 
 import msgspec
 from sqlalchemy import Connection, Text, bindparam, cast, func, select, true
 from sqlalchemy.sql.elements import BindParameter
 
+from airflow_lineage_provider.consumer.marquez.shapes import Run, RunFacets, VersionId
 from airflow_lineage_provider.consumer.store.read.json_paths import json_member, member_value
 from airflow_lineage_provider.consumer.store.read.queries import named
 from airflow_lineage_provider.consumer.store.read.sqltime import iso_utc
@@ -233,6 +234,10 @@ def run_versions(conn: Connection, runs: Iterable[Any]) -> dict[str, Version]:
     return versions
 
 
+@overload
+def iso(value: datetime | str) -> str: ...
+@overload
+def iso(value: datetime | str | None) -> str | None: ...
 def iso(value: datetime | str | None) -> str | None:
     """A stored (aware, UTC) time as :func:`.text.iso` writes it, ``2026-03-01T12:00:00.000000Z`` (C-fast);
     text already formatted by :class:`.sqltime.iso_utc` as it is."""
@@ -252,39 +257,30 @@ def duration_ms(started: datetime | str | None, ended: datetime | str | None) ->
     return int((ended - started).total_seconds() * 1000)
 
 
-def _no_nulls(data: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in data.items() if value is not None}
-
-
 def _facets(text: str | None, visible: Visible) -> dict[str, Any]:
     facets = json.loads(text) if text else {}
     return facets if visible is None else scrub(facets, visible)
 
 
-def run_object(row: Any, version: Version | None, visible: Visible = None) -> dict[str, Any]:
+def run_object(row: Any, version: Version | None, visible: Visible = None) -> Run:
     """A row of :data:`RUN_COLUMNS` as Marquez's ``Run`` (with its ``jobVersion`` when known)."""
-    job_version = None
-    if version is not None:
-        job_version = {"namespace": row.namespace, "name": row.name, "version": version.id}
-    return _no_nulls(
-        {
-            "id": row.run_uuid,
-            "createdAt": iso(row.created_at),
-            "updatedAt": iso(row.updated_at),
-            "nominalStartTime": iso(row.nominal_start_time),
-            "nominalEndTime": iso(row.nominal_end_time),
-            "state": row.state,
-            "startedAt": iso(row.started_at),
-            "endedAt": iso(row.ended_at),
-            "durationMs": duration_ms(row.started_at, row.ended_at),
-            "args": {},
-            "jobVersion": job_version,
-            "facets": _facets(row.facets, visible),
-        }
+    return Run(
+        id=row.run_uuid,
+        created_at=iso(row.created_at),
+        updated_at=iso(row.updated_at),
+        nominal_start_time=iso(row.nominal_start_time),
+        nominal_end_time=iso(row.nominal_end_time),
+        state=row.state,
+        started_at=iso(row.started_at),
+        ended_at=iso(row.ended_at),
+        duration_ms=duration_ms(row.started_at, row.ended_at),
+        args={},
+        job_version=None if version is None else VersionId(namespace=row.namespace, name=row.name, version=version.id),
+        facets=_facets(row.facets, visible),
     )
 
 
-def run_objects(conn: Connection, rows: list[Any], visible: Visible = None) -> list[dict[str, Any]]:
+def run_objects(conn: Connection, rows: list[Any], visible: Visible = None) -> list[Run]:
     """Rows of :data:`RUN_COLUMNS` as Marquez's ``Run`` objects, with their job versions (two statements)."""
     versions = run_versions(conn, rows)
     return [run_object(row, versions[row.run_uuid], visible) for row in rows]
@@ -298,7 +294,7 @@ def find_run(conn: Connection, run_id: str, visible: Visible = None) -> Any:
     return row
 
 
-def run_facets(conn: Connection, run_id: str, kind: str, visible: Visible = None) -> dict[str, Any]:
+def run_facets(conn: Connection, run_id: str, kind: str, visible: Visible = None) -> RunFacets:
     """Marquez's ``FacetsResult`` of a run: its ``run`` or ``job`` facets merged over all its events.
 
     Each facet is as the latest event naming it said it (ties: the later stored event).
@@ -307,7 +303,7 @@ def run_facets(conn: Connection, run_id: str, kind: str, visible: Visible = None
     for _, facets in _event_members(conn, [run_id], (kind, "facets")):
         if isinstance(facets, dict):
             merged.update(facets)
-    return {"runId": run_id, "facets": merged if visible is None else scrub(merged, visible)}
+    return RunFacets(run_id=run_id, facets=merged if visible is None else scrub(merged, visible))
 
 
 def version_location(facets: dict[str, Any]) -> str | None:

@@ -15,11 +15,10 @@ from fastapi import APIRouter, Depends, Response
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, stored_answer
-from airflow_lineage_provider.consumer.marquez.errors import marquez_answer
+from airflow_lineage_provider.consumer.marquez.errors import NOT_FOUND, marquez_answer, namespace_not_found
 from airflow_lineage_provider.consumer.marquez.paths import Namespace
 from airflow_lineage_provider.consumer.models import Namespaces
 from airflow_lineage_provider.consumer.query_names import KnownQuery
-from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, namespace_not_found
 from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store_view import View
 

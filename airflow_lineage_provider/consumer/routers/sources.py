@@ -19,9 +19,8 @@ from fastapi import APIRouter, Depends, Path, Response
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset
-from airflow_lineage_provider.consumer.marquez.errors import MarquezError, marquez_answer
+from airflow_lineage_provider.consumer.marquez.errors import NOT_FOUND, MarquezError, marquez_answer
 from airflow_lineage_provider.consumer.query_names import KnownQuery
-from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND
 from airflow_lineage_provider.consumer.store.read import sources
 from airflow_lineage_provider.consumer.store_view import View
 

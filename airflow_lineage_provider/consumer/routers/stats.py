@@ -24,8 +24,8 @@ from pydantic import BaseModel
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import stored_answer
+from airflow_lineage_provider.consumer.marquez.params import bad_parameter, query_choice
 from airflow_lineage_provider.consumer.models import Problem
-from airflow_lineage_provider.consumer.routers.marquez_events import bad_parameter, query_choice
 from airflow_lineage_provider.consumer.store.operations import stats
 from airflow_lineage_provider.consumer.store_view import View
 

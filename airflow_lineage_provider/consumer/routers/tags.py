@@ -31,12 +31,13 @@ from airflow_lineage_provider.consumer.auth import Writer, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store
 from airflow_lineage_provider.consumer.marquez import datasets as marquez_datasets
 from airflow_lineage_provider.consumer.marquez import jobs as marquez_jobs
-from airflow_lineage_provider.consumer.marquez.errors import MarquezError, marquez_answer
+from airflow_lineage_provider.consumer.marquez import shapes
+from airflow_lineage_provider.consumer.marquez.errors import NOT_FOUND, MarquezError, marquez_answer
 from airflow_lineage_provider.consumer.marquez.paths import Dataset, Job, Namespace, path_name
 from airflow_lineage_provider.consumer.marquez.paths import Field as FieldName
+from airflow_lineage_provider.consumer.marquez.routes_datasets import dataset_id
+from airflow_lineage_provider.consumer.marquez.routes_jobs import job_id
 from airflow_lineage_provider.consumer.query_names import KnownQuery
-from airflow_lineage_provider.consumer.routers.marquez_datasets import dataset_id
-from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, job_id
 from airflow_lineage_provider.consumer.store.read import tags
 from airflow_lineage_provider.consumer.store_view import StoreView, View
 
@@ -120,7 +121,7 @@ async def put_tag(
 async def _tag_dataset(
     store: Store, principal: Principal, namespace: str, dataset: str, field: str | None, tag: str, add: bool
 ) -> Response:
-    def run() -> dict:
+    def run() -> shapes.Dataset:
         name = _checked(tag)
         if field is not None:
             name = _checked(name.upper())  # as Marquez: a field's tags in upper case
@@ -141,7 +142,7 @@ async def _tag_dataset(
 
 
 async def _tag_job(store: Store, principal: Principal, namespace: str, job: str, tag: str, add: bool) -> Response:
-    def run() -> dict:
+    def run() -> shapes.Job:
         name = _checked(tag)
         with store.write() as conn:
             visible = StoreView(store, principal.namespaces).visible(conn)  # what the writer sees, as a read would

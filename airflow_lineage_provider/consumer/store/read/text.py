@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
 
+@overload
+def iso(value: datetime) -> str: ...
+@overload
+def iso(value: None) -> None: ...
+@overload
+def iso(value: datetime | None) -> str | None: ...
 def iso(value: datetime | None) -> str | None:
     """A stored time as ISO 8601 UTC with microseconds and a ``Z`` suffix (as :class:`.sqltime.iso_utc`)."""
     # The year padded by hand: strftime's %Y writes year 1 as "1" on glibc, which is not ISO 8601.

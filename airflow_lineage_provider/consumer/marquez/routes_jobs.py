@@ -1,94 +1,51 @@
 """Marquez's job and run reads: a namespace's jobs, one job, its versions and runs, a run and its facets.
 
 Paths, parameters and shapes are Marquez's (``../shared/spec/marquez/openapi.yml``); namespaces and job
-names come percent-encoded in the path (``postgres%3A%2F%2Fdb%3A5432``, see :mod:`..marquez_paths`).
+names come percent-encoded in the path (``postgres%3A%2F%2Fdb%3A5432``, see :mod:`.paths`).
 Unknown (or, for a namespace-limited key, hidden) namespaces, jobs, versions and runs answer Marquez's 404
-(:mod:`..marquez_errors`, with Marquez's messages), the namespace checked first as Marquez does. What each
-object says, and where it comes from, is in :mod:`..store.marquez_jobs` and :mod:`..store.marquez_runs`.
+(:mod:`.errors`, with Marquez's messages), the namespace checked first as Marquez does. What each object
+says, and where it comes from, is in :mod:`.jobs` and :mod:`.runs`; its shape in :mod:`.shapes`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
-from pydantic import BaseModel
 from sqlalchemy import Connection
 
 from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.answer_limits import AnswerBound, answer_bound
+from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
 from airflow_lineage_provider.consumer.marquez import jobs as marquez_jobs
 from airflow_lineage_provider.consumer.marquez import runs as marquez_runs
-from airflow_lineage_provider.consumer.marquez.errors import MarquezError, marquez_answer, marquez_error
+from airflow_lineage_provider.consumer.marquez.errors import (
+    NOT_FOUND,
+    bounded_answer,
+    job_not_found,
+    job_version_not_found,
+    marquez_answer,
+    namespace_not_found,
+    run_not_found,
+)
+from airflow_lineage_provider.consumer.marquez.params import RunId, RunStates
 from airflow_lineage_provider.consumer.marquez.paths import Job, Namespace
+from airflow_lineage_provider.consumer.marquez.shapes import Job as JobShape
+from airflow_lineage_provider.consumer.marquez.shapes import (
+    JobList,
+    JobVersion,
+    JobVersionList,
+    Run,
+    RunFacets,
+    RunList,
+)
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store.read.visibility import Visible
 from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["marquez: jobs and runs"], dependencies=[Depends(requires(Access.READ))])
-
-
-class ErrorMessage(BaseModel):
-    """Marquez's error answer (Dropwizard's ``ErrorMessage``): documents the Marquez routes' 404s."""
-
-    code: int
-    message: str
-
-
-#: ``responses=`` of a route answering 404 in Marquez's shape.
-NOT_FOUND: dict[int | str, dict] = {404: {"model": ErrorMessage, "description": "Not found (Marquez's error shape)"}}
-
-
-def namespace_not_found(namespace: str) -> MarquezError:
-    """Marquez's 404 for an unknown (or, for a namespace-limited key, hidden) namespace."""
-    return MarquezError(404, f"Namespace '{namespace}' not found.")
-
-
-def job_not_found(job: str) -> MarquezError:
-    """Marquez's 404 for an unknown job."""
-    return MarquezError(404, f"Job '{job}' not found.")
-
-
-def run_not_found(run_id: str) -> MarquezError:
-    """Marquez's 404 for an unknown run (or a run of a hidden job)."""
-    return MarquezError(404, f"Run '{run_id}' not found.")
-
-
-def job_version_not_found(version: str) -> MarquezError:
-    """Marquez's 404 for an unknown job version."""
-    return MarquezError(404, f"Job version '{version}' not found.")
-
-
-State = Literal["NEW", "RUNNING", "COMPLETED", "ABORTED", "FAILED"]
-#: A run id as Marquez's paths carry it (anything else is a run that does not exist: 404).
-RunId = Annotated[str, Path(alias="id", max_length=100, description="The run's UUID.")]
-
-
-def run_states(
-    run_state: Annotated[
-        list[State] | None, Query(alias="runState", description="Only jobs whose latest run is in this state.")
-    ] = None,
-    last_run_states: Annotated[
-        list[State] | None, Query(alias="lastRunStates", description="The same, as Marquez's web UI names it.")
-    ] = None,
-) -> list[str] | None:
-    """The run states asked for with ``runState`` or ``lastRunStates`` (repeatable), or None for any."""
-    return [*(run_state or ()), *(last_run_states or ())] or None
-
-
-RunStates = Annotated[list[str] | None, Depends(run_states)]
-
-
-async def bounded_answer(bound: AnswerBound, work: Callable[[], Any]) -> Response:
-    """:func:`..marquez_errors.marquez_answer` for a listing: its answer within ``bound`` (:mod:`..answer_limits`)."""
-    try:
-        return await bound.answer(work)
-    except MarquezError as error:
-        return marquez_error(error.code, error.message)
 
 
 def job_id(conn: Connection, namespace: str, job: str, visible: Visible) -> int:
@@ -118,7 +75,7 @@ async def list_jobs(
 ) -> Response:
     bound = answer_bound(request)
 
-    def run() -> dict:
+    def run() -> JobList:
         with view.read() as (conn, visible):
             if not queries.namespace_exists(conn, namespace, visible):
                 raise namespace_not_found(namespace)
@@ -132,14 +89,14 @@ async def list_jobs(
                 cache=store.job_objects,
                 admit=bound.admit,
             )
-        return {"jobs": items, "totalCount": total}
+        return JobList(jobs=items, total_count=total)
 
     return await bounded_answer(bound, run)
 
 
 @router.get("/api/v1/namespaces/{namespace}/jobs/{job}", responses=NOT_FOUND, summary="One job (Marquez's Job)")
 async def get_job(view: View, namespace: Namespace, job: Job) -> Response:
-    def run() -> dict:
+    def run() -> JobShape:
         with view.read() as (conn, visible):
             node = job_id(conn, namespace, job, visible)
             return marquez_jobs.job_objects(conn, [node], visible)[node]
@@ -163,11 +120,11 @@ async def list_job_versions(
 ) -> Response:
     bound = answer_bound(request)
 
-    def run() -> dict:
+    def run() -> JobVersionList:
         with view.read() as (conn, visible):
             node = job_id(conn, namespace, job, visible)
             items, total = marquez_jobs.list_job_versions(conn, node, limit, offset, visible, admit=bound.admit)
-        return {"versions": items, "totalCount": total}
+        return JobVersionList(versions=items, total_count=total)
 
     return await bounded_answer(bound, run)
 
@@ -183,7 +140,7 @@ async def get_job_version(
     job: Job,
     version: Annotated[str, Path(max_length=100, description="The version's UUID.")],
 ) -> Response:
-    def run() -> dict:
+    def run() -> JobVersion:
         with view.read() as (conn, visible):
             found = marquez_jobs.find_job_version(conn, job_id(conn, namespace, job, visible), version, visible)
         if found is None:
@@ -209,18 +166,18 @@ async def list_job_runs(
 ) -> Response:
     bound = answer_bound(request)
 
-    def run() -> dict:
+    def run() -> RunList:
         with view.read() as (conn, visible):
             node = job_id(conn, namespace, job, visible)
             items, total = marquez_jobs.list_job_runs(conn, node, limit, offset, visible, admit=bound.admit)
-        return {"runs": items, "totalCount": total}
+        return RunList(runs=items, total_count=total)
 
     return await bounded_answer(bound, run)
 
 
 @router.get("/api/v1/jobs/runs/{id}", responses=NOT_FOUND, summary="One run (Marquez's Run)")
 async def get_run(view: View, run_id: RunId) -> Response:
-    def run() -> dict:
+    def run() -> Run:
         with view.read() as (conn, visible):
             row = marquez_runs.find_run(conn, run_id, visible)
             if row is None:
@@ -236,7 +193,7 @@ async def get_run_facets(
     run_id: RunId,
     kind: Annotated[Literal["run", "job"], Query(alias="type", description="The run's or its job's facets.")],
 ) -> Response:
-    def run() -> dict:
+    def run() -> RunFacets:
         with view.read() as (conn, visible):
             row = marquez_runs.find_run(conn, run_id, visible)
             if row is None:

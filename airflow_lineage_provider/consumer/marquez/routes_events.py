@@ -8,76 +8,27 @@ caps ``before`` at 2030 by default), the total counts exactly what the pages lis
 bound. Empty ``before=``/``after=`` (what Marquez's web UI sends for "no bound") are no bound too.
 
 A namespace-limited key gets only the events that name no hidden namespace anywhere, counted the same way
-(:func:`..store.queries.list_events`).
-
-The parameter readers here (:func:`query_time`, :func:`query_choice`) are shared by the other Marquez routes:
-a bad value answers 400 naming the parameter and the value.
+(:func:`..store.read.queries.list_events`). The parameters are read by :mod:`.params`: a bad value answers 400
+naming the parameter and the value.
 """
 
 from __future__ import annotations
 
-from datetime import date, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from airflow_lineage_provider.consumer.access import Access
 from airflow_lineage_provider.consumer.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.auth import requires
-from airflow_lineage_provider.consumer.deps import Limit, Offset, utc_bound
+from airflow_lineage_provider.consumer.deps import Limit, Offset
+from airflow_lineage_provider.consumer.marquez.params import SORT_DIRECTIONS, TimeText, query_choice, query_time
 from airflow_lineage_provider.consumer.models import Events, Problem
 from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["marquez"], dependencies=[Depends(requires(Access.READ))])
-
-#: A time parameter as received (parsed by :func:`query_time`, so a bad one is a 400 naming it).
-TimeText = Annotated[str | None, Query(max_length=64, description="ISO 8601 date-time; without a zone: UTC.")]
-
-
-def bad_parameter(name: str, value: str, expected: str) -> HTTPException:
-    """A 400 naming the parameter, the value received (cut to 100 characters) and what is accepted."""
-    return HTTPException(status.HTTP_400_BAD_REQUEST, detail=f"{name}: {value[:100]!r} is not {expected}")
-
-
-def query_time(value: str | None, name: str) -> datetime | None:
-    """A date-time query parameter in UTC (``2022-09-15T07:47:19Z``; a naive one is UTC); None when absent
-    or empty; 400 naming it when it is not ISO 8601 or UTC cannot represent it."""
-    if value is None or not value.strip():
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise bad_parameter(name, value, "an ISO 8601 date-time such as 2022-09-15T07:47:19Z") from None
-    return utc_bound(parsed, name)
-
-
-def query_date(value: str | None, name: str) -> date | None:
-    """A ``YYYY-MM-DD`` query parameter; None when absent or empty; 400 naming it otherwise."""
-    if value is None or not value.strip():
-        return None
-    text = value.strip()
-    try:
-        if len(text) != 10:
-            raise ValueError(text)
-        return date.fromisoformat(text)
-    except ValueError:
-        raise bad_parameter(name, value, "a date YYYY-MM-DD such as 2022-09-15") from None
-
-
-def query_choice(value: str | None, name: str, choices: dict[str, str], default: str | None) -> str | None:
-    """``value`` looked up in ``choices`` (keys upper case; the value is matched in any case); ``default``
-    when absent or empty; 400 naming the value and the accepted ones otherwise."""
-    if value is None or not value.strip():
-        return default
-    found = choices.get(value.strip().upper())
-    if found is None:
-        raise bad_parameter(name, value, "one of " + ", ".join(sorted(choices)))
-    return found
-
-
-SORT_DIRECTIONS = {"ASC": "asc", "DESC": "desc"}
 
 
 @router.get(

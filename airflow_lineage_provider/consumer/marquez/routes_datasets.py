@@ -1,11 +1,11 @@
 """Marquez's dataset reads: a namespace's datasets, one dataset, its versions and one version.
 
 Paths, parameters and shapes are Marquez's (``../shared/spec/marquez/openapi.yml``); namespaces and dataset
-names come percent-encoded in the path (``postgres%3A%2F%2Fdb%3A5432``, see :mod:`..marquez_paths`).
+names come percent-encoded in the path (``postgres%3A%2F%2Fdb%3A5432``, see :mod:`.paths`).
 Unknown (or, for a namespace-limited key, hidden) namespaces, datasets and versions answer Marquez's 404
-(:mod:`..marquez_errors`, with Marquez's messages), the namespace checked first as Marquez does. What each
-object says, and where it comes from, is in :mod:`..store.marquez_datasets` and
-:mod:`..marquez.dataset_versions`.
+(:mod:`.errors`, with Marquez's messages), the namespace checked first as Marquez does. What each object
+says, and where it comes from, is in :mod:`.datasets` and :mod:`.dataset_versions`; its shape in
+:mod:`.shapes`.
 
 A dataset known under several names (docs/identity.md) is one Dataset: a namespace's listing shows it once, in
 its canonical name's namespace (``totalCount`` counts datasets, not names), with its other names in
@@ -28,10 +28,18 @@ from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset
 from airflow_lineage_provider.consumer.marquez import dataset_versions
 from airflow_lineage_provider.consumer.marquez import datasets as marquez_datasets
-from airflow_lineage_provider.consumer.marquez.errors import MarquezError, marquez_answer
+from airflow_lineage_provider.consumer.marquez.errors import (
+    NOT_FOUND,
+    MarquezError,
+    bounded_answer,
+    dataset_not_found,
+    marquez_answer,
+    namespace_not_found,
+)
 from airflow_lineage_provider.consumer.marquez.paths import Dataset, Namespace
+from airflow_lineage_provider.consumer.marquez.shapes import Dataset as DatasetShape
+from airflow_lineage_provider.consumer.marquez.shapes import DatasetList, DatasetVersion, DatasetVersionList
 from airflow_lineage_provider.consumer.query_names import KnownQuery
-from airflow_lineage_provider.consumer.routers.marquez_jobs import NOT_FOUND, bounded_answer, namespace_not_found
 from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store.read.visibility import Visible
 from airflow_lineage_provider.consumer.store_view import View
@@ -40,11 +48,6 @@ router = APIRouter(tags=["marquez: datasets"], dependencies=[Depends(requires(Ac
 
 #: A dataset version as Marquez's paths carry it (anything that is no version's id is an unknown version: 404).
 Version = Annotated[str, Path(max_length=100, description="The version's UUID.")]
-
-
-def dataset_not_found(dataset: str) -> MarquezError:
-    """Marquez's 404 for an unknown dataset."""
-    return MarquezError(404, f"Dataset '{dataset}' not found.")
 
 
 def dataset_id(conn: Connection, namespace: str, dataset: str, visible: Visible) -> int:
@@ -68,19 +71,19 @@ async def list_datasets(
 ) -> Response:
     bound = answer_bound(request)
 
-    def run() -> dict:
+    def run() -> DatasetList:
         with view.read() as (conn, visible):
             if not queries.namespace_exists(conn, namespace, visible):
                 raise namespace_not_found(namespace)
             items, total = marquez_datasets.list_datasets(conn, namespace, limit, offset, visible, admit=bound.admit)
-        return {"datasets": items, "totalCount": total}
+        return DatasetList(datasets=items, total_count=total)
 
     return await bounded_answer(bound, run)
 
 
 @router.get("/api/v1/namespaces/{namespace}/datasets/{dataset}", responses=NOT_FOUND, summary="A dataset (Dataset)")
 async def get_dataset(view: View, namespace: Namespace, dataset: Dataset) -> Response:
-    def run() -> dict:
+    def run() -> DatasetShape:
         with view.read() as (conn, visible):
             node = dataset_id(conn, namespace, dataset, visible)
             return marquez_datasets.datasets(conn, [node], visible)[node]
@@ -104,13 +107,13 @@ async def list_dataset_versions(
 ) -> Response:
     bound = answer_bound(request)
 
-    def run() -> dict:
+    def run() -> DatasetVersionList:
         with view.read() as (conn, visible):
             node = dataset_id(conn, namespace, dataset, visible)
             items, total = dataset_versions.list_versions(
                 conn, node, namespace, dataset, limit, offset, visible, admit=bound.admit
             )
-        return {"versions": items, "totalCount": total}
+        return DatasetVersionList(versions=items, total_count=total)
 
     return await bounded_answer(bound, run)
 
@@ -121,7 +124,7 @@ async def list_dataset_versions(
     summary="A version of a dataset (DatasetVersion)",
 )
 async def get_dataset_version(view: View, namespace: Namespace, dataset: Dataset, version: Version) -> Response:
-    def run() -> dict:
+    def run() -> DatasetVersion:
         with view.read() as (conn, visible):
             node = dataset_id(conn, namespace, dataset, visible)
             found = dataset_versions.get_version(conn, node, namespace, dataset, version, visible)
