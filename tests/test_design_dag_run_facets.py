@@ -1,5 +1,6 @@
-"""Egeria's facets on DAG runs: the stock listener applies custom run facets to task events
-only, so this package's listener sends a RUNNING event of the DAG run's job and run id carrying them."""
+"""Egeria's facets on DAG runs without the transform transport's transformer: the stock listener applies custom
+run facets to task events only, so this package's listener sends a RUNNING event of the DAG run's job and run id
+carrying them (with the transformer: tests/test_egeria_dag_run_transformer.py)."""
 
 from __future__ import annotations
 
