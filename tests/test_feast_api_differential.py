@@ -21,8 +21,10 @@ from typing import Any
 
 import pytest
 import requests
+from airflow_lineage_provider.consumer.access import Access, ApiKey
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
+    column_lineage_dataset,
     documentation_dataset,
     documentation_job,
     job_type_job,
@@ -38,7 +40,6 @@ from support.olschema import assert_valid_event, shared_available
 from support.uvicorn_thread import served
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -129,7 +130,18 @@ def _events() -> list[dict[str, Any]]:
         return InputDataset(namespace=dataset.namespace, name=dataset.name, facets=dataset.facets)
 
     report_job = Job(namespace=REPORTING, name="weekly_report")
-    report_output = _dataset(OutputDataset, REPORTING, "weekly.pdf")
+    summed = column_lineage_dataset.Transformation(type="INDIRECT", subtype="AGGREGATION", description="sum")
+    report_columns = column_lineage_dataset.ColumnLineageDatasetFacet(
+        fields={
+            "total": column_lineage_dataset.Fields(
+                inputFields=[
+                    column_lineage_dataset.InputField(LAKE, "curated/orders", "amount", transformations=[summed]),
+                    column_lineage_dataset.InputField(LAKE, "curated/orders", "day"),
+                ]
+            )
+        }
+    )
+    report_output = _dataset(OutputDataset, REPORTING, "weekly.pdf", ("total",), columnLineage=report_columns)
 
     def report(state: str, time: float, outputs: list[Any]) -> dict[str, Any]:
         return _json(RunEvent(eventType=RunState[state], eventTime=at(time), run=Run(runId=REPORT), job=report_job,
@@ -311,6 +323,33 @@ def test_every_feast_read_answers_as_feast_does(feast: Consumer, ours: Consumer)
         for graph in found:
             graph["nodes"], graph["edges"] = _edges(graph["nodes"]), _edges(graph["edges"])
         _assert_same(*found, path)
+
+    for path in (
+        f"/datasets/{REPORTING}/weekly.pdf/versions",
+        f"/datasets/{REPORTING}/weekly.pdf/versions?limit=1&offset=1",
+        f"/datasets/{REPORTING}/nothing_here/versions",
+        f"/datasets/{REPORTING}/weekly.pdf/columns",
+        f"/datasets/{REPORTING}/weekly.pdf/columns?direction=downstream",
+        f"/runs/{EXTRACT}/tree",
+        f"/runs/{DAG_RUN}/tree",
+        f"/runs/{REPORT}/tree",
+    ):
+        found = [c.get(path) for c in both]
+        for answer in found:
+            for version in answer.get("versions", ()):
+                version.pop("version_id")  # each consumer's own row id
+            for link in answer.get("column_lineage", ()):
+                assert link.pop("run_id") is not None or answer is found[1]  # not kept per link here
+            if "runs" in answer:  # earliest started first; Feast's receive times tie within a millisecond
+                answer["runs"] = _keyed(answer["runs"], "run_id")
+            if "column_lineage" in answer:
+                answer["column_lineage"] = _edges(answer["column_lineage"])
+        _assert_same(*(_normal(answer) for answer in found), path)
+    assert ours.get(f"/datasets/{REPORTING}/weekly.pdf/versions")["total"] == 1
+    assert len(ours.get(f"/datasets/{REPORTING}/weekly.pdf/columns")["column_lineage"]) == 2
+    assert len(ours.get(f"/runs/{EXTRACT}/tree")["runs"]) == 4
+    curated_versions = f"/datasets/{LAKE.replace('/', '%2F')}/curated%2Forders/versions"
+    assert [v["created_by_run_id"] for v in ours.get(curated_versions)["versions"]] == [TRANSFORM]
 
     # A namespace or name holding "/", percent-encoded: Feast's route cannot address it, this one can.
     curated = f"/graph/dataset/{LAKE.replace('/', '%2F')}/curated%2Forders?depth=1&direction=upstream"

@@ -130,6 +130,45 @@ class FeastSubgraph(BaseModel):
     edges: list[FeastEdge]
 
 
+class FeastDatasetVersion(BaseModel):
+    """One version of a dataset: what a completed run's event gave it."""
+
+    version_id: int = Field(description="The stored event's row id (Feast: its version table's row id).")
+    dataset_namespace: str
+    dataset_name: str
+    version: int
+    created_by_run_id: str | None = None
+    dataset_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    facets: dict[str, Any] | None = None
+    created_at: int | None = None
+
+
+class FeastDatasetVersions(BaseModel):
+    versions: list[FeastDatasetVersion]
+    total: int
+
+
+class FeastColumnLink(BaseModel):
+    """One input field → output field link, upstream (into the dataset) or downstream (out of it)."""
+
+    dataset_namespace: str
+    dataset_name: str
+    output_field: str
+    input_namespace: str
+    input_name: str
+    input_field: str
+    transformation_type: str | None = None
+    transformation_description: str | None = None
+    transformations_json: str | None = None
+    run_id: str | None = None
+    updated_at: int | None = None
+    direction: str
+
+
+class FeastColumnLineage(BaseModel):
+    column_lineage: list[FeastColumnLink]
+
+
 class FeastRetention(BaseModel):
     retention_days: float
     retention_enabled: bool

@@ -1,9 +1,10 @@
-"""Percent-encoded names in the path of Feast's node graph route: ``/graph/dataset/s3:%2F%2Flake/raw%2Forders``.
+"""Percent-encoded names in the paths of Feast's node routes: ``/graph/dataset/s3:%2F%2Flake/raw%2Forders``,
+``/datasets/s3:%2F%2Flake/raw%2Forders/versions``.
 
 The ASGI server decodes the path before routing, so a namespace or name holding ``/`` (every Airflow dataset's
 namespace does) would break into segments and match no route: Feast's own consumer cannot address such a node.
-:class:`GraphNodePaths` routes that one path by its encoded segments, as :mod:`..marquez.paths` does for
-Marquez's paths, and the route reads its parameters back with :func:`..marquez.paths.segment`.
+:class:`GraphNodePaths` routes those paths by their encoded segments, as :mod:`..marquez.paths` does for
+Marquez's paths, and the routes read their parameters back with :func:`..marquez.paths.segment`.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from urllib.parse import unquote_to_bytes
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-#: The path whose last two segments are a namespace and a name.
-GRAPH_NODE_PREFIX = "/api/v1/lineage/openlineage/graph/"
+#: The paths whose segments after the prefix name a node by namespace and name.
+NODE_PREFIXES = ("/api/v1/lineage/openlineage/graph/", "/api/v1/lineage/openlineage/datasets/")
 
 
 def encoded_segments(raw: bytes) -> str:
@@ -25,13 +26,13 @@ def encoded_segments(raw: bytes) -> str:
 
 
 class GraphNodePaths:
-    """ASGI middleware: route ``GET .../openlineage/graph/{type}/{namespace}/{name}`` by its encoded segments."""
+    """ASGI middleware: route Feast's node paths (:data:`NODE_PREFIXES`) by their encoded segments."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and GRAPH_NODE_PREFIX in scope["path"]:
+        if scope["type"] == "http" and any(prefix in scope["path"] for prefix in NODE_PREFIXES):
             raw = scope.get("raw_path")
             if raw:
                 scope = {**scope, "path": encoded_segments(raw.split(b"?", 1)[0])}

@@ -25,7 +25,7 @@ from airflow_lineage_provider.consumer.service import StoreUnavailable, prune_no
 from airflow_lineage_provider.consumer.store.graph import nodes
 from airflow_lineage_provider.consumer.store.operations.reset import SharedNamespace
 from airflow_lineage_provider.consumer.store.operations.retention import statistics
-from airflow_lineage_provider.consumer.store.read import flat_rows, queries
+from airflow_lineage_provider.consumer.store.read import flat_history, flat_rows, queries
 from airflow_lineage_provider.consumer.store_view import StoreView, View
 
 PREFIX = "/api/v1/lineage/openlineage"
@@ -98,6 +98,56 @@ async def run_detail(view: View, run_id: PathName) -> Response:
     return await stored_answer(run)
 
 
+@router.get(f"{PREFIX}/runs/{{run_id}}/tree", dependencies=reads, response_model=models.FeastRuns)
+async def run_tree(view: View, run_id: PathName) -> Response:
+    def run() -> dict:
+        with view.read() as (conn, visible):
+            tree = flat_history.run_tree(conn, run_id, visible)
+        return {"runs": tree, "total": len(tree)}
+
+    return await stored_answer(run)
+
+
+Direction = Annotated[Literal["both", "upstream", "downstream"], Query()]
+
+
+@router.get(
+    f"{PREFIX}/datasets/{{namespace}}/{{dataset}}/versions",
+    dependencies=reads,
+    response_model=models.FeastDatasetVersions,
+)
+async def dataset_versions(
+    view: View,
+    namespace: PathName,
+    dataset: PathName,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> Response:
+    namespace, dataset = segment(namespace), segment(dataset)  # %2F kept by GraphNodePaths (paths.py)
+
+    def run() -> dict:
+        with view.read() as (conn, visible):
+            versions, total = flat_history.dataset_versions(conn, namespace, dataset, visible, limit, offset)
+        return {"versions": versions, "total": total}
+
+    return await stored_answer(run)
+
+
+@router.get(
+    f"{PREFIX}/datasets/{{namespace}}/{{dataset}}/columns",
+    dependencies=reads,
+    response_model=models.FeastColumnLineage,
+)
+async def column_lineage(view: View, namespace: PathName, dataset: PathName, direction: Direction = "both") -> Response:
+    namespace, dataset = segment(namespace), segment(dataset)
+
+    def run() -> dict:
+        with view.read() as (conn, visible):
+            return {"column_lineage": flat_history.column_rows(conn, namespace, dataset, direction, visible)}
+
+    return await stored_answer(run)
+
+
 @router.get(f"{PREFIX}/events", dependencies=reads, response_model=models.FeastEvents)
 async def events(
     view: View,
@@ -146,7 +196,7 @@ async def node_graph(
     namespace: PathName,
     node_name: PathName,
     depth: Annotated[int, Query(ge=1, le=50)] = 10,
-    direction: Annotated[Literal["both", "upstream", "downstream"], Query()] = "both",
+    direction: Direction = "both",
 ) -> Response:
     if node_type not in ("job", "dataset"):
         raise HTTPException(status.HTTP_400_BAD_REQUEST, detail="node_type must be one of: ['job', 'dataset']")

@@ -25,7 +25,8 @@ reading the group. A key that cannot see every name of a group gets a card read 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from functools import cache
+from functools import cache, lru_cache
+from operator import itemgetter
 from typing import Any
 
 import msgspec
@@ -39,6 +40,7 @@ from sqlalchemy import (
     func,
     literal,
     null,
+    or_,
     select,
     true,
     union_all,
@@ -149,6 +151,20 @@ def _schema_fields(text: str) -> msgspec.Raw:
     return msgspec.Raw(msgspec.json.encode(fields))
 
 
+#: The type of a job whose facets say nothing of it.
+_PLAIN_JOB_TYPE = job_type(None)
+
+
+@lru_cache(maxsize=1024)
+def _namespace_dataset_type(namespace: str) -> str:
+    """The type of a dataset whose facets say nothing of it: its namespace's (a stream's scheme or not)."""
+    return dataset_type(None, namespace)
+
+
+#: Stored schema texts → their JSON to splice in, for the cards built from one statement's rows (see :func:`_card`).
+Schemas = dict[str, msgspec.Raw]
+
+
 #: The facets that decide a node's type (see :mod:`.node_types`), read by the database.
 TYPE_FACETS = (("job", "jobType"), ("dataset", "datasetType"), ("dataset", "dataSource"))
 
@@ -169,8 +185,20 @@ def _card_columns(dialect: str) -> list[Any]:
         iso_utc(r.started_at),
         iso_utc(r.ended_at),
         case((n.observed_at.is_(None), 1), else_=0),
-        *(json_member(facets[kind], (name,), dialect) for kind, name in TYPE_FACETS),
+        *(_type_facet(facets[kind], name, dialect) for kind, name in TYPE_FACETS),
     ]
+
+
+def _type_facet(facets: Any, name: str, dialect: str) -> Any:
+    """SQL: the facet ``name`` of the JSON text ``facets`` (:func:`.json_member`). On PostgreSQL, which parses the
+    text again for every member read, only a text that may hold it is parsed: one with the key as written, or
+    with a ``\\u`` escape (the only way to write one of its letters otherwise). SQLite keeps a statement's
+    parsed texts, so there the member is read as is."""
+    member = json_member(facets, (name,), dialect)
+    if dialect != "postgresql":
+        return member
+    may_hold = or_(func.strpos(facets, f'"{name}"') > 0, func.strpos(facets, "\\u") > 0)
+    return case((may_hold, member), else_=null())
 
 
 def _with_card_tables(query: Any) -> Any:
@@ -182,19 +210,35 @@ def _with_card_tables(query: Any) -> Any:
     )
 
 
-def _card(row: Any) -> GraphCard:
-    """A card from the columns of :func:`_card_columns`."""
+def _card(row: Any, schemas: Schemas | None = None) -> GraphCard:
+    """A card from the columns of :func:`_card_columns`; ``schemas``: the schema texts already turned into JSON
+    for the cards of the same rows (the datasets of one producer often share a schema, and decoding one to drop
+    its nulls costs more than the rest of a card), filled here."""
     kind, namespace, name, updated_at, fields, run_uuid, state, started, ended, declared_only, *said = row
     node_name = NodeName(namespace, name)
-    said_facets = zip(TYPE_FACETS, said, strict=True)
-    facets = {facet: member_value(text) for (of, facet), text in said_facets if of == kind and text}
+    facets = None
+    if any(said):
+        said_facets = zip(TYPE_FACETS, said, strict=True)
+        facets = {facet: member_value(text) for (of, facet), text in said_facets if of == kind and text}
     if kind == "dataset":
-        schema = _schema_fields(fields) if fields else _NO_FIELDS
-        data = DatasetData(node_name, name, namespace, updated_at, dataset_type(facets, namespace), schema)
+        shown_type = dataset_type(facets, namespace) if facets else _namespace_dataset_type(namespace)
+        schema = _NO_FIELDS
+        if fields:
+            known = schemas.get(fields) if schemas is not None else None
+            if known is None:
+                known = _schema_fields(fields)
+                if schemas is not None:
+                    schemas[fields] = known
+            schema = known
+        data = DatasetData(node_name, name, namespace, updated_at, shown_type, schema)
         return GraphCard(f"dataset:{namespace}:{name}", "DATASET", data, bool(declared_only))
     run = LatestRun(run_uuid, state, started, ended) if run_uuid else None
-    job = JobData(node_name, name, namespace, updated_at, job_type(facets), name, run)
+    job = JobData(node_name, name, namespace, updated_at, job_type(facets) if facets else _PLAIN_JOB_TYPE, name, run)
     return GraphCard(f"job:{namespace}:{name}", "JOB", job, bool(declared_only))
+
+
+#: Sort key of a walk's node rows (``n``: kind, id, depth, ...): nearest first, then by id.
+_NEAREST = itemgetter(2, 1)
 
 
 def subgraph(
@@ -221,12 +265,13 @@ def subgraph(
     cards = cards if cards is not None else GraphCards(0)
     along = not cards.mostly_hits()
     rows = _walk_rows(conn, picked, along, declared=declared, declarations=declarations, collapse=collapse)
-    picked_rows = sorted((row for row in rows if row[0] == "n"), key=lambda row: (row[2], row[1]))
+    picked_rows = sorted((row for row in rows if row[0] == "n"), key=_NEAREST)
     found, missing = cards.lookup({row[1]: row[3] for row in picked_rows})
     hits = len(found)
     if along:  # the data came with the walk: cards for what the cache did not hold
         wanted = set(missing)
-        read = [(row[1], row[3], _card(row[4:])) for row in picked_rows if row[1] in wanted]
+        schemas: Schemas = {}
+        read = [(row[1], row[3], _card(row[4:], schemas)) for row in picked_rows if row[1] in wanted]
     else:
         read = _read_cards(conn, missing) if missing else []
     found.update((node_id, card) for node_id, _version, card in read)
@@ -236,8 +281,11 @@ def subgraph(
         card = found.get(row[1])
         if card is not None:  # None: gone since the walk read it (a prune or reset committed in between)
             nodes[row[1]] = GraphNode(card.id, card.type, card.data, [], [], card.declared_only)
-    declared_edges = {(row[1], row[2]): row[3] for row in rows if row[0] == "d"}
-    edges = [(row[1], row[2], declared_edges.get((row[1], row[2]), OBSERVED)) for row in rows if row[0] == "e"]
+    if declarations:
+        declared_edges = {(row[1], row[2]): row[3] for row in rows if row[0] == "d"}
+        edges = [(row[1], row[2], declared_edges.get((row[1], row[2]), OBSERVED)) for row in rows if row[0] == "e"]
+    else:  # no ``d`` rows: every edge observed
+        edges = [(row[1], row[2], OBSERVED) for row in rows if row[0] == "e"]
     if len(nodes) < len(picked_rows):
         edges = [edge for edge in edges if edge[0] in nodes and edge[1] in nodes]
     if collapse is not None:
@@ -391,7 +439,8 @@ def _read_cards(conn: Connection, ids: list[int]) -> list[tuple[int, int, GraphC
     result = conn.execute(_card_query(dialect), {"ids": parameter})
     rows = result.cursor.fetchall()
     result.close()
-    return [(row[0], row[1], _card(row[2:])) for row in rows]
+    schemas: Schemas = {}
+    return [(row[0], row[1], _card(row[2:], schemas)) for row in rows]
 
 
 #: A group card's key: the representative's version above these bits, the sum of its members' versions below.
@@ -545,7 +594,7 @@ def grouped_subgraph(
     rows = _walk_rows(
         conn, picked, along, grouped=True, declared=declared, declarations=declarations, collapse=collapse
     )
-    picked_rows = sorted((row for row in rows if row[0] == "n"), key=lambda row: (row[2], row[1]))
+    picked_rows = sorted((row for row in rows if row[0] == "n"), key=_NEAREST)
     first: dict[int, Any] = {}
     if visible is None:  # each name shown as its canonical name
         of: dict[int, int] = {}
@@ -604,7 +653,8 @@ def _plain_cards(conn: Connection, picked: dict[int, Any], along: bool, cards: G
     found, missing = cards.lookup({node: row[3] for node, row in picked.items()})
     hits = len(found)
     if along:  # the data came with the walk
-        read = [(node, picked[node][3], _card(picked[node][5:])) for node in missing]
+        schemas: Schemas = {}
+        read = [(node, picked[node][3], _card(picked[node][5:], schemas)) for node in missing]
     else:
         read = _read_cards(conn, missing) if missing else []
     found.update((node_id, card) for node_id, _version, card in read)
@@ -662,4 +712,5 @@ def _member_cards(conn: Connection, ids: list[int]) -> dict[int, tuple[Any, Grap
     result = conn.execute(_card_query(dialect, schema_time=True), {"ids": parameter})
     rows = result.cursor.fetchall()
     result.close()
-    return {row[0]: (row[2], _card(row[3:])) for row in rows}
+    schemas: Schemas = {}
+    return {row[0]: (row[2], _card(row[3:], schemas)) for row in rows}

@@ -40,12 +40,12 @@ class VersionedCache(Generic[T]):
         found: dict[int, T] = {}
         missing: list[int] = []
         with self._lock:
-            entries = self._entries
+            get, to_end = self._entries.get, self._entries.move_to_end  # bound once: called per node
             for node_id, version in versions.items():
-                entry = entries.get(node_id)
+                entry = get(node_id)
                 if entry is not None and entry[0] == version:
                     found[node_id] = entry[1]
-                    entries.move_to_end(node_id)
+                    to_end(node_id)
                 else:
                     missing.append(node_id)
         return found, missing
@@ -56,11 +56,14 @@ class VersionedCache(Generic[T]):
             return
         with self._lock:
             entries = self._entries
+            get, to_end = entries.get, entries.move_to_end
             for node_id, version, value in read:
-                known = entries.get(node_id)
-                if known is None or known[0] <= version:  # never replace a newer entry with an older read
+                known = get(node_id)
+                if known is None:  # a new entry goes last, as the most recently used
                     entries[node_id] = (version, value)
-                    entries.move_to_end(node_id)
+                elif known[0] <= version:  # never replace a newer entry with an older read
+                    entries[node_id] = (version, value)
+                    to_end(node_id)
             while len(entries) > self.capacity:
                 entries.popitem(last=False)
 

@@ -252,9 +252,10 @@ def run_rows(
     limit: int | None = None,
     offset: int = 0,
     run_id: str | None = None,
+    run_ids: list[str] | None = None,
 ) -> list[Row]:
-    """Runs of visible jobs (of one job namespace and/or name, or the one run, when given), most recently updated
-    first."""
+    """Runs of visible jobs (of one job namespace and/or name, or the runs named, when given), most recently
+    updated first."""
     r, n = tables.runs.c, tables.nodes.c
     query = select(
         r.run_uuid, r.state, r.started_at, r.ended_at, r.facets, r.updated_at, n.namespace, n.name
@@ -265,6 +266,8 @@ def run_rows(
         query = query.where(n.name == job_name)
     if run_id is not None:
         query = query.where(r.run_uuid == run_id.lower())
+    if run_ids is not None:
+        query = query.where(r.run_uuid.in_(run_ids))
     if visible is not None:
         query = query.where(namespace_in(n.namespace, visible, conn.dialect.name))
     query = query.order_by(r.updated_at.desc(), r.run_uuid).offset(offset)
