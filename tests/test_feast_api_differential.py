@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 import requests
-from airflow_lineage_provider.consumer.access import Access, ApiKey
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
     column_lineage_dataset,
@@ -40,6 +39,7 @@ from support.olschema import assert_valid_event, shared_available
 from support.uvicorn_thread import served
 
 from airflow_lineage_provider.consumer import create_app
+from airflow_lineage_provider.consumer.access import Access, ApiKey
 
 pytest_plugins = ("support.consumer_fixtures",)
 
