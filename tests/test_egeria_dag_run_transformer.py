@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from openlineage.client.transport import Config, Transport
 from support.airflow_run import VENV_BIN, DagRunResult, airflow_env
 from support.capture import read_events
 from support.facets_airflow import (
@@ -26,20 +27,28 @@ from support.facets_airflow import (
     task_events,
 )
 
-from airflow_lineage_provider.design.dag_run_transformer import EgeriaDagRunTransformer, transformer_configured
+from airflow_lineage_provider.design.dag_run_transformer import (
+    EgeriaDagRunTransformer,
+    EgeriaDagRunTransport,
+    transformer_configured,
+)
 from airflow_lineage_provider.facets import GOVERNANCE_ACTION_KEY, INFORMATION_SUPPLY_CHAIN_KEY
 
 TRANSFORMER = f"{EgeriaDagRunTransformer.__module__}.{EgeriaDagRunTransformer.__qualname__}"
+TRANSPORT = f"{EgeriaDagRunTransport.__module__}.{EgeriaDagRunTransport.__qualname__}"
 DAG_SUPPLY_CHAIN = "InformationSupplyChain::sales-orders"
 TASK_SUPPLY_CHAIN = "InformationSupplyChain::finance-ledger"
 PLATFORM_SUPPLY_CHAIN = "InformationSupplyChain::platform-default"
 REPLAY_SUPPLY_CHAIN = "InformationSupplyChain::replay"
 
 
-def transform_transport(events_file: Path) -> dict[str, Any]:
-    """The recipe's transport: the transformer around the real file transport."""
+def egeria_transport(events_file: Path, generic: bool = False) -> dict[str, Any]:
+    """The recipe's transport around the real file transport: ``EgeriaDagRunTransport``, or with ``generic``
+    openlineage-python's own ``transform`` transport naming the transformer."""
     inner = {"type": "file", "log_file_path": str(events_file), "append": True}
-    return {"type": "transform", "transformer_class": TRANSFORMER, "transport": inner}
+    if generic:
+        return {"type": "transform", "transformer_class": TRANSFORMER, "transport": inner}
+    return {"type": TRANSPORT, "transport": inner}
 
 
 class DagsTest:
@@ -52,15 +61,17 @@ class DagsTest:
         shutil.copy(migrated, self.home / "airflow.db")
         shutil.copy(DAGS / dag_file, self.dags / dag_file)
 
-    def env(self, extra: dict[str, str]) -> dict[str, str]:
-        transport = {"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transform_transport(self.events_file))}
+    def env(self, extra: dict[str, str], generic: bool = False) -> dict[str, str]:
+        transport = {"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(egeria_transport(self.events_file, generic))}
         return airflow_env(self.home, self.dags, {**CUSTOM_RUN_FACETS_ENV, **transport, **extra})
 
-    def test(self, dag_id: str, extra: dict[str, str], run_conf: dict[str, Any] | None = None) -> DagRunResult:
+    def test(
+        self, dag_id: str, extra: dict[str, str], run_conf: dict[str, Any] | None = None, generic: bool = False
+    ) -> DagRunResult:
         command = [str(VENV_BIN / "airflow"), "dags", "test", dag_id, LOGICAL_DATE]
         if run_conf is not None:
             command += ["--conf", json.dumps(run_conf)]
-        done = subprocess.run(command, env=self.env(extra), capture_output=True, text=True, timeout=300)
+        done = subprocess.run(command, env=self.env(extra, generic), capture_output=True, text=True, timeout=300)
         return DagRunResult(done.returncode, done.stdout + done.stderr, read_events(self.events_file))
 
 
@@ -119,7 +130,8 @@ def test_the_completed_dag_runs_event_carries_the_runs_conf_over_the_platform_de
         tmp_path_factory.mktemp("egeria-transform-ok"), "facets_defaults_dag.py", _migrated_database(tmp_path_factory)
     )
     extra = {"AIRFLOW__LINEAGE_PROVIDER__INFORMATION_SUPPLY_CHAIN": PLATFORM_SUPPLY_CHAIN}
-    result = run.test("facets_defaults", extra, {"information_supply_chain": REPLAY_SUPPLY_CHAIN})
+    # openlineage-python's own transform transport naming the transformer: the same events.
+    result = run.test("facets_defaults", extra, {"information_supply_chain": REPLAY_SUPPLY_CHAIN}, generic=True)
     assert result.returncode == 0, result.output[-4000:]
     assert_events_valid(result)
     events = dag_run_events(result, "facets_defaults")
@@ -173,18 +185,18 @@ def test_a_scheduled_runs_start_and_complete_carry_the_facets_from_the_scheduler
         }
 
 
-#: Sends two stock-shaped DAG-run events through the transform transport around the file transport, in the
+#: Sends two stock-shaped DAG-run events through ``EgeriaDagRunTransport`` around the file transport, in the
 #: metadata database of a finished run: one naming the DAG's serialized version 1 (the DAG's params apply), one
 #: naming a version that does not exist (reading the DAG fails: the event must still be sent, unchanged).
 _SEND_BY_VERSION = """
 import sys
 from airflow.providers.openlineage.plugins.facets import AirflowDagRunFacet
 from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
-from openlineage.client.transport.transform import TransformConfig, TransformTransport
+from openlineage.client.transport import get_default_factory
 
-transformer, events_file = sys.argv[1], sys.argv[2]
-transport = TransformTransport(TransformConfig(
-    transport={"type": "file", "log_file_path": events_file, "append": True}, transformer_class=transformer))
+transport_type, events_file = sys.argv[1], sys.argv[2]
+inner = {"type": "file", "log_file_path": events_file, "append": True}
+transport = get_default_factory().create({"type": transport_type, "transport": inner})
 for run_id, version in (("01a24982-0000-7000-8000-000000000001", 1), ("01a24982-0000-7000-8000-000000000002", 999)):
     dag_run = {"dag_id": "facets_egeria", "run_id": "manual", "conf": {}, "dag_version_number": version}
     facet = AirflowDagRunFacet(dag={"dag_id": "facets_egeria"}, dagRun=dag_run)
@@ -201,7 +213,7 @@ def test_a_versions_params_are_read_and_a_failure_to_read_them_loses_no_event(
     run, _ = failing_run
     events_file = tmp_path / "start.ndjson"
     done = subprocess.run(
-        [sys.executable, "-c", _SEND_BY_VERSION, TRANSFORMER, str(events_file)],
+        [sys.executable, "-c", _SEND_BY_VERSION, TRANSPORT, str(events_file)],
         env=airflow_env(run.home, run.dags),
         capture_output=True,
         text=True,
@@ -220,6 +232,8 @@ def test_the_transformer_is_found_wherever_the_configuration_nests_it() -> None:
     ours = {"type": "transform", "transformer_class": TRANSFORMER, "transport": http}
     other = "openlineage.client.transport.transform.JobNamespaceReplaceTransformer"
     assert transformer_configured({"transport": ours})
+    assert transformer_configured({"transport": {"type": TRANSPORT, "transport": http}})
+    assert transformer_configured({"transport": {"type": "composite", "transports": [{"type": TRANSPORT}]}})
     assert transformer_configured({"transport": {"type": "composite", "transports": [http, ours]}})
     assert transformer_configured({"transport": {"type": "composite", "transports": {"a": http, "b": ours}}})
     assert transformer_configured({"transport": {"type": "transform", "transformer_class": other, "transport": ours}})
@@ -251,11 +265,59 @@ def test_events_of_tasks_and_events_that_carry_the_facets_pass_untouched() -> No
     assert transformer.transform(carrying).run.facets == own
 
 
-def test_the_documented_recipe_names_the_transformer() -> None:
+def test_the_documented_recipes_name_the_transformer() -> None:
     import re
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "egeria.md").read_text()
-    recipe = next(block for block in re.findall(r"```ini\n(.*?)```", page, re.DOTALL) if "transform" in block)
-    transport = json.loads(recipe.split("transport =", 1)[1])
-    assert transformer_configured({"transport": transport})
-    assert transport["transport"]["type"] != "transform"  # the user's own transport, wrapped
+    recipes = [block for block in re.findall(r"```ini\n(.*?)```", page, re.DOTALL) if "EgeriaDagRun" in block]
+    assert len(recipes) == 2  # EgeriaDagRunTransport, and openlineage-python's transform transport
+    for recipe in recipes:
+        transport = json.loads(recipe.split("transport =", 1)[1])
+        assert transformer_configured({"transport": transport}), recipe
+        assert transport["transport"]["type"] == "http"  # the user's own transport, wrapped
+
+
+class RecordingTransport(Transport):
+    """A transport keeping what it is given, to see which objects reach it."""
+
+    kind = "recording"
+    config_class = Config
+
+    def __init__(self, config: Config) -> None:
+        self.sent: list[Any] = []
+
+    def emit(self, event: Any) -> None:
+        self.sent.append(event)
+
+
+def test_the_egeria_transport_hands_task_events_on_as_they_came_and_copies_only_dag_run_events() -> None:
+    from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+    from openlineage.client.transport import get_default_factory
+
+    transport = get_default_factory().create(
+        {"type": TRANSPORT, "transport": {"type": f"{__name__}.RecordingTransport"}}
+    )
+    inner = transport.transport
+    assert isinstance(inner, RecordingTransport)
+
+    def event(facets: dict[str, Any]) -> RunEvent:
+        return RunEvent(
+            eventType=RunState.START,
+            eventTime="2026-02-01T00:00:00+00:00",
+            run=Run(runId="01a24982-0000-7000-8000-000000000004", facets=facets),
+            job=Job(namespace="default", name="a_dag"),
+            producer="https://example.com/stock-listener",
+        )
+
+    task_event = event({})
+    transport.emit(task_event)
+    assert inner.sent == [task_event] and inner.sent[0] is task_event  # not copied, not transformed
+    from airflow.providers.openlineage.plugins.facets import AirflowDagRunFacet
+
+    switched_off = {"AIRFLOW__LINEAGE_PROVIDER__DAG_RUN_EGERIA_FACETS": "False"}
+    dag_run_event = event({"airflowDagRun": AirflowDagRunFacet(dag={"dag_id": "a_dag"}, dagRun={"dag_id": "a_dag"})})
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in switched_off.items():
+            patch.setenv(key, value)
+        transport.emit(dag_run_event)
+    assert inner.sent[1] is not dag_run_event and inner.sent[1] == dag_run_event  # the transform transport's copy

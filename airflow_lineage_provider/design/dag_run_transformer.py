@@ -1,21 +1,21 @@
 """Egeria's facets on the stock listener's own DAG-run events, through openlineage-python's transform transport.
 
-The stock OpenLineage provider builds a DAG run's ``START``/``COMPLETE``/``FAIL`` events with fixed run facets
-and no hook to add one. openlineage-python's public ``transform`` transport hands every event to an
-``EventTransformer`` before the transport it wraps sends it; :class:`EgeriaDagRunTransformer` is that
-transformer. Configured around the user's own transport::
+The stock OpenLineage provider builds a DAG run's ``START``/``COMPLETE``/``FAIL`` events with fixed run facets and
+no hook to add one. openlineage-python's public ``transform`` transport hands events to an ``EventTransformer``
+before the transport it wraps sends them; :class:`EgeriaDagRunTransformer` is that transformer, and
+:class:`EgeriaDagRunTransport` the transform transport with it, for DAG-run events only. Configured around the
+user's own transport::
 
     [openlineage]
-    transport = {"type": "transform",
-                 "transformer_class": "airflow_lineage_provider.design.dag_run_transformer.EgeriaDagRunTransformer",
+    transport = {"type": "airflow_lineage_provider.design.dag_run_transformer.EgeriaDagRunTransport",
                  "transport": {"type": "http", "url": "http://marquez:5000"}}
 
 it adds ``egeria_informationSupplyChain`` / ``egeria_governanceAction`` to every event of a DAG run (the events
 carrying the stock ``airflowDagRun`` facet) as the DAG's params, overridden by the run's ``conf``, or the
 ``[lineage_provider]`` defaults ask — the settings :mod:`airflow_lineage_provider.plugins.dag_run_facets`
-applies. The DAG's params come from its serialized version the run used (``airflowDagRun`` names it), read from
-Airflow's metadata database once per DAG version and process: DAG-run events are sent by the scheduler (and
-``airflow dags test``), which reach that database. Every other event passes unchanged.
+applies. The DAG's params come from its serialized form in Airflow's metadata database (the version
+``airflowDagRun`` names, else the latest), read once per version and process: DAG-run events are sent by the
+scheduler (and ``airflow dags test``), which reach that database. Every other event passes unchanged.
 
 Never loses an event: any failure is logged once and the event goes on as it came.
 """
@@ -30,7 +30,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from openlineage.client.transport.transform import EventTransformer
+import attr
+from openlineage.client.transport.transform import EventTransformer, TransformConfig, TransformTransport
+from openlineage.client.utils import get_only_specified_fields
 
 from airflow_lineage_provider.reporting import warn_once
 
@@ -70,6 +72,45 @@ class EgeriaDagRunTransformer(EventTransformer):
             job = getattr(getattr(event, "job", None), "name", "?")
             warn_once(f"Lineage: the Egeria facets of DAG run {job!r} were not added to its event: {error}")
         return event
+
+
+#: The dotted path of :class:`EgeriaDagRunTransformer`, as a transport configuration names it.
+TRANSFORMER_PATH = f"{__name__}.EgeriaDagRunTransformer"
+
+
+def is_dag_run_event(event: Any) -> bool:
+    """``event`` is one of the stock listener's DAG-run events (it carries the ``airflowDagRun`` run facet)."""
+    return DAG_RUN_FACET in (getattr(getattr(event, "run", None), "facets", None) or {})
+
+
+@attr.define
+class EgeriaDagRunConfig(TransformConfig):
+    """:class:`EgeriaDagRunTransport`'s configuration: the wrapped ``transport``; the transformer is this
+    module's unless ``transformer_class`` names a subclass."""
+
+    transformer_class: str = attr.field(default=TRANSFORMER_PATH)
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any]) -> EgeriaDagRunConfig:
+        if "transport" not in params:
+            raise RuntimeError("'transport' (the transport to wrap) not passed to EgeriaDagRunTransport")
+        return cls(**get_only_specified_fields(cls, params))
+
+
+class EgeriaDagRunTransport(TransformTransport):
+    """openlineage-python's transform transport with :class:`EgeriaDagRunTransformer`, for DAG-run events only.
+
+    The transform transport copies every event and encodes it to JSON for its debug log before transforming
+    it; this one hands every other event (every task's) to the wrapped transport as it came, so only the few
+    events of DAG runs pay for the transformer.
+    """
+
+    config_class: type[TransformConfig] = EgeriaDagRunConfig
+
+    def emit(self, event: Any) -> Any:
+        if not is_dag_run_event(event):
+            return self.transport.emit(event)
+        return super().emit(event)
 
 
 def dag_run_event_facets(event: Any) -> dict[str, Any]:
@@ -190,26 +231,38 @@ def forget_dag_versions() -> None:
 
 def transformer_configured(config: Mapping[str, Any] | None) -> bool:
     """Whether an OpenLineage client configuration (``{"transport": ...}``) passes events through
-    :class:`EgeriaDagRunTransformer`: a ``transform`` transport naming it (or a subclass), at any depth of
-    ``transform`` and ``composite`` transports."""
-    from openlineage.client.utils import import_from_string
-
+    :class:`EgeriaDagRunTransformer`: an :class:`EgeriaDagRunTransport`, or a ``transform`` transport naming the
+    transformer (or a subclass of either), at any depth of ``transform`` and ``composite`` transports."""
     pending = [(config or {}).get("transport")]
     while pending:
         transport = pending.pop()
         if not isinstance(transport, Mapping):
             continue
-        kind = str(transport.get("type", "")).lower()
-        if kind == TRANSFORM_TYPE:
-            named = str(transport.get("transformer_class", "")).strip()
-            try:
-                transformer = import_from_string(named) if named else None
-            except Exception:
-                transformer = None
-            if isinstance(transformer, type) and issubclass(transformer, EgeriaDagRunTransformer):
-                return True
-            pending.append(transport.get("transport"))
-        elif kind == "composite":
+        kind = str(transport.get("type", "")).strip()
+        if kind.lower() == "composite":
             inner = transport.get("transports")
             pending.extend(inner.values() if isinstance(inner, Mapping) else inner if isinstance(inner, list) else [])
+            continue
+        if kind.lower() == TRANSFORM_TYPE:
+            if _is_subclass(transport.get("transformer_class"), EgeriaDagRunTransformer):
+                return True
+        elif "." in kind:
+            if _is_subclass(kind, EgeriaDagRunTransport):
+                return True
+            if not _is_subclass(kind, TransformTransport):
+                continue
+        else:
+            continue
+        pending.append(transport.get("transport"))
     return False
+
+
+def _is_subclass(path: Any, base: type) -> bool:
+    """``path`` names ``base`` or a subclass of it (``False`` when it names nothing importable)."""
+    from openlineage.client.utils import import_from_string
+
+    try:
+        named = import_from_string(str(path).strip()) if path else None
+    except Exception:
+        return False
+    return isinstance(named, type) and issubclass(named, base)

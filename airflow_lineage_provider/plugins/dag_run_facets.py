@@ -3,10 +3,9 @@
 The stock OpenLineage provider (2.x) applies ``[openlineage] custom_run_facets`` to task events only: its
 DAG-run events (``dag_started``/``dag_success``/``dag_failed``) take their run facets from fixed functions
 (``get_airflow_dag_run_facet``, the parent facet) and offer no hook to add one. Wrapping the transport in
-openlineage-python's ``transform`` transport with
-:class:`~airflow_lineage_provider.design.dag_run_transformer.EgeriaDagRunTransformer` puts the facets on those
-events themselves (``START``, ``COMPLETE``, ``FAIL``); when ``[openlineage]`` configures that, this listener
-sends nothing.
+:class:`~airflow_lineage_provider.design.dag_run_transformer.EgeriaDagRunTransport` (openlineage-python's
+``transform`` transport with ``EgeriaDagRunTransformer``) puts the facets on those events themselves (``START``,
+``COMPLETE``, ``FAIL``); when ``[openlineage]`` configures that, this listener sends nothing.
 
 Otherwise this Airflow listener, registered by :class:`LineageDagRunFacetsPlugin`, sends one more event per DAG
 run, so that deployments whose transport is not wrapped still see the facets on the run: a ``RUNNING`` event of
