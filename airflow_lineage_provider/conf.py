@@ -216,6 +216,12 @@ def consumer_strict() -> bool:
     return _as_bool(_get("consumer_strict"))
 
 
+def consumer_batch_answers() -> str:
+    """``[lineage_provider] consumer_batch_answers``: ``summary`` (default) or ``feast``, the status codes of
+    ``POST /api/v1/lineage/batch`` (docs/consumer.md, "Feast's consumer API")."""
+    return _get("consumer_batch_answers").strip().lower() or "summary"
+
+
 def consumer_spec_dir() -> str | None:
     """``[lineage_provider] consumer_spec_dir``: the OpenLineage spec folder strict mode reads."""
     return _get("consumer_spec_dir").strip() or None

@@ -224,6 +224,12 @@ CONSUMER_OPTIONS: dict[str, Any] = {
         "True",
         "boolean",
     ),
+    "consumer_batch_answers": _option(
+        "Status codes of POST /api/v1/lineage/batch: 'summary' (200 all stored, 207 some, 400 none) or 'feast' "
+        "(Feast's consumer's: 204 all stored, else 200). The body carries the same summary either way.\n",
+        "summary",
+        "feast",
+    ),
     "consumer_spec_dir": _option(
         "Folder with the OpenLineage spec's ``OpenLineage.json`` and ``facets/`` (the ``spec/`` folder of "
         "the OpenLineage repository), read in strict mode.\n",

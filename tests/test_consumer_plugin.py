@@ -25,6 +25,12 @@ results = {
     "with_key": client.post("/lineage/api/v1/lineage", json=event, headers=key).status_code,
     "anonymous_read": client.get("/lineage/api/v1/namespaces").status_code,
 }
+results["batch"] = client.post("/lineage/api/v1/lineage/batch", json=[event], headers=key).status_code
+feast_jobs = client.get("/lineage/api/v1/lineage/openlineage/jobs", headers=key)
+try:
+    results["feast_jobs"] = [job["job_name"] for job in feast_jobs.json()["jobs"]]
+except ValueError:  # not JSON: the Airflow UI's catch-all page
+    results["feast_jobs"] = None
 params = {"nodeId": "dataset:warehouse:out", "depth": 1}
 graph = client.get("/lineage/api/v1/lineage", params=params, headers=key)
 results["graph_status"] = graph.status_code
@@ -57,11 +63,14 @@ def test_the_plugin_mounts_the_consumer_under_lineage(tmp_path: Path) -> None:
         {
             "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_STORE_URL": f"sqlite:///{store}",
             "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_API_KEY": "k3y-plugged",
+            "AIRFLOW__LINEAGE_PROVIDER__CONSUMER_BATCH_ANSWERS": "feast",
         },
     )
     assert results["anonymous"] == 401
     assert results["anonymous_read"] == 401
     assert results["with_key"] == 201
+    assert results["batch"] == 204, "consumer_batch_answers = feast: Feast's answer to a batch all stored"
+    assert results["feast_jobs"] == ["plugged"], "Feast's consumer API under the plugin's prefix"
     assert results["graph_status"] == 200
     assert results["graph"] == ["dataset:warehouse:in", "dataset:warehouse:out", "job:pipelines:plugged"]
     assert store.is_file()

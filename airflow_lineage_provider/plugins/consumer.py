@@ -69,6 +69,7 @@ def consumer_apps() -> list[dict[str, Any]]:
             max_body_bytes=conf.consumer_max_body_bytes(),
             strict=conf.consumer_strict(),
             spec_dir=conf.consumer_spec_dir(),
+            batch_answers=conf.consumer_batch_answers(),
             retention_days=conf.consumer_retention_days(),
             retention_check_interval_hours=conf.consumer_retention_check_interval_hours(),
             namespace_aliases=conf.consumer_namespace_aliases(),
