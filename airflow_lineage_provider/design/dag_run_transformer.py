@@ -85,8 +85,8 @@ def is_dag_run_event(event: Any) -> bool:
 
 @attr.define
 class EgeriaDagRunConfig(TransformConfig):
-    """:class:`EgeriaDagRunTransport`'s configuration: the wrapped ``transport``; the transformer is this
-    module's unless ``transformer_class`` names a subclass."""
+    """:class:`EgeriaDagRunTransport`'s configuration: the wrapped ``transport``; the transformer is
+    :class:`EgeriaDagRunTransformer` unless ``transformer_class`` names another."""
 
     transformer_class: str = attr.field(default=TRANSFORMER_PATH)
 
