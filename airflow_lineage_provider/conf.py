@@ -193,7 +193,7 @@ def consumer_anonymous_access() -> str | None:
 def consumer_user_namespaces() -> str:
     """``[lineage_provider] consumer_user_namespaces``: ``user:NAME``, ``role:NAME`` or ``team:NAME`` ``=`` namespace
     patterns, by line or ``;`` (Airflow users limited as namespace-limited keys; empty: every user sees all), as
-    written: the consumer parses it (:meth:`..consumer.access.UserScopes.parse`)."""
+    written: the consumer parses it (:meth:`.consumer.security.access.UserScopes.parse`)."""
     return _get("consumer_user_namespaces")
 
 

@@ -343,8 +343,8 @@ async def _per_call(call: Callable[[Any], Any], make: Callable[[], Any], iterati
 
 def keyguard_costs(iterations: int) -> list[tuple[str, float, float]]:
     """µs per ``await KeyGuard.authorize(request, Access.READ)`` for 0 (anonymous) to 100 keys."""
-    from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing
-    from airflow_lineage_provider.consumer.guards import KeyGuard, header_credential
+    from airflow_lineage_provider.consumer.security.access import Access, ApiKey, KeyRing
+    from airflow_lineage_provider.consumer.security.guards import KeyGuard, header_credential
 
     rows = []
 
@@ -378,7 +378,7 @@ def airflow_guard_profile(iterations: int) -> list[tuple[str, float, float]]:
     from fastapi.concurrency import run_in_threadpool
 
     from airflow_lineage_provider import conf
-    from airflow_lineage_provider.consumer.access import Access, KeyRing, load_keys_file
+    from airflow_lineage_provider.consumer.security.access import Access, KeyRing, load_keys_file
     from airflow_lineage_provider.plugins.airflow_guard import AirflowGuard
 
     manager = init_auth_manager()

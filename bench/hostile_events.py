@@ -29,7 +29,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from support.consumer_helpers import run_event  # noqa: E402
 
 from airflow_lineage_provider.consumer import create_app  # noqa: E402
-from airflow_lineage_provider.consumer.access import Access  # noqa: E402
+from airflow_lineage_provider.consumer.security.access import Access  # noqa: E402
 
 #: ``(label, place, depth, width)`` of each hostile shape; the ordinary event first.
 SHAPES = [

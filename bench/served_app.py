@@ -13,7 +13,7 @@ from typing import Any
 
 def make() -> Any:
     from airflow_lineage_provider.consumer import create_app
-    from airflow_lineage_provider.consumer.access import Access
+    from airflow_lineage_provider.consumer.security.access import Access
 
     return create_app(
         store_url=os.environ["BENCH_STORE"],

@@ -1,7 +1,7 @@
 """CPU of the ingest for small groups: 1, 2 or 3 events per transaction, in process, no HTTP.
 
 What a single-event ingest server does per request, minus the request: ``LineageStore.write()`` and
-:func:`~airflow_lineage_provider.consumer.store.write.ingest.ingest_events` (as ``consumer/service.py``'s
+:func:`~airflow_lineage_provider.consumer.store.write.ingest.ingest_events` (as ``consumer/ingest/service.py``'s
 ``write_events``) on a fresh store, a SQLite file and a PostgreSQL schema, with the consumer benchmark's
 workload (``consumer_workload.py``) parsed beforehand. Per database and group size it reports CPU time
 (``time.process_time``) and wall time per event of the whole write, CPU of ``ingest_events`` alone, and on
@@ -41,9 +41,9 @@ from consumer_bench import postgres_schema  # noqa: E402
 from consumer_workload import split_by_job, workload  # noqa: E402
 
 import airflow_lineage_provider  # noqa: E402
+from airflow_lineage_provider.consumer.ingest.validation import LineageEvent, parse_event  # noqa: E402
 from airflow_lineage_provider.consumer.store import LineageStore  # noqa: E402
 from airflow_lineage_provider.consumer.store.write.ingest import ingest_events  # noqa: E402
-from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event  # noqa: E402
 
 
 @contextmanager

@@ -25,8 +25,8 @@ from support.uvicorn_thread import served
 from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.walk_limits import Walk, WalkLimiter
+from airflow_lineage_provider.consumer.limits.walk_limits import Walk, WalkLimiter
+from airflow_lineage_provider.consumer.security.access import Access
 
 #: A column-lineage walk of seconds on the graph below: every field it can reach, both ways.
 HEAVY = "/api/v1/column-lineage?nodeId=datasetField:wh:l10.t0:c0&depth=100&maxNodes=100000&direction=both"

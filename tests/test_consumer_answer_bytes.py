@@ -26,10 +26,10 @@ from support.uvicorn_thread import served
 from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
 from airflow_lineage_provider.consumer.marquez import dataset_versions
 from airflow_lineage_provider.consumer.marquez import datasets as marquez_datasets
 from airflow_lineage_provider.consumer.marquez import jobs as marquez_jobs
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 from airflow_lineage_provider.consumer.store import create_store_engine
 from airflow_lineage_provider.consumer.store.graph import listing as graph_listing
 from airflow_lineage_provider.consumer.store.schema import tables

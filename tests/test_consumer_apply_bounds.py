@@ -27,13 +27,13 @@ from support.environment import PG_URL, postgres_schema_url, require_postgres
 from support.served import Served, serve_consumer
 from support.waiting import wait_until
 
-from airflow_lineage_provider.consumer.service import requeue_unapplied, write_events
+from airflow_lineage_provider.consumer.ingest.service import requeue_unapplied, write_events
+from airflow_lineage_provider.consumer.ingest.validation import LineageEvent, parse_event
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.operations.retention import statistics
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.write.deferred_apply import ApplyBounds, DeferredApply
 from airflow_lineage_provider.consumer.store.write.ingest import event_rows, log_events
-from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -94,7 +94,7 @@ def test_batches_are_sized_by_the_rows_they_write_and_a_wide_event_goes_alone(st
 def test_a_group_of_requests_is_written_in_transactions_bounded_in_bytes_too() -> None:
     """The ingest log's own writes: a group of requests is cut into transactions of at most so many events and so
     many bytes of raw events, a request larger than that alone."""
-    from airflow_lineage_provider.consumer.grouped_ingest import _parts, _Request
+    from airflow_lineage_provider.consumer.ingest.grouped_ingest import _parts, _Request
 
     wide, narrow = _wide("w", 100), _narrow("n")
     requests_ = [_Request([narrow]), _Request([wide]), _Request([narrow, narrow]), _Request([wide, wide])]
@@ -389,12 +389,12 @@ def test_a_full_log_refuses_an_ingest_before_its_body_is_read_audited_and_naming
     from fastapi.testclient import TestClient
 
     from airflow_lineage_provider.consumer import create_app
-    from airflow_lineage_provider.consumer.access import Access, ApiKey
+    from airflow_lineage_provider.consumer.security.access import Access, ApiKey
 
     key = ApiKey("producers", Access.WRITE, "producer-s3cret")
     app = create_app(store_url=store_url, ingest_apply="deferred", keys=(key,))
     headers = {"X-API-Key": "producer-s3cret", "Content-Type": "application/json"}
-    caplog.set_level(logging.INFO, logger="airflow_lineage_provider.consumer.audit")
+    caplog.set_level(logging.INFO, logger="airflow_lineage_provider.consumer.security.audit")
     try:
         with TestClient(app) as client:
             applier = app.state.store.deferred
@@ -448,7 +448,7 @@ def test_a_group_taken_while_the_log_is_full_decodes_none_of_its_bodies(store_ur
     """The grouped ingest's exact check comes before any body of the group is decoded."""
     import asyncio
 
-    from airflow_lineage_provider.consumer.grouped_ingest import GroupedIngest
+    from airflow_lineage_provider.consumer.ingest.grouped_ingest import GroupedIngest
     from airflow_lineage_provider.consumer.store.write.deferred_apply import IngestBacklog
 
     store = LineageStore(store_url, ingest_apply="deferred")
@@ -472,7 +472,7 @@ def test_a_group_taken_while_the_log_is_full_decodes_none_of_its_bodies(store_ur
 def test_a_group_holds_at_most_so_many_bytes_of_bodies_to_decode() -> None:
     """Requests whose bodies are not decoded yet count by their bytes too: a group never decodes more than
     MAX_GROUP_BYTES of bodies at once (at least one request)."""
-    from airflow_lineage_provider.consumer.grouped_ingest import MAX_GROUP_BYTES, GroupedIngest, _Request
+    from airflow_lineage_provider.consumer.ingest.grouped_ingest import MAX_GROUP_BYTES, GroupedIngest, _Request
 
     grouped = GroupedIngest(LineageStore("sqlite://"))
     half = MAX_GROUP_BYTES // 2

@@ -28,7 +28,7 @@ from support.consumer_helpers import PRODUCER, T0, dataset, dataset_event, run_e
 from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 from airflow_lineage_provider.consumer.store.schema import tables
 
 pytest_plugins = ("support.consumer_fixtures",)
@@ -44,7 +44,7 @@ KEYS = (
     ApiKey("finwrite", Access.WRITE, FIN_WRITER["X-API-Key"], FIN),
     ApiKey("producer", Access.WRITE, PRODUCER_KEY["X-API-Key"]),
 )
-AUDIT = "airflow_lineage_provider.consumer.audit"
+AUDIT = "airflow_lineage_provider.consumer.security.audit"
 SECRET_DB = "postgres://secret-db:5432"
 #: The message of a reset refused for a limited key (it names no namespace but the one asked for).
 SHARED = (
@@ -407,7 +407,7 @@ def test_a_limited_key_tags_what_it_sees_with_existing_tags_only(client: TestCli
 def test_the_reset_checks_again_in_its_own_transaction(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     """A link made between the first check (a read transaction) and the reset's own is still refused: the reset
     checks again, in the transaction that deletes."""
-    from airflow_lineage_provider.consumer import service
+    from airflow_lineage_provider.consumer.ingest import service
 
     _post(client, [*_clean_events(), ENTANGLEMENTS["a hidden job writes a dataset of it"]()])
     before = _rows(client)
@@ -429,10 +429,10 @@ def test_a_limited_key_is_refused_without_holding_off_any_writer(pg_store_url: s
     """The refusal comes from a read transaction: while another writer holds its lock on the nodes (an ingest or
     the applier in the middle of its transaction), a limited key's reset of a shared namespace is refused at once
     instead of waiting for it — and making every writer behind it wait."""
-    from airflow_lineage_provider.consumer.service import reset_now, write_events
+    from airflow_lineage_provider.consumer.ingest.service import reset_now, write_events
+    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store import LineageStore
     from airflow_lineage_provider.consumer.store.operations.reset import SharedNamespace
-    from airflow_lineage_provider.consumer.validation import parse_event
 
     store = LineageStore(pg_store_url, ingest_apply="deferred")
     engine = sa.create_engine(pg_store_url)
@@ -469,10 +469,10 @@ def test_an_event_logged_during_a_limited_keys_reset_waits_for_it_and_is_not_del
     unlimited producer logs an event of a fin-db job that reads a hidden dataset (deferred apply: only the ingest
     log is written): the ingest waits for the reset, so the reset deletes exactly the events it checked, and the
     new event is stored and applied after it."""
-    from airflow_lineage_provider.consumer.service import reset_now, write_events
+    from airflow_lineage_provider.consumer.ingest.service import reset_now, write_events
+    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store import LineageStore
     from airflow_lineage_provider.consumer.store.operations import reset as reset_module
-    from airflow_lineage_provider.consumer.validation import parse_event
 
     store = LineageStore(pg_store_url, ingest_apply="deferred")
     engine = sa.create_engine(pg_store_url)

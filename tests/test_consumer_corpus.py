@@ -12,7 +12,7 @@ from support.environment import require_shared, unavailable
 from support.olschema import SHARED, SPEC
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.security.access import Access
 
 CORPUS = SHARED / "corpus"
 

@@ -18,10 +18,10 @@ import pytest
 from support.consumer_helpers import dataset, run_event
 from support.waiting import wait_until
 
-from airflow_lineage_provider.consumer.service import prune_now, store_events
+from airflow_lineage_provider.consumer.ingest.service import prune_now, store_events
+from airflow_lineage_provider.consumer.ingest.validation import parse_event
 from airflow_lineage_provider.consumer.store import LineageStore, create_store_engine
 from airflow_lineage_provider.consumer.store.write.ingest import node_key
-from airflow_lineage_provider.consumer.validation import parse_event
 
 pytestmark = pytest.mark.postgres
 pytest_plugins = ("support.consumer_fixtures",)
@@ -97,7 +97,7 @@ def test_an_ingest_chosen_as_deadlock_victim_is_retried_and_stored(
         store_events(store, [parse_event(run_event("COMPLETE", "load", outputs=outputs))])
         first, second = sorted([node_key("job", "pipelines", "load"), node_key("dataset", "warehouse", "orders")])
         lock = "SELECT id FROM lineage_nodes WHERE node_key = %(key)s FOR UPDATE"
-        caplog.set_level(logging.INFO, logger="airflow_lineage_provider.consumer.service")
+        caplog.set_level(logging.INFO, logger="airflow_lineage_provider.consumer.ingest.service")
         result, errors = as_deadlock_victim(
             other,
             hold=lambda conn: conn.exec_driver_sql(lock, {"key": second}),
@@ -124,7 +124,7 @@ def test_retention_chosen_as_deadlock_victim_is_retried_and_logged(
         old, latest = run_event("COMPLETE", "load", outputs=outputs), run_event("COMPLETE", "load", time=60)
         store_events(store, [parse_event(old), parse_event(latest)])
         io = "SELECT run_uuid FROM lineage_run_io WHERE run_uuid = %(run)s FOR UPDATE"
-        caplog.set_level(logging.INFO, logger="airflow_lineage_provider.consumer.service")
+        caplog.set_level(logging.INFO, logger="airflow_lineage_provider.consumer.ingest.service")
         result = as_deadlock_victim(
             other,
             hold=lambda conn: conn.exec_driver_sql(io, {"run": old["run"]["runId"]}),

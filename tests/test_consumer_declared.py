@@ -23,7 +23,7 @@ from openlineage.client.serde import Serde
 from support.consumer_helpers import PRODUCER, graph_edges, graph_ids
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 
 pytest_plugins = ("support.consumer_fixtures",)
 

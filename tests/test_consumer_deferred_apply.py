@@ -24,13 +24,13 @@ from support.environment import PG_URL
 from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.service import reset_now, write_events
+from airflow_lineage_provider.consumer.ingest.service import reset_now, write_events
+from airflow_lineage_provider.consumer.ingest.validation import LineageEvent, parse_event
+from airflow_lineage_provider.consumer.security.access import Access
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.operations.retention import prune, statistics
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.write.ingest import log_events
-from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -443,7 +443,7 @@ def test_an_inline_store_requeues_what_a_deferred_server_set_aside(tmp_path: Pat
 
 
 def test_the_ingest_log_routes_need_a_key_without_namespace_limits(tmp_path: Path) -> None:
-    from airflow_lineage_provider.consumer.access import ApiKey, NamespaceScope
+    from airflow_lineage_provider.consumer.security.access import ApiKey, NamespaceScope
 
     limited = ApiKey("ops", Access.ADMIN, "ops-s3cret-key", NamespaceScope(("pipelines*",)))
     app = create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", keys=(limited,))

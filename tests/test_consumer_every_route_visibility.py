@@ -22,7 +22,7 @@ from openlineage.client.facet_v2 import parent_run, symlinks_dataset
 from support.consumer_helpers import dataset, dataset_event, job_event, run_event
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 
 pytest_plugins = ("support.consumer_fixtures",)
 

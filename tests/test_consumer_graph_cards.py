@@ -14,7 +14,7 @@ from sqlalchemy import select
 from support.consumer_helpers import dataset, run_event
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.security.access import Access
 from airflow_lineage_provider.consumer.store.graph.cards import GraphCard, GraphCards
 from airflow_lineage_provider.consumer.store.schema import tables
 

@@ -27,11 +27,11 @@ from support.consumer_helpers import run_event
 from support.served import serve_consumer
 from support.waiting import wait_until
 
-from airflow_lineage_provider.consumer.grouped_ingest import GroupedIngest
-from airflow_lineage_provider.consumer.service import StoreUnavailable
+from airflow_lineage_provider.consumer.ingest.grouped_ingest import GroupedIngest
+from airflow_lineage_provider.consumer.ingest.service import StoreUnavailable
+from airflow_lineage_provider.consumer.ingest.validation import EventError, LineageEvent, parse_event
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.schema import tables
-from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -296,7 +296,7 @@ def test_the_writer_thread_ends_when_no_request_comes(store: LineageStore) -> No
 def test_on_postgresql_two_groups_are_written_at_once(pg_store_url: str) -> None:
     """With two writers (the app's default on PostgreSQL: ``writers_for``), a second request does not wait for a
     group that is stuck on a lock: it is written by the second writer, and the rest form a third group."""
-    from airflow_lineage_provider.consumer.grouped_ingest import writers_for
+    from airflow_lineage_provider.consumer.ingest.grouped_ingest import writers_for
 
     store = LineageStore(pg_store_url)
     store.engine  # noqa: B018 - created and migrated now, not behind a held lock
@@ -381,8 +381,8 @@ def test_senders_that_stop_stop_being_waited_for() -> None:
     """The senders expected are the most requests in the writer's hands at once in the current window or the one
     before: a burst of eight is remembered a window later, then forgotten; with none for two windows, nobody is
     expected."""
-    from airflow_lineage_provider.consumer.grouped_ingest import SENDERS_WINDOW_SECONDS as W
-    from airflow_lineage_provider.consumer.grouped_ingest import _Senders
+    from airflow_lineage_provider.consumer.ingest.grouped_ingest import SENDERS_WINDOW_SECONDS as W
+    from airflow_lineage_provider.consumer.ingest.grouped_ingest import _Senders
 
     senders = _Senders()
     assert senders.expected(0.0) == 0
@@ -411,7 +411,7 @@ def test_the_wait_is_set_by_serve_the_settings_and_the_airflow_option(
     from airflow_lineage_provider import conf
     from airflow_lineage_provider.cli import main
     from airflow_lineage_provider.consumer import create_app
-    from airflow_lineage_provider.consumer.access import Access
+    from airflow_lineage_provider.consumer.security.access import Access
     from airflow_lineage_provider.plugins.consumer import consumer_apps
 
     url = f"sqlite:///{tmp_path / 'lineage.db'}"

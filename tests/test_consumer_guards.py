@@ -20,8 +20,8 @@ from support.uvicorn_thread import served
 from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.hosts import host_name, serve_hosts
+from airflow_lineage_provider.consumer.limits.hosts import host_name, serve_hosts
+from airflow_lineage_provider.consumer.security.access import Access
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -191,7 +191,7 @@ def test_a_body_that_stops_arriving_is_answered_408_and_one_in_parts_is_read_who
 ) -> None:
     """Over real HTTP: a sender that stops mid-body gets 408 once no part came for the idle bound; one whose
     body arrives in several parts (each within the bound) is stored."""
-    from airflow_lineage_provider.consumer import request_body
+    from airflow_lineage_provider.consumer.ingest import request_body
 
     monkeypatch.setattr(request_body, "BODY_IDLE_SECONDS", 0.5)
     body = json.dumps(run_event("START", "slow_sender")).encode()

@@ -21,7 +21,7 @@ from support.consumer_helpers import LiveServer, at, dataset, free_port, graph_i
 from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.security.access import Access
 
 pytest_plugins = ("support.consumer_fixtures",)
 

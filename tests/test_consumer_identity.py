@@ -20,13 +20,13 @@ from support.consumer_helpers import at, dataset, run_event
 from support.environment import require_shared
 from support.olschema import SHARED
 
+from airflow_lineage_provider.consumer.ingest.validation import parse_event
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.graph import identity
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.schema.migrations import LATEST, migrate
 from airflow_lineage_provider.consumer.store.schema.store_settings import new_store_id
 from airflow_lineage_provider.consumer.store.write.ingest import ingest_events, node_key
-from airflow_lineage_provider.consumer.validation import parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -353,7 +353,7 @@ def test_the_consumer_configured_with_namespace_aliases_lists_one_dataset_for_bo
     from fastapi.testclient import TestClient
 
     from airflow_lineage_provider.consumer import create_app
-    from airflow_lineage_provider.consumer.access import Access
+    from airflow_lineage_provider.consumer.security.access import Access
 
     dbt = run_event(
         "COMPLETE", "dbt.orders", str(uuid.uuid4()), outputs=[dataset("orders", namespace="pg://db.internal")]
@@ -382,7 +382,7 @@ def test_the_whole_graph_listing_shows_one_node_per_dataset_and_each_edge_once(s
     from fastapi.testclient import TestClient
 
     from airflow_lineage_provider.consumer import create_app
-    from airflow_lineage_provider.consumer.access import Access
+    from airflow_lineage_provider.consumer.security.access import Access
 
     app = create_app(store_url=store_url, anonymous=Access.ADMIN)
     spark, airflow = corpus_event("spark/pysparkCLLEnd.json", SPARK, "spark_job"), airflow_reads_table()

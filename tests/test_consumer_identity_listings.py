@@ -24,8 +24,8 @@ from support.marquez_spec import assert_marquez
 from support.olschema import SHARED
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
-from airflow_lineage_provider.consumer.routers.dataset_conflicts import AliasConflicts
+from airflow_lineage_provider.consumer.routers.graph.dataset_conflicts import AliasConflicts
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 from airflow_lineage_provider.consumer.store.graph import identity
 
 pytest_plugins = ("support.consumer_fixtures",)

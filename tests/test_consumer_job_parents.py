@@ -33,7 +33,7 @@ from support.task_jobs import (
 )
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 
 pytest_plugins = ("support.consumer_fixtures",)
 

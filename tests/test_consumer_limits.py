@@ -16,10 +16,10 @@ from support.consumer_helpers import dataset, on_a_request_thread, run_event
 from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
+from airflow_lineage_provider.consumer.ingest.validation import MAX_DEPTH
 from airflow_lineage_provider.consumer.nodeids import MAX_SEPARATORS
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 from airflow_lineage_provider.consumer.store import create_store_engine
-from airflow_lineage_provider.consumer.validation import MAX_DEPTH
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -194,8 +194,8 @@ def test_an_event_time_past_the_clock_skew_is_refused(client: TestClient) -> Non
 
 def _store_directly(app: Any, event: dict[str, Any]) -> None:
     """Store ``event`` without the HTTP checks, as a store written before they existed holds it."""
+    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
-    from airflow_lineage_provider.consumer.validation import parse_event
 
     with app.state.store.write() as conn:
         ingest_events(conn, [parse_event(event, max_depth=10_000)])
@@ -248,7 +248,7 @@ def test_a_full_batch_of_bad_events_lists_each_error_once_and_boundedly(client: 
 def test_retention_prunes_an_event_stored_with_a_far_future_time(client: TestClient, app: Any) -> None:
     from sqlalchemy import update
 
-    from airflow_lineage_provider.consumer.service import prune_now
+    from airflow_lineage_provider.consumer.ingest.service import prune_now
     from airflow_lineage_provider.consumer.store.schema import tables
 
     client.get("/api/v1/namespaces")  # the store is created
@@ -288,7 +288,7 @@ def test_a_body_of_many_gzip_members_is_refused_past_the_member_bound(client: Te
     loop); members are now counted and capped, and decoded in linear time."""
     import gzip
 
-    from airflow_lineage_provider.consumer.request_body import MAX_GZIP_MEMBERS
+    from airflow_lineage_provider.consumer.ingest.request_body import MAX_GZIP_MEMBERS
 
     event_member = gzip.compress(json.dumps(run_event("START", "many_members")).encode())
     empty = gzip.compress(b"")
@@ -308,7 +308,7 @@ def test_gzip_members_across_the_decoding_window_are_read_exactly() -> None:
     import gzip
     import random
 
-    from airflow_lineage_provider.consumer.request_body import GZIP_WINDOW, gunzip
+    from airflow_lineage_provider.consumer.ingest.request_body import GZIP_WINDOW, gunzip
 
     chance = random.Random(7)
     texts = [chance.randbytes(chance.choice([0, 1, 100, GZIP_WINDOW - 7, 3 * GZIP_WINDOW + 5])) for _ in range(40)]
@@ -322,7 +322,7 @@ def test_gzip_bodies_are_inflated_off_the_event_loop(client: TestClient, monkeyp
     import asyncio
     import gzip
 
-    from airflow_lineage_provider.consumer import request_body
+    from airflow_lineage_provider.consumer.ingest import request_body
 
     loops: list[bool] = []
     inflate = request_body.gunzip

@@ -15,7 +15,7 @@ from support.environment import require_shared
 from support.olschema import SPEC
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 
 pytest_plugins = ("support.consumer_fixtures",)
 

@@ -26,7 +26,7 @@ from sqlalchemy import event
 from support.consumer_helpers import PRODUCER, T0, dataset, dataset_event, graph_edges, graph_ids, job_event, run_event
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 
 pytest_plugins = ("support.consumer_fixtures",)
 

@@ -23,8 +23,9 @@ from support.consumer_helpers import PRODUCER, dataset, dataset_event, free_port
 from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
-from airflow_lineage_provider.consumer.service import store_events
+from airflow_lineage_provider.consumer.ingest.service import store_events
+from airflow_lineage_provider.consumer.ingest.validation import parse_event
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.operations.retention import (
@@ -33,7 +34,6 @@ from airflow_lineage_provider.consumer.store.operations.retention import (
     recent_prunes,
     record_prune,
 )
-from airflow_lineage_provider.consumer.validation import parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -186,7 +186,7 @@ def _old_events(count: int) -> list[Any]:
 def test_the_timer_prunes_every_interval_without_an_ingest_and_stops_with_the_app(
     store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="airflow_lineage_provider.consumer.service")
+    caplog.set_level(logging.INFO, logger="airflow_lineage_provider.consumer.ingest.service")
     app = create_app(store_url, anonymous=Access.ADMIN, retention_days=30, retention_check_interval_hours=0.001)
     try:
         with TestClient(app) as client:

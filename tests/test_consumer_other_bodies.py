@@ -14,8 +14,8 @@ import requests
 from support.consumer_helpers import LiveServer, run_event
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey
-from airflow_lineage_provider.consumer.other_bodies import OTHER_BODY_BYTES
+from airflow_lineage_provider.consumer.limits.other_bodies import OTHER_BODY_BYTES
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey
 
 pytest_plugins = ("support.consumer_fixtures",)
 

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from support.consumer_helpers import dataset, graph_ids, run_event
 from support.waiting import wait_until
 
-from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.security.access import Access
 
 pytest_plugins = ("support.consumer_fixtures",)
 

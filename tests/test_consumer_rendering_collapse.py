@@ -25,7 +25,7 @@ from support.consumer_helpers import PRODUCER
 from support.olschema import assert_valid_event, shared_available
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.facets.design_time import TEMPLATED_NAME_KEY, TemplatedNameDatasetFacet
 from airflow_lineage_provider.name_templates import name_regex

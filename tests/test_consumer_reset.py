@@ -28,7 +28,7 @@ from fastapi.testclient import TestClient
 from support.consumer_helpers import PRODUCER, dataset, dataset_event, job_event, run_event
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 from airflow_lineage_provider.consumer.store.graph import walks
 from airflow_lineage_provider.consumer.store.schema import tables
 
@@ -42,7 +42,7 @@ KEYS = (
 )
 AS_ADMIN = {"X-API-Key": ADMIN}
 R1, R2 = "0190c3a2-7c3f-7e1a-9d5e-2b8f3c4d5e01", "0190c3a2-7c3f-7e1a-9d5e-2b8f3c4d5e02"
-AUDIT = "airflow_lineage_provider.consumer.audit"
+AUDIT = "airflow_lineage_provider.consumer.security.audit"
 
 
 def _symlink(spec: dict[str, Any], namespace: str, name: str, kind: str) -> None:

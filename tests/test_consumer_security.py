@@ -17,10 +17,10 @@ from fastapi.testclient import TestClient
 from support.consumer_helpers import dataset, run_event
 
 from airflow_lineage_provider.cli.serve_command import anonymous_access, is_loopback
-from airflow_lineage_provider.consumer import access as access_module
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing, NamespaceScope, load_keys_file
-from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.security import access as access_module
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, KeyRing, NamespaceScope, load_keys_file
+from airflow_lineage_provider.consumer.security.auth import requires
 
 READ, WRITE, ADMIN = "read-secret-1", "write-secret-2", "admin-secret-3"
 KEYS = (
@@ -28,7 +28,7 @@ KEYS = (
     ApiKey("producer", Access.WRITE, WRITE),
     ApiKey("operator", Access.ADMIN, ADMIN),
 )
-AUDIT = "airflow_lineage_provider.consumer.audit"
+AUDIT = "airflow_lineage_provider.consumer.security.audit"
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 from support.uvicorn_thread import served
 from support.waiting import wait_until
 
-from airflow_lineage_provider.consumer.stalled_readers import StalledReaders
+from airflow_lineage_provider.consumer.limits.stalled_readers import StalledReaders
 
 PART = 256 * 1024
 PARTS = 64  # 16 MiB: far more than the socket buffers on both ends hold
@@ -122,7 +122,7 @@ def test_an_interim_100_continue_is_sent_at_once() -> None:
 
 def test_an_answer_nobody_reads_is_abandoned_and_one_read_slowly_is_not(caplog: pytest.LogCaptureFixture) -> None:
     ENDED.clear()
-    caplog.set_level(logging.INFO, logger="airflow_lineage_provider.consumer.stalled_readers")
+    caplog.set_level(logging.INFO, logger="airflow_lineage_provider.consumer.limits.stalled_readers")
     with served(_app(1.0)) as url:
         stalled = socket.create_connection(("127.0.0.1", _port(url)))
         stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

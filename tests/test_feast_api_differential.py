@@ -39,7 +39,7 @@ from support.olschema import assert_valid_event, shared_available
 from support.uvicorn_thread import served
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey
 
 pytest_plugins = ("support.consumer_fixtures",)
 

@@ -29,8 +29,8 @@ from support.consumer_helpers import PRODUCER, T0, dataset, on_a_request_thread,
 from support.marquez_spec import assert_marquez
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
 from airflow_lineage_provider.consumer.marquez.datasets import version_id
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 
 pytest_plugins = ("support.consumer_fixtures",)
 

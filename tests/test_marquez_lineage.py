@@ -17,7 +17,7 @@ from support.consumer_helpers import dataset, graph_edges, graph_ids, job_event,
 from support.marquez_spec import assert_marquez
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 
 pytest_plugins = ("support.consumer_fixtures",)
 

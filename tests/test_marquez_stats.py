@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from support.consumer_helpers import T0, dataset, job_event, run_event
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 
 pytest_plugins = ("support.consumer_fixtures",)
 

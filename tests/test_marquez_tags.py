@@ -19,7 +19,7 @@ from support.marquez_spec import assert_marquez
 from test_marquez_datasets import KAFKA, NS, ORDERS, TOPIC, events, path, post
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey, NamespaceScope
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -99,7 +99,7 @@ def test_tags_are_created_described_and_listed(keyed: TestClient) -> None:
 
 
 def test_a_dataset_tag_is_added_shown_and_removed(keyed: TestClient, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="airflow_lineage_provider.consumer.audit"):
+    with caplog.at_level(logging.INFO, logger="airflow_lineage_provider.consumer.security.audit"):
         answer = call(keyed, "POST", tag_path(path(NS, ORDERS), "GOLD"), "Dataset")
     assert answer["tags"] == ["GOLD"] and answer == dataset(keyed)
     assert f"lineage audit: add tag 'GOLD' on dataset '{NS}' / '{ORDERS}' by key 'writer' -> 200" in caplog.messages

@@ -102,7 +102,7 @@ def test_text_round_trips_and_other_forms_are_accepted() -> None:
 
 def test_the_settings_and_the_app_carry_the_aliases_from_text_pairs_or_an_object(tmp_path: Path) -> None:
     from airflow_lineage_provider.consumer import create_app
-    from airflow_lineage_provider.consumer.access import Access
+    from airflow_lineage_provider.consumer.security.access import Access
     from airflow_lineage_provider.consumer.settings import ConsumerSettings
 
     url = f"sqlite:///{tmp_path / 'lineage.db'}"

@@ -27,7 +27,7 @@ import requests
 from support.consumer_helpers import LiveServer
 from support.outbox_helpers import pg_url, run_pairs, sqlite_url
 
-from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.security.access import Access
 from airflow_lineage_provider.outbox import OutboxConfig, OutboxTransport, store
 from airflow_lineage_provider.outbox.consumer_client import ConsumerConfig
 from airflow_lineage_provider.outbox.database import dispose_engines

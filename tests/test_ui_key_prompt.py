@@ -13,7 +13,7 @@ from support.ui_graph import CUSTOMERS, DAILY, ENRICH, ENRICHED, ORDERS, REVENUE
 from support.ui_page import LineagePage
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access, ApiKey
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey
 
 pytest_plugins = ("support.ui_fixtures",)
 

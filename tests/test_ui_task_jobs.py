@@ -30,8 +30,8 @@ from support.ui_graph import post_events
 from support.ui_page import LineagePage
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.guards import KeyGuard
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.guards import KeyGuard
 
 pytest_plugins = ("support.ui_fixtures",)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_lineage_provider.consumer.access import NamespaceScope, UserScopes
+from airflow_lineage_provider.consumer.security.access import NamespaceScope, UserScopes
 from airflow_lineage_provider.plugins.consumer import user_scopes
 
 MAPPING = """

@@ -20,8 +20,8 @@ import os
 from typing import Any
 
 from airflow_lineage_provider.cli import CommandError
-from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing, load_keys_file
-from airflow_lineage_provider.consumer.hosts import serve_hosts
+from airflow_lineage_provider.consumer.limits.hosts import serve_hosts
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, KeyRing, load_keys_file
 from airflow_lineage_provider.defaults import GRAPH_CACHE_NODES, INGEST_APPLY, INGEST_APPLY_MODES, MAX_BODY_BYTES
 from airflow_lineage_provider.namespace_aliases import NamespaceAliases
 

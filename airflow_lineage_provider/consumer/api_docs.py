@@ -13,8 +13,8 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import requires
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import requires
 
 
 def api_docs_router(app: FastAPI) -> APIRouter:

@@ -15,47 +15,51 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from airflow_lineage_provider.consumer.api_docs import api_docs_router
-from airflow_lineage_provider.consumer.auth import LoginRequired
 from airflow_lineage_provider.consumer.feast import GraphNodePaths
 from airflow_lineage_provider.consumer.feast import router as feast_router
-from airflow_lineage_provider.consumer.grouped_ingest import GroupedIngest, writers_for
-from airflow_lineage_provider.consumer.guards import GuardFactory, KeyGuard
-from airflow_lineage_provider.consumer.hosts import AllowedHosts
+from airflow_lineage_provider.consumer.ingest.grouped_ingest import GroupedIngest, writers_for
+from airflow_lineage_provider.consumer.ingest.service import RetentionSchedule, StoreUnavailable
+from airflow_lineage_provider.consumer.ingest.validation import EventError, TooManyEvents
+from airflow_lineage_provider.consumer.limits.hosts import AllowedHosts
+from airflow_lineage_provider.consumer.limits.other_bodies import OtherBodies
+from airflow_lineage_provider.consumer.limits.path_limits import PathLimits
+from airflow_lineage_provider.consumer.limits.stalled_readers import StalledReaders
+from airflow_lineage_provider.consumer.limits.walk_limits import RETRY_AFTER_SECONDS, WalkLimiter, WalksBusy
 from airflow_lineage_provider.consumer.marquez import routes_datasets as marquez_datasets
 from airflow_lineage_provider.consumer.marquez import routes_events as marquez_events
 from airflow_lineage_provider.consumer.marquez import routes_jobs as marquez_jobs
 from airflow_lineage_provider.consumer.marquez.paths import SegmentPaths
 from airflow_lineage_provider.consumer.nodeids import NodeIdError
-from airflow_lineage_provider.consumer.other_bodies import OtherBodies
-from airflow_lineage_provider.consumer.path_limits import PathLimits
 from airflow_lineage_provider.consumer.routers import (
-    column_lineage,
-    dataset_conflicts,
     datasets,
-    drift,
     events,
-    graph_listing,
     ingest,
-    ingest_log,
     jobs,
-    lineage,
     namespaces,
-    reset,
-    retention,
     runs,
     search,
     sources,
-    stats,
     tags,
 )
-from airflow_lineage_provider.consumer.service import RetentionSchedule, StoreUnavailable
+from airflow_lineage_provider.consumer.routers.graph import (
+    column_lineage,
+    dataset_conflicts,
+    drift,
+    graph_listing,
+    lineage,
+)
+from airflow_lineage_provider.consumer.routers.operations import (
+    ingest_log,
+    reset,
+    retention,
+    stats,
+)
+from airflow_lineage_provider.consumer.security.auth import LoginRequired
+from airflow_lineage_provider.consumer.security.guards import GuardFactory, KeyGuard
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
-from airflow_lineage_provider.consumer.stalled_readers import StalledReaders
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.write.deferred_apply import ApplyBacklog, ApplyBounds, IngestBacklog
 from airflow_lineage_provider.consumer.ui import lineage_ui_router
-from airflow_lineage_provider.consumer.validation import EventError, TooManyEvents
-from airflow_lineage_provider.consumer.walk_limits import RETRY_AFTER_SECONDS, WalkLimiter, WalksBusy
 from airflow_lineage_provider.version import __version__
 
 #: The routers every consumer app serves, in OpenAPI order.
@@ -139,7 +143,7 @@ def create_app(
         )
     spec_validator = None
     if config.strict:
-        from airflow_lineage_provider.consumer.strict import SpecValidator
+        from airflow_lineage_provider.consumer.ingest.strict import SpecValidator
 
         spec_validator = SpecValidator(config.spec_dir or "")
     app = FastAPI(

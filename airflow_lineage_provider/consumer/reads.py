@@ -1,10 +1,10 @@
 """The lineage store's public read API for code outside the consumer: walks from one dataset, as rows.
 
 ``CollectLineageOperator`` (:mod:`..operators.collect_lineage`) reads the store through this module only;
-what the store keeps and how it walks (:mod:`.store.stepwise`, :mod:`.store.graph`, its tables) stays inside
+what the store keeps and how it walks (:mod:`.store.graph.stepwise`, :mod:`.store.graph`, its tables) stays inside
 the consumer and may change without touching the operator.
 
-A dataset known under several names (:mod:`.store.identity`) is one table here too: the walks go through
+A dataset known under several names (:mod:`.store.graph.identity`) is one table here too: the walks go through
 every name of it, a row names a table by its group's canonical name, and rows made the same by that are
 returned once.
 
@@ -166,7 +166,7 @@ def _table_names(conn: Connection, ids: set[int]) -> dict[int, tuple[str, str]]:
 
 
 def _column_roots(conn: Connection, dataset: int, columns: list[str], grouped: bool) -> list[int]:
-    """Ids of the fields ``columns`` of the dataset (``grouped``: of any name of it, :mod:`.store.identity`)."""
+    """Ids of the fields ``columns`` of the dataset (``grouped``: of any name of it, :mod:`.store.graph.identity`)."""
     f, m = tables.fields.c, tables.dataset_members.c
     if not grouped:
         keys = [field_key(dataset, name) for name in columns]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
-from airflow_lineage_provider.consumer.access import Access, ApiKey, KeyRing
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, KeyRing
 from airflow_lineage_provider.consumer.store.write.deferred_apply import (
     APPLY_TIMEOUT_SECONDS,
     MAX_PENDING_BYTES,
@@ -32,7 +32,7 @@ class ConsumerSettings:
 
     keys: tuple[ApiKey, ...] = ()
     """Named keys with scopes ``read``, ``write`` or ``admin``, optionally limited to namespace patterns
-    (:mod:`airflow_lineage_provider.consumer.access`)."""
+    (:mod:`airflow_lineage_provider.consumer.security.access`)."""
 
     anonymous: Access | None = None
     """The access a request without a credential gets: None (the default) for none, or ``Access.READ``,
@@ -62,7 +62,7 @@ class ConsumerSettings:
     ingest_apply: str = INGEST_APPLY
     """How ingested events reach the graph: ``inline`` applies them in the ingest's own transaction; ``deferred``
     commits them to an ingest log, answers, and applies the log in bounded batches in a thread of the
-    serving process, reads waiting until what was logged before them is applied (:mod:`.store.deferred_apply`);
+    serving process, reads waiting until what was logged before them is applied (:mod:`.store.write.deferred_apply`);
     ``auto`` (the default) is deferred on PostgreSQL and inline on SQLite. A 201 means committed either way.
     ``deferred`` makes concurrent single-event ingest on PostgreSQL cheaper per event (``docs/benchmarks.md``)."""
 

@@ -1,7 +1,7 @@
 """The one read boundary: the store as one request's principal sees it.
 
 Every read of a router goes through a :class:`StoreView`, given by one dependency (:data:`View`) from the request's
-store and principal. The view decides the visible namespaces (:func:`.store.visibility.visible_namespaces`) once
+store and principal. The view decides the visible namespaces (:func:`.store.read.visibility.visible_namespaces`) once
 per request, on the first read, and hands them with each read's connection; routers never compute them. A route
 that reads through the view cannot forget to filter: what it is given to filter with is in its hands with the
 connection. ``tests/test_consumer_every_route_visibility.py`` holds every GET route to the result, and
@@ -24,12 +24,12 @@ from typing import Annotated, NamedTuple
 from fastapi import Depends
 from sqlalchemy import Connection
 
-from airflow_lineage_provider.consumer.access import NamespaceScope
-from airflow_lineage_provider.consumer.auth import Reader
 from airflow_lineage_provider.consumer.deps import Store
+from airflow_lineage_provider.consumer.limits.walk_limits import Walk, reading
+from airflow_lineage_provider.consumer.security.access import NamespaceScope
+from airflow_lineage_provider.consumer.security.auth import Reader
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, visible_namespaces
-from airflow_lineage_provider.consumer.walk_limits import Walk, reading
 
 
 class ViewRead(NamedTuple):

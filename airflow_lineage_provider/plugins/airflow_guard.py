@@ -30,9 +30,22 @@ from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 from fastapi import HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 
-from airflow_lineage_provider.consumer.access import ANONYMOUS, Access, KeyRing, NamespaceScope, Principal, UserScopes
-from airflow_lineage_provider.consumer.guards import ACTIONS, KEY_HEADERS, forbidden, header_credential, key_principal
-from airflow_lineage_provider.consumer.guards import unauthorized as _unauthorized
+from airflow_lineage_provider.consumer.security.access import (
+    ANONYMOUS,
+    Access,
+    KeyRing,
+    NamespaceScope,
+    Principal,
+    UserScopes,
+)
+from airflow_lineage_provider.consumer.security.guards import (
+    ACTIONS,
+    KEY_HEADERS,
+    forbidden,
+    header_credential,
+    key_principal,
+)
+from airflow_lineage_provider.consumer.security.guards import unauthorized as _unauthorized
 
 if TYPE_CHECKING:
     from airflow.api_fastapi.auth.managers.base_auth_manager import BaseAuthManager, ResourceMethod

@@ -20,7 +20,7 @@ from typing import Any
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_lineage_provider import conf
-from airflow_lineage_provider.consumer.access import UserScopes
+from airflow_lineage_provider.consumer.security.access import UserScopes
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def consumer_apps() -> list[dict[str, Any]]:
         return []
     try:
         from airflow_lineage_provider.consumer import create_app
-        from airflow_lineage_provider.consumer.access import Access, load_keys_file
+        from airflow_lineage_provider.consumer.security.access import Access, load_keys_file
         from airflow_lineage_provider.plugins.airflow_guard import AirflowGuard
 
         keys_file = conf.consumer_keys_file()

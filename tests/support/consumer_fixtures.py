@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.security.access import Access
 from support.environment import postgres_schema_url
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from airflow_lineage_provider.consumer.access import Access
+from airflow_lineage_provider.consumer.security.access import Access
 from support.browser import wait_for
 
 

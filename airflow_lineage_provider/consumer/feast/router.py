@@ -12,16 +12,16 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
 
-from airflow_lineage_provider.consumer import audit
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import Admin, Reader, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Store, stored_answer
 from airflow_lineage_provider.consumer.feast import graph, models
 from airflow_lineage_provider.consumer.feast.events import event_row
+from airflow_lineage_provider.consumer.ingest.service import StoreUnavailable, prune_now, reset_now
+from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.marquez.paths import segment
 from airflow_lineage_provider.consumer.models import Problem
-from airflow_lineage_provider.consumer.query_names import KnownQuery
-from airflow_lineage_provider.consumer.service import StoreUnavailable, prune_now, reset_now
+from airflow_lineage_provider.consumer.security import audit
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import Admin, Reader, requires
 from airflow_lineage_provider.consumer.store.graph import nodes
 from airflow_lineage_provider.consumer.store.operations.reset import SharedNamespace
 from airflow_lineage_provider.consumer.store.operations.retention import statistics

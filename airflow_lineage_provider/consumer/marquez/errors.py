@@ -28,8 +28,8 @@ from fastapi import Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from airflow_lineage_provider.consumer.answer_limits import AnswerBound
 from airflow_lineage_provider.consumer.deps import stored_answer
+from airflow_lineage_provider.consumer.limits.answer_limits import AnswerBound
 
 
 class MarquezError(Exception):

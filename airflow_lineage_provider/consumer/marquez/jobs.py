@@ -5,7 +5,7 @@ A ``Job`` carries what the events said: ``type`` from the ``jobType`` facet
 ``documentation``, ``facets`` (the latest event's that carried job facets), ``inputs`` and ``outputs`` (every
 dataset an event of the job read or wrote: the graph's edges), ``latestRun`` (the run with the latest
 event), ``latestRuns`` (the :data:`LATEST_RUNS` newest runs), ``currentVersion`` (the latest run's job
-version, see :mod:`.marquez_runs`) and ``tags``. ``nodeId`` (``job:<namespace>:<name>``, the lineage graph's
+version, see :mod:`.runs`) and ``tags``. ``nodeId`` (``job:<namespace>:<name>``, the lineage graph's
 id) is added for the lineage page; Marquez's clients ignore it. A page of jobs costs a fixed number of
 statements whatever its size: no statement per job.
 """
@@ -433,7 +433,7 @@ def _io_key(dialect: str) -> Any:
 
 def _facets_key(dialect: str) -> Any:
     """SQL: what a run's version is computed from of its job facets, comparable in a ``PARTITION BY``: on
-    PostgreSQL the MD5 of the text as :func:`.marquez_runs._job_facets` reads it (NUL as U+FFFD), on SQLite the
+    PostgreSQL the MD5 of the text as :func:`.runs._job_facets` reads it (NUL as U+FFFD), on SQLite the
     text."""
     if dialect != "postgresql":
         return _r.job_facets
@@ -445,7 +445,7 @@ def _versions_query(dialect: str) -> Any:
     """The versions of job ``:job_id``, newest first (by their first run, then their newest run's id): ``run_uuid`` (the
     version's newest run), ``first`` (its first run's creation) and ``total`` (how many versions it has).
 
-    A version is the runs with the same inputs, outputs and job facets (:mod:`.marquez_runs`): grouped in SQL by
+    A version is the runs with the same inputs, outputs and job facets (:mod:`.runs`): grouped in SQL by
     :func:`_io_key` and :func:`_facets_key`, from the job's runs (``ix_lineage_runs_job``) and their
     ``lineage_run_io`` keys — nothing of the runs is loaded."""
     keyed = (
@@ -528,14 +528,14 @@ def _version_objects(conn: Connection, rows: list[Any], visible: Visible) -> lis
 
 @cache
 def _runs_statement(dialect: str) -> Any:
-    """The runs of ``:ids`` (expanding) as :func:`.marquez_runs.runs_with_io_query` reads them: built once."""
+    """The runs of ``:ids`` (expanding) as :func:`.runs.runs_with_io_query` reads them: built once."""
     ids: BindParameter[Any] = bindparam("ids", expanding=True)
     return runs_with_io_query(dialect).where(_r.run_uuid.in_(ids))
 
 
 @cache
 def _content_statement(dialect: str) -> Any:
-    """What the versions of the runs of ``:ids`` (expanding) are computed from (:func:`.marquez_runs.run_versions`),
+    """What the versions of the runs of ``:ids`` (expanding) are computed from (:func:`.runs.run_versions`),
     without their facets: built once."""
     ids: BindParameter[Any] = bindparam("ids", expanding=True)
     content = select(_r.run_uuid, _r.job_facets, _n.namespace, _n.name, io_column(dialect))
@@ -587,7 +587,7 @@ def find_job_version(conn: Connection, job_id: int, version: str, visible: Visib
 
 def _version_object(version: Any, first: str, latest: Any, visible: Visible) -> JobVersion:
     """A JobVersion: ``version`` (its content), ``first`` (when its first run was created, ISO text), ``latest``
-    (its newest run, a row of :func:`.marquez_runs.runs_with_io_query`)."""
+    (its newest run, a row of :func:`.runs.runs_with_io_query`)."""
 
     def ids(pairs: tuple[tuple[str, str], ...]) -> list[NodeId]:
         return [NodeId(namespace=ns, name=name) for ns, name in pairs if visible is None or ns in visible]

@@ -22,10 +22,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Request, Response
 from sqlalchemy import Connection
 
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.answer_limits import answer_bound
-from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset
+from airflow_lineage_provider.consumer.limits.answer_limits import answer_bound
+from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.marquez import dataset_versions
 from airflow_lineage_provider.consumer.marquez import datasets as marquez_datasets
 from airflow_lineage_provider.consumer.marquez.errors import (
@@ -39,7 +38,8 @@ from airflow_lineage_provider.consumer.marquez.errors import (
 from airflow_lineage_provider.consumer.marquez.paths import Dataset, Namespace
 from airflow_lineage_provider.consumer.marquez.shapes import Dataset as DatasetShape
 from airflow_lineage_provider.consumer.marquez.shapes import DatasetList, DatasetVersion, DatasetVersionList
-from airflow_lineage_provider.consumer.query_names import KnownQuery
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import requires
 from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store.read.visibility import Visible
 from airflow_lineage_provider.consumer.store_view import View

@@ -14,10 +14,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from sqlalchemy import Connection
 
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.answer_limits import answer_bound
-from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, Store
+from airflow_lineage_provider.consumer.limits.answer_limits import answer_bound
+from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.marquez import jobs as marquez_jobs
 from airflow_lineage_provider.consumer.marquez import runs as marquez_runs
 from airflow_lineage_provider.consumer.marquez.errors import (
@@ -40,7 +39,8 @@ from airflow_lineage_provider.consumer.marquez.shapes import (
     RunFacets,
     RunList,
 )
-from airflow_lineage_provider.consumer.query_names import KnownQuery
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import requires
 from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store.read.visibility import Visible
 from airflow_lineage_provider.consumer.store_view import View

@@ -5,7 +5,7 @@ namespace (``namespace``, Feast's name, or ``jobNamespace``) and one job name (`
 (``list_events(namespace=...)``, the name not encoded: the rest of the path is the namespace).
 
 A namespace-limited key gets only the events that name no hidden namespace anywhere, with the total
-counted the same way (see :mod:`..store.queries`).
+counted the same way (see :mod:`..store.read.queries`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
 
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.answer_limits import AnswerBound, answer_bound
-from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, utc_bound
+from airflow_lineage_provider.consumer.limits.answer_limits import AnswerBound, answer_bound
+from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.models import Events
-from airflow_lineage_provider.consumer.query_names import KnownQuery
 from airflow_lineage_provider.consumer.routers.runs import UUID_PATTERN
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import requires
 from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store_view import View
 

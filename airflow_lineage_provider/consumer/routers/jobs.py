@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.answer_limits import answer_bound
-from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, Offset, Store
+from airflow_lineage_provider.consumer.limits.answer_limits import answer_bound
+from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.marquez import jobs as marquez_jobs
 from airflow_lineage_provider.consumer.marquez.params import RunStates
 from airflow_lineage_provider.consumer.models import Jobs
-from airflow_lineage_provider.consumer.query_names import KnownQuery
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import requires
 from airflow_lineage_provider.consumer.store_view import View
 
 router = APIRouter(tags=["jobs"], dependencies=[Depends(requires(Access.READ))])

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Response
 
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, stored_answer
+from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.marquez.errors import NOT_FOUND, marquez_answer, namespace_not_found
 from airflow_lineage_provider.consumer.marquez.paths import Namespace
 from airflow_lineage_provider.consumer.models import Namespaces
-from airflow_lineage_provider.consumer.query_names import KnownQuery
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import requires
 from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store_view import View
 

@@ -10,12 +10,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, Response, status
 
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.answer_limits import answer_bound
-from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, stored_answer
+from airflow_lineage_provider.consumer.limits.answer_limits import answer_bound
+from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.models import Problem, Runs
-from airflow_lineage_provider.consumer.query_names import KnownQuery
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import requires
 from airflow_lineage_provider.consumer.store.graph import nodes
 from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store_view import View

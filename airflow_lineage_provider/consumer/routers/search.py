@@ -22,14 +22,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.answer_limits import answer_bound
-from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Namespace, Offset
+from airflow_lineage_provider.consumer.limits.answer_limits import answer_bound
+from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.marquez.params import query_choice, query_date
 from airflow_lineage_provider.consumer.models import Problem, SearchResults
-from airflow_lineage_provider.consumer.query_names import KnownQuery
-from airflow_lineage_provider.consumer.routers.lineage import ListedRenderings
+from airflow_lineage_provider.consumer.routers.graph.lineage import ListedRenderings
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import requires
 from airflow_lineage_provider.consumer.store.read import queries
 from airflow_lineage_provider.consumer.store_view import View
 

@@ -1,6 +1,6 @@
 """Marquez's sources: ``GET /api/v1/sources`` (SourceList) and ``GET /api/v1/sources/{source}`` (Source).
 
-Sources are derived from what the events say about datasets (the rule: :mod:`..store.sources`). A
+Sources are derived from what the events say about datasets (the rule: :mod:`..store.read.sources`). A
 namespace-limited key sees the sources of the datasets it may see; a source no visible dataset has is
 unknown to it (404, as for a missing one). A source name may hold ``/`` (``postgres://db:5432``): the
 path's last part, whatever it holds, is the name.
@@ -16,11 +16,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Response
 
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset
+from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.marquez.errors import NOT_FOUND, MarquezError, marquez_answer
-from airflow_lineage_provider.consumer.query_names import KnownQuery
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import requires
 from airflow_lineage_provider.consumer.store.read import sources
 from airflow_lineage_provider.consumer.store_view import View
 

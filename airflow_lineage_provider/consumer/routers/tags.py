@@ -14,7 +14,7 @@ definition (its name and description) is global, as in Marquez; a limited key li
 those on nothing (a tag used only on hidden nodes is hidden, like them). Creating or describing one needs a
 principal without namespace limits: a limited key is refused ``PUT /api/v1/tags`` and
 putting a tag that does not exist yet on a node (403), and may put existing tags on, and take any off, what
-it sees. A tag name is checked (:func:`..store.tags.check_tag_name`): 400 in Marquez's shape naming the
+it sees. A tag name is checked (:func:`..store.read.tags.check_tag_name`): 400 in Marquez's shape naming the
 problem. Every tag write is one line in the audit log.
 """
 
@@ -25,10 +25,8 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Path, Response
 from pydantic import BaseModel, Field
 
-from airflow_lineage_provider.consumer import audit
-from airflow_lineage_provider.consumer.access import Access, Principal
-from airflow_lineage_provider.consumer.auth import Writer, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Limit, Offset, Store
+from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.marquez import datasets as marquez_datasets
 from airflow_lineage_provider.consumer.marquez import jobs as marquez_jobs
 from airflow_lineage_provider.consumer.marquez import shapes
@@ -37,7 +35,9 @@ from airflow_lineage_provider.consumer.marquez.paths import Dataset, Job, Namesp
 from airflow_lineage_provider.consumer.marquez.paths import Field as FieldName
 from airflow_lineage_provider.consumer.marquez.routes_datasets import dataset_id
 from airflow_lineage_provider.consumer.marquez.routes_jobs import job_id
-from airflow_lineage_provider.consumer.query_names import KnownQuery
+from airflow_lineage_provider.consumer.security import audit
+from airflow_lineage_provider.consumer.security.access import Access, Principal
+from airflow_lineage_provider.consumer.security.auth import Writer, requires
 from airflow_lineage_provider.consumer.store.read import tags
 from airflow_lineage_provider.consumer.store_view import StoreView, View
 
@@ -52,7 +52,7 @@ ANSWERS: dict[int | str, dict] = {
     **NOT_FOUND,
 }
 
-#: The ``{tag}`` of a node's tag path, decoded (see :mod:`..marquez_paths`).
+#: The ``{tag}`` of a node's tag path, decoded (see :mod:`..marquez.paths`).
 Tag = Annotated[str, path_name("tag")]
 #: The ``{tag}`` of ``/api/v1/tags/{tag}`` (may hold ``/``).
 TagName = Annotated[str, Path(max_length=1000, pattern=NO_NUL, description="The tag's name.")]

@@ -127,7 +127,7 @@ class LineageStore:
         self._engine = engine
         #: ``alias → canonical`` namespaces to apply when the store is first opened (None: keep the store's).
         self.namespace_aliases = None if namespace_aliases is None else dict(namespace_aliases)
-        #: What graph answers show of each node, by node version (see :mod:`.graph_cards`).
+        #: What graph answers show of each node, by node version (see :mod:`.graph.cards`).
         self.graph_cards = GraphCards(graph_cache_nodes)
         #: Marquez's Job objects of job listings, encoded, by node version (see :mod:`..marquez.jobs`).
         self.job_objects: VersionedCache[msgspec.Raw] = VersionedCache(graph_cache_nodes)

@@ -17,8 +17,8 @@ from importlib import resources
 from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 from fastapi.responses import HTMLResponse
 
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import guard_of, requires
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import guard_of, requires
 
 #: Where the page lives inside the consumer app.
 UI_PATH = "/ui"

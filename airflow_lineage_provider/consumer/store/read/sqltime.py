@@ -1,7 +1,7 @@
 """``iso_utc(column)``: a stored time as ISO 8601 UTC text, formatted by the database.
 
 Graph responses carry thousands of times; formatting them in SQL skips parsing each into a ``datetime``
-and formatting it again in Python. The text matches :func:`..queries.iso`:
+and formatting it again in Python. The text matches :func:`.text.iso`:
 ``2026-01-01T00:02:00.000000Z``.
 """
 

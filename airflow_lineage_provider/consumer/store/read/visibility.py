@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Text, any_, cast, exists, func, literal, not_
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
-from airflow_lineage_provider.consumer.access import NamespaceScope
+from airflow_lineage_provider.consumer.security.access import NamespaceScope
 from airflow_lineage_provider.consumer.store.schema import tables
 
 #: Visible namespaces (None: all): the list :func:`visible_namespaces` returns, or a set made of it.

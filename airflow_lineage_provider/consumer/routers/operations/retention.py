@@ -13,12 +13,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 
-from airflow_lineage_provider.consumer import audit
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import Admin, Reader, requires
 from airflow_lineage_provider.consumer.deps import Store, stored_answer
+from airflow_lineage_provider.consumer.ingest.service import RetentionSchedule, StoreUnavailable, prune_now
 from airflow_lineage_provider.consumer.models import Problem, Pruned, RetentionStatus
-from airflow_lineage_provider.consumer.service import RetentionSchedule, StoreUnavailable, prune_now
+from airflow_lineage_provider.consumer.security import audit
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import Admin, Reader, requires
 from airflow_lineage_provider.consumer.store.operations.retention import PruneRecord, recent_prunes, statistics
 from airflow_lineage_provider.consumer.store.read.text import iso
 from airflow_lineage_provider.consumer.store_view import StoreView, View

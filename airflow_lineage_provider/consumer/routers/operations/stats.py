@@ -8,7 +8,7 @@ the shapes are its ``StatsResource``'s).
   ``{startInterval, endInterval, count}``: how many jobs, datasets or sources had been seen by each
   interval's end. ``timezone`` defaults to UTC here.
 
-What each number counts is in :mod:`..store.stats`. ``period`` is read in any case; a missing or unknown
+What each number counts is in :mod:`...store.operations.stats`. ``period`` is read in any case; a missing or unknown
 ``period`` or an unknown time zone answers 400 naming the value.
 """
 
@@ -21,11 +21,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 from pydantic import BaseModel
 
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import stored_answer
 from airflow_lineage_provider.consumer.marquez.params import bad_parameter, query_choice
 from airflow_lineage_provider.consumer.models import Problem
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import requires
 from airflow_lineage_provider.consumer.store.operations import stats
 from airflow_lineage_provider.consumer.store_view import View
 

@@ -20,7 +20,7 @@ from typing import Protocol
 
 from fastapi import HTTPException, Request, status
 
-from airflow_lineage_provider.consumer.access import ANONYMOUS, Access, KeyRing, Principal
+from airflow_lineage_provider.consumer.security.access import ANONYMOUS, Access, KeyRing, Principal
 
 #: What each level lets a caller do, for error messages.
 ACTIONS: dict[Access, str] = {

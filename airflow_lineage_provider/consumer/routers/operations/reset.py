@@ -1,7 +1,7 @@
 """``POST /api/v1/reset``: remove the whole store's lineage, or one namespace's (admin access).
 
 ``?namespace=NS`` resets that namespace (its jobs, datasets and everything that refers to them, see
-:mod:`..store.reset`); without it the whole store goes, which needs ``confirm=all`` as well, so that a stray
+:mod:`...store.operations.reset`); without it the whole store goes, which needs ``confirm=all`` as well, so that a stray
 POST cannot empty it. ``dryRun=true`` answers what would go and changes nothing (no confirmation needed).
 A key limited to namespace patterns may reset a namespace it sees when the reset stays inside the namespaces
 it sees (409 otherwise, dry run too, without naming the others); a hidden or unknown namespace is 404 alike,
@@ -15,12 +15,12 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, status
 
-from airflow_lineage_provider.consumer import audit
-from airflow_lineage_provider.consumer.access import Access, Principal
-from airflow_lineage_provider.consumer.auth import Admin, requires
 from airflow_lineage_provider.consumer.deps import Namespace, Store
+from airflow_lineage_provider.consumer.ingest.service import StoreUnavailable, reset_now
 from airflow_lineage_provider.consumer.models import Problem, ResetResult
-from airflow_lineage_provider.consumer.service import StoreUnavailable, reset_now
+from airflow_lineage_provider.consumer.security import audit
+from airflow_lineage_provider.consumer.security.access import Access, Principal
+from airflow_lineage_provider.consumer.security.auth import Admin, requires
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.operations.reset import SharedNamespace
 from airflow_lineage_provider.consumer.store.read import queries

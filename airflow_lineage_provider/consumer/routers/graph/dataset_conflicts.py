@@ -2,7 +2,7 @@
 
 A dataset claims a name through its ``symlinks`` facet or its ``dataSource`` facet (docs/identity.md). When
 datasets that are not otherwise the same claim one name — two storage locations naming one metastore table,
-say — the store makes no guess: the name joins none of them to anything (:func:`..store.identity.conflicts`).
+say — the store makes no guess: the name joins none of them to anything (:func:`...store.graph.identity.conflicts`).
 This lists those names, by namespace and name, each with every dataset claiming it (``via`` ``symlink`` or
 ``dataSource``, and the producer that said it); ``totalCount`` counts names. The datasets also carry each such
 name in ``aliasConflicts`` in ``GET /api/v1/datasets``.
@@ -21,10 +21,10 @@ from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, Field
 from sqlalchemy import Connection
 
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Limit, Offset, stored_answer
-from airflow_lineage_provider.consumer.query_names import KnownQuery
+from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import requires
 from airflow_lineage_provider.consumer.store.graph import identity
 from airflow_lineage_provider.consumer.store.read.visibility import Visible
 from airflow_lineage_provider.consumer.store_view import View

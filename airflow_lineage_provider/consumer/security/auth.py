@@ -22,9 +22,9 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
-from airflow_lineage_provider.consumer import audit
-from airflow_lineage_provider.consumer.access import Access, Principal
-from airflow_lineage_provider.consumer.guards import Guard
+from airflow_lineage_provider.consumer.security import audit
+from airflow_lineage_provider.consumer.security.access import Access, Principal
+from airflow_lineage_provider.consumer.security.guards import Guard
 
 # Declared so the OpenAPI document (and /docs' "Authorize" button) shows both ways to send a credential;
 # the guard reads the headers itself.

@@ -14,11 +14,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from airflow_lineage_provider.consumer.access import Access
-from airflow_lineage_provider.consumer.auth import requires
 from airflow_lineage_provider.consumer.deps import Namespace, Offset, stored_answer
+from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.models import Drift, Problem
-from airflow_lineage_provider.consumer.query_names import KnownQuery
+from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.security.auth import requires
 from airflow_lineage_provider.consumer.store.read.drift import DriftPage, drift
 from airflow_lineage_provider.consumer.store_view import View
 

@@ -6,14 +6,14 @@ so nothing beyond one is reached through it and no edge into one is drawn; a hid
 exactly like a missing node. The graph cards hold one node's own data each, so a card read for another
 key is only ever served for a node this walk reached.
 
-One node per dataset: in a store where datasets are known under several names (:mod:`..store.identity`),
+One node per dataset: in a store where datasets are known under several names (:mod:`...store.graph.identity`),
 the walk goes through every name of a dataset it reaches (a step to another name costs no depth; names in
 hidden namespaces are not stepped through), and the answer shows each such dataset once, as
 ``dataset:<namespace>:<name>`` of its canonical name (for a key that cannot see that name, its first visible
 name), with every edge into any of its names drawn to it, once. Its ``data`` adds ``aliases`` — every other
 (visible) name, each with ``via`` (``symlink``, ``dataSource``, ``namespaceAlias``) and ``producers`` — and
 its own ``producers``. A ``nodeId`` naming any name of the dataset answers the same graph. A store without
-such datasets answers with the statements it always did, after one probe (:func:`..store.graph.through_groups`).
+such datasets answers with the statements it always did, after one probe (:func:`...store.graph.walks.through_groups`).
 
 Declared and observed lineage (``docs/declared-lineage.md``): every edge says whether a JobEvent ``declared`` it
 and a run ``observed`` it, a node no RunEvent named has ``declaredOnly: true``, and ``declared=exclude`` leaves
@@ -22,7 +22,7 @@ out the edges only declared (the walk does not cross them), ``declared=only`` ke
 Templated names (``docs/declared-lineage.md#renderings-in-graph-answers``): the renderings of a pattern
 (``orders_20260201`` of ``orders_{{ ds_nodash }}``) are drawn as the pattern's node by default, which carries
 ``data.renderings`` (count, latest, expanded); ``renderings=expanded`` draws every rendering as itself,
-``expand=<pattern's nodeId>`` (repeatable) those of one pattern (:mod:`..store.renderings`).
+``expand=<pattern's nodeId>`` (repeatable) those of one pattern (:mod:`...store.graph.renderings`).
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ from pydantic import Field
 from sqlalchemy import Connection, Select, func, select, union_all
 
 from airflow_lineage_provider.consumer import nodeids
-from airflow_lineage_provider.consumer.access import Access, NamespaceScope
-from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import NO_NUL, Settings, Store
+from airflow_lineage_provider.consumer.limits.walk_limits import Walk
 from airflow_lineage_provider.consumer.models import LineageGraph, Problem
+from airflow_lineage_provider.consumer.security.access import Access, NamespaceScope
+from airflow_lineage_provider.consumer.security.auth import Reader, requires
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.graph import job_parents, nodes, renderings, subgraph, walks
 from airflow_lineage_provider.consumer.store.read.visibility import Visible
 from airflow_lineage_provider.consumer.store_view import StoreView
-from airflow_lineage_provider.consumer.walk_limits import Walk
 
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
 
@@ -111,7 +111,7 @@ def picked_nodes(
     dialect: str,
 ) -> Select[Any]:
     """``(node_id, depth [, canonical])`` picked by the walk(s) of ``direction`` (both: one walk each way,
-    merged; ``canonical``: see :func:`..store.graph.carries_canonical`)."""
+    merged; ``canonical``: see :func:`...store.graph.walks.carries_canonical`)."""
     if direction != "both":
         return walks.nearest_nodes(spec[direction], roots, bounds, dialect)  # type: ignore[index]  # upstream or downstream here
     both = union_all(
@@ -145,8 +145,8 @@ def lineage_graph(
     walk: Walk | None = None,
 ) -> bytes:
     """The graph around ``node_id`` as JSON bytes (``{"graph": [...]}``), within ``namespaces`` if given,
-    crossing and drawing the edges ``declared`` keeps (see :func:`..store.graph.declared_filter`), renderings
-    ``shown`` collapsed or expanded, ``expand`` the node ids of patterns expanded (:mod:`..store.renderings`);
+    crossing and drawing the edges ``declared`` keeps (see :func:`...store.graph.walks.declared_filter`), renderings
+    ``shown`` collapsed or expanded, ``expand`` the node ids of patterns expanded (:mod:`...store.graph.renderings`);
     ``walk``: the limiter's handle, through which it can be stopped (:mod:`..walk_limits`)."""
     kind, rest = nodeids.parse(node_id)
     if kind == "datasetField":

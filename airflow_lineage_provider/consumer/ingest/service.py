@@ -18,7 +18,8 @@ from typing import TypeVar
 from sqlalchemy import Connection
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
-from airflow_lineage_provider.consumer.access import NamespaceScope
+from airflow_lineage_provider.consumer.ingest.validation import LineageEvent
+from airflow_lineage_provider.consumer.security.access import NamespaceScope
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.operations.reset import (
@@ -38,7 +39,6 @@ from airflow_lineage_provider.consumer.store.write.deferred_apply import Deferre
 from airflow_lineage_provider.consumer.store.write.failures import failure_reason, is_store_failure, sqlstate
 from airflow_lineage_provider.consumer.store.write.ingest import IngestResult, ingest_events, log_events
 from airflow_lineage_provider.consumer.store.write.unapplied import Requeued, count_unapplied, requeue
-from airflow_lineage_provider.consumer.validation import LineageEvent
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -221,7 +221,7 @@ def _pruning(
     With ``due_after`` (seconds), first check under a lock that no scheduled prune ran within that time
     (another process may just have pruned): None, and nothing done, when one did. With ``namespaces`` (a
     limited key's patterns), prune only what lies wholly inside the namespaces they show
-    (:func:`.store.retention.prune`).
+    (:func:`..store.operations.retention.prune`).
     """
 
     def work(conn: Connection) -> PruneRecord | None:
@@ -284,7 +284,7 @@ def prune_when_due(store: LineageStore, days: float, interval: float) -> PruneRe
 def reset_now(
     store: LineageStore, namespace: str | None, dry_run: bool = False, namespaces: NamespaceScope | None = None
 ) -> ResetCounts:
-    """Reset the whole store (``namespace`` None) or one namespace (:mod:`.store.reset`); a dry run counts
+    """Reset the whole store (``namespace`` None) or one namespace (:mod:`..store.operations.reset`); a dry run counts
     what would go in a read transaction. After a reset this process's cached node data is dropped: a node
     made later may get the id of one that went (SQLite reuses the highest ids), at its first version.
 
@@ -325,7 +325,7 @@ def _forget_cached_nodes(store: LineageStore) -> None:
 
 
 def requeue_unapplied(store: LineageStore) -> tuple[Requeued, int]:
-    """Put the events deferred apply set aside back in the ingest log (:func:`.store.unapplied.requeue`) and
+    """Put the events deferred apply set aside back in the ingest log (:func:`..store.write.unapplied.requeue`) and
     return once they are applied or set aside again; what was done, and how many events are set aside after.
 
     A store that applies inline (it may hold set-aside events of a deferred server that shared it) applies

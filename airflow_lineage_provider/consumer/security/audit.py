@@ -1,6 +1,6 @@
 """The audit trail: one INFO line per write, prune and reset, and per refused attempt at one.
 
-Lines go to the ``airflow_lineage_provider.consumer.audit`` logger and name who acted (a key's name, an
+Lines go to the ``airflow_lineage_provider.consumer.security.audit`` logger and name who acted (a key's name, an
 Airflow user's name, or ``anonymous`` — never a secret), what (events, namespaces, days) and the outcome::
 
     lineage audit: ingest by key 'producers': 3 received, 2 stored, 1 duplicate, 0 refused; namespaces airflow -> 200
@@ -18,9 +18,9 @@ from collections.abc import Iterable
 
 from fastapi import Request
 
-from airflow_lineage_provider.consumer.access import Access, Principal
-from airflow_lineage_provider.consumer.guards import ACTIONS, header_credential
-from airflow_lineage_provider.consumer.validation import LineageEvent
+from airflow_lineage_provider.consumer.ingest.validation import LineageEvent
+from airflow_lineage_provider.consumer.security.access import Access, Principal
+from airflow_lineage_provider.consumer.security.guards import ACTIONS, header_credential
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ For a key limited to namespace patterns, a field is visible when its dataset's n
 never steps into a hidden field (nor beyond it), no edge or input field names one, and a hidden root
 answers 404 exactly like a missing one.
 
-Datasets known under several names (:mod:`..store.identity`): a field of one name of a dataset is the field of
+Datasets known under several names (:mod:`...store.graph.identity`): a field of one name of a dataset is the field of
 the same name of every other name of it. The walk goes through all of them (:mod:`..store.graph`), the start
 fields of a dataset or job are those of every (visible) name, and each field is shown once, under the name
 its dataset is shown under in graph answers (``datasetField:<canonical namespace>:<canonical name>:<field>``;
@@ -26,16 +26,16 @@ import msgspec
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 
 from airflow_lineage_provider.consumer import nodeids
-from airflow_lineage_provider.consumer.access import Access, NamespaceScope
-from airflow_lineage_provider.consumer.auth import Reader, requires
 from airflow_lineage_provider.consumer.deps import Settings, Store
+from airflow_lineage_provider.consumer.limits.walk_limits import Walk
 from airflow_lineage_provider.consumer.models import ColumnLineageGraph, Problem
-from airflow_lineage_provider.consumer.routers.lineage import DeclaredEdges, Depth, MaxNodes, NodeId, picked_nodes
+from airflow_lineage_provider.consumer.routers.graph.lineage import DeclaredEdges, Depth, MaxNodes, NodeId, picked_nodes
+from airflow_lineage_provider.consumer.security.access import Access, NamespaceScope
+from airflow_lineage_provider.consumer.security.auth import Reader, requires
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.graph import columns, nodes, walks
 from airflow_lineage_provider.consumer.store.read.visibility import Visible
 from airflow_lineage_provider.consumer.store_view import StoreView
-from airflow_lineage_provider.consumer.walk_limits import Walk
 
 router = APIRouter(tags=["lineage"], dependencies=[Depends(requires(Access.READ))])
 

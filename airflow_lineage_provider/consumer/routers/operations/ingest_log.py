@@ -1,6 +1,6 @@
 """``/api/v1/ingest-log/unapplied``: the events deferred apply set aside (``GET``), and a requeue (``POST``).
 
-Deferred apply (:mod:`..store.deferred_apply`) sets an event aside when the graph cannot take it alone; its raw
+Deferred apply (:mod:`...store.write.deferred_apply`) sets an event aside when the graph cannot take it alone; its raw
 event is kept and it is counted as ``unappliedEvents`` by ``GET /api/v1/retention``. Here an operator sees which
 events and why, and — once the cause is gone (a trigger dropped, a bug fixed by an upgrade) — puts them back in
 the ingest log to be applied again (:func:`..service.requeue_unapplied`). Both need admin access and a key
@@ -13,13 +13,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
 
-from airflow_lineage_provider.consumer import audit
-from airflow_lineage_provider.consumer.access import Access, Principal
-from airflow_lineage_provider.consumer.auth import Admin, requires
 from airflow_lineage_provider.consumer.deps import Store, stored_answer
+from airflow_lineage_provider.consumer.ingest.service import StoreUnavailable, requeue_unapplied
+from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.models import Problem, Requeued, UnappliedEvents
-from airflow_lineage_provider.consumer.query_names import KnownQuery
-from airflow_lineage_provider.consumer.service import StoreUnavailable, requeue_unapplied
+from airflow_lineage_provider.consumer.security import audit
+from airflow_lineage_provider.consumer.security.access import Access, Principal
+from airflow_lineage_provider.consumer.security.auth import Admin, requires
 from airflow_lineage_provider.consumer.store.read.text import iso
 from airflow_lineage_provider.consumer.store.write.unapplied import unapplied
 from airflow_lineage_provider.consumer.store_view import StoreView

@@ -30,7 +30,7 @@ from fastapi import Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
-from airflow_lineage_provider.consumer.walk_limits import HeldAnswer, WalkLimiter
+from airflow_lineage_provider.consumer.limits.walk_limits import HeldAnswer, WalkLimiter
 
 
 class AnswerTooLarge(Exception):
