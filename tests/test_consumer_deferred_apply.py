@@ -179,32 +179,83 @@ def test_an_unknown_ingest_apply_is_refused_naming_the_choices(store_url: str) -
         create_app(store_url=store_url, anonymous=Access.ADMIN, ingest_apply="later")
 
 
+def _namespaces(answer: Any) -> set[str]:
+    return {namespace["name"] for namespace in answer.json()["namespaces"]}
+
+
 @pytest.mark.postgres
-def test_a_read_that_waits_too_long_for_the_applier_is_answered_503(
+def test_a_read_that_waits_too_long_for_the_applier_answers_from_what_is_applied_saying_how_far_behind(
     pg_store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another session holds a pending row locked (as another process's applier would, stuck): this process's
-    applier skips it, and a read waiting for it is answered 503 with Retry-After once the wait runs out — then
-    served as soon as the row is applied."""
+    applier skips it. A read waiting for it answers once the wait runs out, from the graph as applied, with
+    ``Lineage-Pending-Events``; a write that reads the graph (a prune) is refused 503 with Retry-After. Once the
+    row is applied, reads see it and carry no header."""
     from airflow_lineage_provider.consumer.store.write import deferred_apply
 
     monkeypatch.setattr(deferred_apply, "READ_WAIT_SECONDS", 0.5)
     app = create_app(store_url=pg_store_url, anonymous=Access.ADMIN, ingest_apply="deferred")
     store: LineageStore = app.state.store
+    holder: sa.Connection | None = None
     try:
         with store.write() as conn:
             log_events(conn, _events(["held"]))
         holder = store.engine.connect()
         holder.execute(sa.select(tables.pending_events.c.seq).with_for_update())  # locked until rolled back
         with TestClient(app) as client:
-            answer = client.get("/api/v1/namespaces/pipelines/jobs")
-            assert answer.status_code == 503 and answer.headers["Retry-After"] == "30"
-            assert "has not applied the events logged before this read" in answer.json()["detail"]
+            answer = client.get("/api/v1/namespaces")
+            assert answer.status_code == 200, answer.text
+            assert _namespaces(answer) == set() and answer.headers["Lineage-Pending-Events"] == "1"
+            walk = client.get("/api/v1/lineage", params={"nodeId": "job:pipelines:held"})
+            assert walk.headers.get("Lineage-Pending-Events") == "1", (walk.status_code, walk.text)
+            prune = client.post("/api/v1/retention", params={"days": 30})
+            assert prune.status_code == 503 and prune.headers["Retry-After"] == "30"
+            assert "has not applied the events logged before this read" in prune.json()["detail"]
+            assert store.deferred is not None and store.deferred.statistics.stale_reads == 2
             holder.rollback()
             holder.close()
-            jobs = client.get("/api/v1/namespaces/pipelines/jobs").json()["jobs"]
-            assert {job["name"] for job in jobs} == {"held"}
+            answer = client.get("/api/v1/namespaces/pipelines/jobs")
+            assert {job["name"] for job in answer.json()["jobs"]} == {"held"}
+            assert "Lineage-Pending-Events" not in answer.headers
     finally:
+        if holder is not None and not holder.closed:
+            holder.close()  # a failed assertion must not leave the applier's rows locked for dispose() to wait on
+        store.dispose()
+
+
+@pytest.mark.postgres
+def test_a_read_behind_a_bulk_load_answers_at_once_from_what_is_applied(
+    pg_store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More events logged before a read than it waits for (a bulk load, a backlog replayed after an outage): the
+    read does not wait for the applier at all (no waited read counted) and says about how many it did not see."""
+    from airflow_lineage_provider.consumer.store.write import deferred_apply
+
+    monkeypatch.setattr(deferred_apply, "READ_WAIT_EVENTS", 2)
+    app = create_app(store_url=pg_store_url, anonymous=Access.ADMIN, ingest_apply="deferred")
+    store: LineageStore = app.state.store
+    holder: sa.Connection | None = None
+    try:
+        with store.write() as conn:
+            log_events(conn, _events(["a", "b", "c", "d", "e"]))
+        holder = store.engine.connect()
+        holder.execute(sa.select(tables.pending_events.c.seq).with_for_update())
+        with TestClient(app) as client:
+            assert store.deferred is not None
+            waited = store.deferred.statistics.waited_reads
+            answer = client.get("/api/v1/namespaces")
+            assert answer.status_code == 200 and _namespaces(answer) == set()
+            assert answer.headers["Lineage-Pending-Events"] == "5"
+            assert store.deferred.statistics.waited_reads == waited
+            holder.rollback()
+            holder.close()
+            wait_until(lambda: _count(store, tables.pending_events) == 0, "the applier to apply the five events")
+            answer = client.get("/api/v1/namespaces/pipelines/jobs")
+            assert {job["name"] for job in answer.json()["jobs"]} == {"a", "b", "c", "d", "e"}
+            assert "Lineage-Pending-Events" not in answer.headers
+    finally:
+        if holder is not None and not holder.closed:
+            holder.close()  # a failed assertion must not leave the applier's rows locked for dispose() to wait on
         store.dispose()
 
 

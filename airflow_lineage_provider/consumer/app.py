@@ -59,6 +59,7 @@ from airflow_lineage_provider.consumer.security.guards import GuardFactory, KeyG
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.write.deferred_apply import ApplyBacklog, ApplyBounds, IngestBacklog
+from airflow_lineage_provider.consumer.store_view import PendingHeader
 from airflow_lineage_provider.consumer.ui import lineage_ui_router
 from airflow_lineage_provider.version import __version__
 
@@ -184,6 +185,7 @@ def create_app(
     app.add_middleware(GraphNodePaths)  # and in the path of Feast's node graph (consumer/feast/paths.py)
     app.add_middleware(OtherBodies, upload_seconds=config.upload_seconds)  # small bodies, read before auth runs
     app.add_middleware(PathLimits)  # before routing: no NUL or over-long segment reaches a store (path_limits.py)
+    app.add_middleware(PendingHeader)  # answers read behind deferred apply say how far (store_view.py)
     if config.allowed_hosts:
         app.add_middleware(AllowedHosts, hosts=config.allowed_hosts)
     # Outermost of the app's own: every send of every answer has a deadline (stalled_readers.py).

@@ -70,7 +70,9 @@ class Walk:
     """One admitted walk, shared by its thread and the event loop: the connection it reads on (so that its
     statement can be cancelled from the loop) and why it was stopped, if it was."""
 
-    def __init__(self) -> None:
+    def __init__(self, state: dict[str, object] | None = None) -> None:
+        #: The request's ASGI state (where a read behind deferred apply notes how far: ``store_view.PendingHeader``).
+        self.state: dict[str, object] = {} if state is None else state
         #: Why the walk was stopped (:data:`CLIENT_GONE`, :data:`TIME_UP`); None while it is wanted.
         self.stopped: str | None = None
         #: Cancels the turn's wait while the walk waits for one.
@@ -84,10 +86,11 @@ class Walk:
         self._cancel: Callable[[], Any] | None = None
 
     @contextmanager
-    def reading(self, store: LineageStore) -> Iterator[Connection]:
-        """``store.read()``, with the connection registered for :meth:`interrupt` while the block runs (it is
-        unregistered before the transaction ends and the connection returns to the pool)."""
-        with store.read(stop=self.check) as conn:  # a walk stopped while it waits for deferred apply ends there
+    def reading(self, store: LineageStore, behind: Callable[[int], None] | None = None) -> Iterator[Connection]:
+        """``store.read(behind=behind)``, with the connection registered for :meth:`interrupt` while the block runs
+        (it is unregistered before the transaction ends and the connection returns to the pool)."""
+        # a walk stopped while it waits for deferred apply ends there
+        with store.read(stop=self.check, behind=behind) as conn:
             driver = conn.connection.driver_connection
             cancel = getattr(driver, "interrupt" if conn.dialect.name == "sqlite" else "cancel", None)
             with self._lock:
@@ -116,9 +119,12 @@ class Walk:
                 log.debug("could not interrupt a walk's statement: %s", error)
 
 
-def reading(store: LineageStore, walk: Walk | None) -> AbstractContextManager[Connection]:
-    """``walk.reading(store)``, or ``store.read()`` for a walk run outside a limiter (benchmarks, tests)."""
-    return store.read() if walk is None else walk.reading(store)
+def reading(
+    store: LineageStore, walk: Walk | None, behind: Callable[[int], None] | None = None
+) -> AbstractContextManager[Connection]:
+    """``walk.reading(store, behind)``, or ``store.read(behind=behind)`` for a walk run outside a limiter
+    (benchmarks, tests)."""
+    return store.read(behind=behind) if walk is None else walk.reading(store, behind)
 
 
 class WalkLimiter:
@@ -168,7 +174,7 @@ class WalkLimiter:
                     f"{self.concurrent} lineage walks are running and {self.waiting} waiting: retry shortly"
                 )
             self._admitted += 1
-        walk = Walk()
+        walk = Walk(request.scope.setdefault("state", {}))
         started = time.monotonic()
         # A walk that ends within WATCH_AFTER_SECONDS costs one timer; a longer one gets a task reading its
         # client's channel, and a timer for its time.

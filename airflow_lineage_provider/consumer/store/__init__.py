@@ -173,13 +173,21 @@ class LineageStore:
             log.info("lineage store: namespace aliases %s applied; %d datasets changed group", aliases, len(changed))
 
     @contextmanager
-    def read(self, stop: Callable[[], None] | None = None) -> Iterator[Connection]:
+    def read(
+        self, stop: Callable[[], None] | None = None, behind: Callable[[int], None] | None = None
+    ) -> Iterator[Connection]:
         """A connection in a read transaction; with deferred apply, once the events logged before the call are
         applied (:meth:`.DeferredApply.wait_applied`; ``stop``, called while waiting, may end the wait by
-        raising)."""
+        raising).
+
+        Given ``behind``, the read never fails for the applier being behind: past the read's wait (a bulk load,
+        an applier stuck) it reads what is applied, and ``behind`` is called first with about how many events
+        logged before the call are not applied yet."""
         with self.engine.connect() as conn:
             if self.deferred is not None:
-                self.deferred.wait_applied(conn, stop)
+                pending = self.deferred.wait_applied(conn, stop, stale_ok=behind is not None)
+                if pending and behind is not None:
+                    behind(pending)
             with conn.begin():
                 yield conn
 

@@ -32,7 +32,11 @@ applying groups of 8 (``docs/benchmarks.md``, single-event ingest).
 
 Reads stay as fresh as before: :meth:`LineageStore.read <..LineageStore.read>` first waits until every event
 logged before the read began is applied (:meth:`DeferredApply.wait_applied`; one indexed ``max(seq)`` when
-nothing is pending), so a client that posts an event and then reads sees it, as with inline apply.
+nothing is pending), so a client that posts an event and then reads sees it, as with inline apply. A read of the
+API that finds more than :data:`READ_WAIT_EVENTS` events logged before it and not applied (a bulk load, a backlog
+replayed after an outage), or still finds some after :data:`READ_WAIT_SECONDS`, is not made to wait nor refused:
+it answers from what is applied and says how many events it is behind (``stale_ok``; the API's
+``Lineage-Pending-Events`` header). Writes that read the graph (a tag, a reset, a prune) always wait.
 
 Several processes may share a store: each one's applier takes pending rows with ``FOR UPDATE SKIP LOCKED``
 (PostgreSQL), so none is applied twice and a dead process's rows are taken by the others. A batch the database
@@ -104,8 +108,12 @@ LOOK_SECONDS = 1.0
 BACKLOG_RETRY_SECONDS = 5
 #: How long the applier thread waits for more to apply before it ends (the next log or read starts another).
 LINGER_SECONDS = 1.0
-#: Longest a read waits for the events logged before it to be applied before it is answered 503.
+#: Longest a read waits for the events logged before it to be applied: then a write that reads the graph is
+#: answered 503, a read of the API answers from what is applied (``stale_ok``).
 READ_WAIT_SECONDS = 30.0
+#: Most events logged before a read of the API and not applied yet that it waits for; behind more, it answers at
+#: once from what is applied, saying how far behind (a few applier batches: well under a second of applying).
+READ_WAIT_EVENTS = 2_000
 #: How often a waiting read looks at the log again when no applier of this process has told it anything (the
 #: events it waits for may be another process's).
 READ_POLL_SECONDS = 0.02
@@ -123,8 +131,8 @@ _QUERY_CANCELED = "57014"
 
 
 class ApplyBacklog(RuntimeError):
-    """A read waited :data:`READ_WAIT_SECONDS` and the events logged before it are still not applied (answered
-    503 with Retry-After: the store is behind or failing)."""
+    """A write that reads the graph waited :data:`READ_WAIT_SECONDS` and the events logged before it are still not
+    applied (answered 503 with Retry-After: the store is behind or failing)."""
 
 
 class IngestBacklog(RuntimeError):
@@ -190,6 +198,8 @@ class ApplyStatistics:
     store_failures: int = 0
     #: Reads that found events to wait for.
     waited_reads: int = 0
+    #: Reads answered from what was applied while events logged before them were not (``stale_ok``).
+    stale_reads: int = 0
     #: Ingest requests refused because the log was over its bound.
     refused_ingests: int = 0
 
@@ -351,9 +361,14 @@ class DeferredApply:
         if thread.is_alive():
             log.warning("lineage store: the applier thread did not end within %.0f s of being stopped", timeout)
 
-    def wait_applied(self, conn: Connection, stop: Callable[[], None] | None = None) -> None:
+    def wait_applied(self, conn: Connection, stop: Callable[[], None] | None = None, stale_ok: bool = False) -> int:
         """Return once every event logged before this call is applied, reading the log on ``conn`` (outside a
         transaction: each look is its own). Raises :class:`ApplyBacklog` after :data:`READ_WAIT_SECONDS`.
+
+        With ``stale_ok`` (a read of the API) it never raises for the applier being behind: when more than
+        :data:`READ_WAIT_EVENTS` events logged before the call are pending it returns at once, and after
+        :data:`READ_WAIT_SECONDS` it returns too; the result is about how many events logged before the call are
+        still not applied (0: the read sees everything logged before it).
 
         ``stop`` is called at every look while waiting: whatever it raises ends the wait (a walk whose client
         has gone)."""
@@ -361,15 +376,35 @@ class DeferredApply:
         head = conn.execute(select(func.max(p.seq))).scalar()
         conn.rollback()
         if head is None:
-            return
+            return 0
+        if stale_ok:
+            behind = self._behind(conn, head)
+            if behind > READ_WAIT_EVENTS:
+                self.wake()
+                self.statistics.stale_reads += 1
+                return behind
         self.statistics.waited_reads += 1
         with self._changed:
             self._readers += 1
         try:
             self._wait_for(conn, head, stop)
+        except ApplyBacklog:
+            if not stale_ok:
+                raise
+            self.statistics.stale_reads += 1
+            return self._behind(conn, head)
         finally:
             with self._changed:
                 self._readers -= 1
+        return 0
+
+    @staticmethod
+    def _behind(conn: Connection, head: int) -> int:
+        """About how many events up to ``head`` are pending: the span of their sequence numbers (two index
+        lookups whatever the log holds; exact unless a logging transaction rolled back inside the span)."""
+        first = conn.execute(select(func.min(tables.pending_events.c.seq))).scalar()
+        conn.rollback()
+        return 0 if first is None or first > head else head - first + 1
 
     def _wait_for(self, conn: Connection, head: int, stop: Callable[[], None] | None) -> None:
         p = tables.pending_events.c

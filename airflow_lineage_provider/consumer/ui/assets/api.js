@@ -81,6 +81,10 @@ async function getJson(path, params = {}, signal = undefined) {
     }
     throw new ApiError(response.status, detail);
   }
+  // Answered from the graph as applied while events logged before the request were not yet (a bulk load):
+  // the server says about how many; listeners (app.js) tell the reader.
+  const pending = Number(response.headers.get("Lineage-Pending-Events") || 0);
+  window.dispatchEvent(new CustomEvent("lineage-pending", { detail: pending }));
   return response.json();
 }
 

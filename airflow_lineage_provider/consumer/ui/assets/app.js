@@ -152,6 +152,16 @@ function setStatus(text) {
   $("status").textContent = text;
 }
 
+// An answer read behind the consumer's applier (a bulk load) says how far: shown until an answer is up to date.
+window.addEventListener("lineage-pending", (event) => {
+  const pending = event.detail;
+  $("behind-notice").hidden = !pending;
+  $("behind-notice").textContent = pending
+    ? `The graph is behind: about ${pending.toLocaleString("en")} events received are not applied yet. ` +
+      "Reload in a moment for the latest."
+    : "";
+});
+
 function showError(text) {
   $("error").textContent = text;
   $("error").hidden = !text;
