@@ -16,6 +16,7 @@ from airflow_lineage_provider.consumer.deps import NO_NUL, Store, stored_answer
 from airflow_lineage_provider.consumer.feast import graph, models
 from airflow_lineage_provider.consumer.feast.events import event_row
 from airflow_lineage_provider.consumer.ingest.service import StoreUnavailable, prune_now, reset_now
+from airflow_lineage_provider.consumer.limits.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.marquez.paths import segment
 from airflow_lineage_provider.consumer.models import Problem
@@ -38,34 +39,35 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": Problem}}
 
 
 @router.get(f"{PREFIX}/namespaces", dependencies=reads, response_model=models.FeastNamespaces)
-async def namespaces(view: View) -> Response:
+async def namespaces(request: Request, view: View) -> Response:
     def run() -> dict:
         with view.read() as (conn, visible):
             return {"namespaces": flat_rows.namespaces(conn, visible)}
 
-    return await stored_answer(run)
+    return await answer_bound(request).answer(run)
 
 
 @router.get(f"{PREFIX}/jobs", dependencies=reads, response_model=models.FeastJobs)
-async def jobs(view: View) -> Response:
+async def jobs(request: Request, view: View) -> Response:
     def run() -> dict:
         with view.read() as (conn, visible):
             return {"jobs": flat_rows.job_rows(conn, visible)}
 
-    return await stored_answer(run)
+    return await answer_bound(request).answer(run)
 
 
 @router.get(f"{PREFIX}/datasets", dependencies=reads, response_model=models.FeastDatasets)
-async def datasets(view: View) -> Response:
+async def datasets(request: Request, view: View) -> Response:
     def run() -> dict:
         with view.read() as (conn, visible):
             return {"datasets": flat_rows.dataset_rows(conn, visible)}
 
-    return await stored_answer(run)
+    return await answer_bound(request).answer(run)
 
 
 @router.get(f"{PREFIX}/runs", dependencies=reads, response_model=models.FeastRuns)
 async def runs(
+    request: Request,
     view: View,
     job_namespace: Name = None,
     job_name: Name = None,
@@ -77,11 +79,11 @@ async def runs(
             found = flat_rows.run_rows(conn, visible, job_namespace or None, job_name or None, limit, offset)
         return {"runs": found, "total": len(found)}
 
-    return await stored_answer(run)
+    return await answer_bound(request).answer(run)
 
 
 @router.get(f"{PREFIX}/runs/{{run_id}}", dependencies=reads, responses=NOT_FOUND)
-async def run_detail(view: View, run_id: PathName) -> Response:
+async def run_detail(request: Request, view: View, run_id: PathName) -> Response:
     def run() -> dict:
         with view.read() as (conn, visible):
             found = flat_rows.run_rows(conn, visible, run_id=run_id, limit=1)
@@ -95,17 +97,17 @@ async def run_detail(view: View, run_id: PathName) -> Response:
         row["facets"] = graph.parsed(facets)
         return row
 
-    return await stored_answer(run)
+    return await answer_bound(request).answer(run)
 
 
 @router.get(f"{PREFIX}/runs/{{run_id}}/tree", dependencies=reads, response_model=models.FeastRuns)
-async def run_tree(view: View, run_id: PathName) -> Response:
+async def run_tree(request: Request, view: View, run_id: PathName) -> Response:
     def run() -> dict:
         with view.read() as (conn, visible):
             tree = flat_history.run_tree(conn, run_id, visible)
         return {"runs": tree, "total": len(tree)}
 
-    return await stored_answer(run)
+    return await answer_bound(request).answer(run)
 
 
 Direction = Annotated[Literal["both", "upstream", "downstream"], Query()]
@@ -117,6 +119,7 @@ Direction = Annotated[Literal["both", "upstream", "downstream"], Query()]
     response_model=models.FeastDatasetVersions,
 )
 async def dataset_versions(
+    request: Request,
     view: View,
     namespace: PathName,
     dataset: PathName,
@@ -130,7 +133,7 @@ async def dataset_versions(
             versions, total = flat_history.dataset_versions(conn, namespace, dataset, visible, limit, offset)
         return {"versions": versions, "total": total}
 
-    return await stored_answer(run)
+    return await answer_bound(request).answer(run)
 
 
 @router.get(
@@ -138,28 +141,39 @@ async def dataset_versions(
     dependencies=reads,
     response_model=models.FeastColumnLineage,
 )
-async def column_lineage(view: View, namespace: PathName, dataset: PathName, direction: Direction = "both") -> Response:
+async def column_lineage(
+    request: Request, view: View, namespace: PathName, dataset: PathName, direction: Direction = "both"
+) -> Response:
     namespace, dataset = segment(namespace), segment(dataset)
 
     def run() -> dict:
         with view.read() as (conn, visible):
             return {"column_lineage": flat_history.column_rows(conn, namespace, dataset, direction, visible)}
 
-    return await stored_answer(run)
+    return await answer_bound(request).answer(run)
 
 
 @router.get(f"{PREFIX}/events", dependencies=reads, response_model=models.FeastEvents)
 async def events(
+    request: Request,
     view: View,
     namespace: Name = None,
     job_name: Name = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> Response:
+    bound = answer_bound(request)
+
     def run() -> dict:
         with view.read() as (conn, visible):
             payloads, _total = queries.list_events(
-                conn, limit, offset, visible=visible, job_namespace=namespace or None, job_name=job_name or None
+                conn,
+                limit,
+                offset,
+                visible=visible,
+                job_namespace=namespace or None,
+                job_name=job_name or None,
+                admit=bound.admit,
             )
             shown = [event_row(payload, {}) for payload in payloads]
             received = flat_rows.received_at(conn, [row["event_id"] for row in shown])
@@ -167,11 +181,12 @@ async def events(
             row["created_at"] = received.get(row["event_id"])
         return {"events": shown, "total": len(shown)}
 
-    return await stored_answer(run)
+    return await bound.answer(run)
 
 
 @router.get(f"{PREFIX}/graph", dependencies=reads, response_model=models.FeastGraph)
 async def whole_graph(
+    request: Request,
     view: View,
     namespace: Name = None,
     limit: Annotated[int, Query(ge=0, le=10_000, description="Nodes per page; 0: every node.")] = 0,
@@ -181,7 +196,7 @@ async def whole_graph(
         with view.read() as (conn, visible):
             return graph.graph_page(conn, visible, namespace or None, limit, offset)
 
-    return await stored_answer(run)
+    return await answer_bound(request).answer(run)
 
 
 @router.get(
@@ -191,6 +206,7 @@ async def whole_graph(
     responses={400: {"model": Problem}, **NOT_FOUND},
 )
 async def node_graph(
+    request: Request,
     view: View,
     node_type: PathName,
     namespace: PathName,
@@ -214,7 +230,7 @@ async def node_graph(
                     )
             return graph.subgraph(conn, visible, (node_type, namespace, node_name), depth, direction)
 
-    return await stored_answer(run)
+    return await answer_bound(request).answer(run)
 
 
 def _number(value: float) -> float | int:
