@@ -105,3 +105,15 @@ def test_a_path_that_cannot_be_imported_is_reported_and_the_rest_still_imported(
     failed, imported = json.loads(result.stdout.strip().splitlines()[-1])
     assert failed == ["no_such_module.facets"]
     assert imported
+
+
+def test_an_outbox_wrapped_in_the_egeria_dag_run_transport_is_still_prepared(tmp_path: Path) -> None:
+    """The Egeria recipe wraps the outbox in a ``transform`` transport: what it wraps is imported and opened too."""
+    outbox = tmp_path / "wrapped-outbox.db"
+    wrapped = {
+        "type": "airflow_lineage_provider.design.dag_run_transformer.EgeriaDagRunTransport",
+        "transport": {"type": "airflow_lineage_provider.outbox.OutboxTransport", "url": f"sqlite:///{outbox}"},
+    }
+    seen = _starting(tmp_path, {"AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(wrapped)})
+    assert seen["after"] == {TRANSPORT: True, RUN_FACETS: True}
+    assert outbox.exists()  # opened, its schema created, before any task ran

@@ -20,6 +20,7 @@ shared across a fork. Only when OpenLineage is enabled; off with
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
 from airflow.listeners import hookimpl
@@ -57,12 +58,28 @@ def configured_objects() -> list[str]:
     from airflow.providers.openlineage import conf as openlineage_conf
 
     paths: list[str] = []
-    transport = openlineage_conf.transport()
-    if isinstance(transport, dict) and "." in str(transport.get("type", "")):
-        paths.append(str(transport["type"]))
+    for transport in nested_transports(openlineage_conf.transport()):
+        paths.extend(str(transport.get(key, "")) for key in ("type", "transformer_class"))
     paths.extend(sorted(openlineage_conf.custom_run_facets()))
     paths.extend(sorted(openlineage_conf.custom_extractors()))
     return [path.strip() for path in paths if "." in path.strip()]
+
+
+def nested_transports(transport: Any) -> list[Mapping[str, Any]]:
+    """``transport`` (a transport's configuration) and every transport inside it: what a ``transform`` transport
+    (and a subclass, such as the Egeria DAG-run transport) wraps in ``transport``, a ``composite`` one's
+    ``transports`` (a mapping or a list)."""
+    found: list[Mapping[str, Any]] = []
+    pending = [transport]
+    while pending:
+        current = pending.pop()
+        if not isinstance(current, Mapping):
+            continue
+        found.append(current)
+        pending.append(current.get("transport"))
+        inner = current.get("transports")
+        pending.extend(inner.values() if isinstance(inner, Mapping) else inner if isinstance(inner, list) else ())
+    return found
 
 
 def _load(path: str) -> None:
@@ -77,30 +94,33 @@ def _load(path: str) -> None:
 
 
 def prepare_outbox() -> bool:
-    """When ``[openlineage] transport`` is the outbox: open it here with its schema up to date (see
-    :meth:`OutboxTransport.prepare`), so that task processes forked from this one skip the check. ``True`` when
-    it was prepared; a failure is warned about once and left to the tasks, as without preparing."""
+    """When ``[openlineage] transport`` is the outbox, or wraps it (a ``transform`` or ``composite`` transport): open
+    it here with its schema up to date (see :meth:`OutboxTransport.prepare`), so that task processes forked from
+    this one skip the check. ``True`` when one was prepared; a failure is warned about once and left to the tasks,
+    as without preparing."""
     from airflow.providers.openlineage import conf as openlineage_conf
 
     from airflow_lineage_provider.outbox.transport import OutboxTransport
 
-    transport = openlineage_conf.transport()
-    path = str(transport.get("type", "")) if isinstance(transport, dict) else ""
-    if "." not in path:
-        return False
-    module, _, name = path.rpartition(".")
-    try:
-        named = getattr(importlib.import_module(module), name)
-    except Exception:
-        return False  # reported by prepare_task_processes' imports
-    if not (isinstance(named, type) and issubclass(named, OutboxTransport)):
-        return False
-    try:
-        named.prepare(transport)
-    except Exception as error:
-        warn_once(f"Lineage: could not open the outbox ahead of tasks ({type(error).__name__}: {error})")
-        return False
-    return True
+    prepared = False
+    for transport in nested_transports(openlineage_conf.transport()):
+        path = str(transport.get("type", ""))
+        if "." not in path:
+            continue
+        module, _, name = path.rpartition(".")
+        try:
+            named = getattr(importlib.import_module(module), name)
+        except Exception:
+            continue  # reported by prepare_task_processes' imports
+        if not (isinstance(named, type) and issubclass(named, OutboxTransport)):
+            continue
+        try:
+            named.prepare(dict(transport))
+        except Exception as error:
+            warn_once(f"Lineage: could not open the outbox ahead of tasks ({type(error).__name__}: {error})")
+            continue
+        prepared = True
+    return prepared
 
 
 def prepare_task_processes() -> list[str]:
