@@ -71,6 +71,8 @@ def test_a_partly_bad_batch_answers_207_naming_each_bad_event(client: TestClient
     assert body["errors"] == [{"index": 1, "error": body["errors"][0]["error"]}]
     assert "run.runId" in body["errors"][0]["error"] and "not-a-uuid" in body["errors"][0]["error"]
     assert [(r["index"], r["status"]) for r in body["results"]] == [(0, 201), (1, 400), (2, 201)]
+    assert body["status"] == "partial_success"  # Feast's consumer's status and counts, beside the summary
+    assert body["summary"] == {"received": 3, "successful": 2, "failed": 1}
 
 
 def test_a_batch_of_only_bad_events_answers_400(client: TestClient) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import requests
+from fastapi.testclient import TestClient
 from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
 from openlineage.client.facet_v2 import (
     column_lineage_dataset,
@@ -39,7 +40,7 @@ from support.olschema import assert_valid_event, shared_available
 from support.uvicorn_thread import served
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.security.access import Access, ApiKey
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -414,3 +415,47 @@ def test_feast_batch_ingest_answers_and_reset(feast: Consumer, ours: Consumer) -
     _assert_same(*([a.status_code, a.json()] for a in everything), "reset of everything")
     for consumer in both:
         assert consumer.get("/jobs") == {"jobs": []} and consumer.get("/namespaces") == {"namespaces": []}
+
+
+LIMITED = {"X-API-Key": "limited-admin-key"}
+
+
+@pytest.fixture
+def limited(store_url: str) -> Iterator[TestClient]:
+    """This consumer alone, with an admin key limited to the DAG's namespaces (not the report's)."""
+    keys = (
+        ApiKey("feast-scripts", Access.ADMIN, KEY),
+        ApiKey("limited", Access.ADMIN, LIMITED["X-API-Key"], NamespaceScope((AIRFLOW, LAKE, WAREHOUSE))),
+    )
+    app = create_app(store_url=store_url, keys=keys)
+    with TestClient(app) as client:
+        assert client.post("/api/v1/lineage/batch", json=_events(), headers=HEADERS).status_code == 200
+        yield client
+    app.state.store.dispose()
+
+
+def test_a_key_limited_to_namespaces_reads_and_resets_only_its_own(limited: TestClient) -> None:
+    jobs = limited.get(f"{API}/jobs", headers=LIMITED).json()["jobs"]
+    assert {job["job_namespace"] for job in jobs} == {AIRFLOW}
+    edges = limited.get(f"{API}/graph", headers=LIMITED).json()["edges"]
+    assert edges and REPORTING not in {e["source_namespace"] for e in edges} | {e["target_namespace"] for e in edges}
+    assert limited.get(f"{API}/graph/job/{REPORTING}/weekly_report", headers=LIMITED).status_code == 404
+    assert limited.get(f"{API}/graph/job/{AIRFLOW}/not_a_job", headers=LIMITED).status_code == 404
+    assert limited.get(f"{API}/runs/{REPORT}", headers=LIMITED).status_code == 404
+    assert limited.get(f"{API}/datasets/{REPORTING}/weekly.pdf/versions", headers=LIMITED).json() == {
+        "versions": [],
+        "total": 0,
+    }
+    assert limited.get(f"{API}/retention", headers=LIMITED).status_code == 403  # counts the whole store
+    assert limited.delete(f"{API}/reset", headers=LIMITED).status_code == 403  # never the whole store
+    assert limited.delete(f"{API}/reset?namespace={REPORTING}", headers=LIMITED).status_code == 404
+    # The lake is shared with the report job in a namespace this key cannot see: nothing is removed.
+    assert limited.delete(f"{API}/reset?namespace={LAKE}", headers=LIMITED).status_code == 409
+    assert len(limited.get(f"{API}/jobs", headers=HEADERS).json()["jobs"]) == 5
+    assert limited.get(f"{API}/jobs", headers={"Authorization": "Bearer limited-admin-key"}).status_code == 200
+    assert limited.get(f"{API}/jobs").status_code == 401
+
+
+def test_batch_answers_is_summary_or_feast(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="batch_answers"):
+        create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", api_key="k", batch_answers="marquez")
