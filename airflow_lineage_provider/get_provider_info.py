@@ -151,9 +151,11 @@ DESIGN_OPTIONS: dict[str, Any] = {
         "airflow_metadata_readonly",
     ),
     "dag_run_egeria_facets": _option(
-        "Send the Egeria facets a DAG's params ask for on its DAG runs too: when a DAG run starts, a RUNNING "
-        "event of the DAG run's job and run id (the stock listener's) carrying ``egeria_informationSupplyChain`` "
-        "/ ``egeria_governanceAction``, since the stock provider applies custom run facets to task events only.\n",
+        "Send the Egeria facets a DAG's params ask for on its DAG runs too. With ``[openlineage] transport`` "
+        "wrapped in ``EgeriaDagRunTransport`` (docs/egeria.md), the DAG run's own START, COMPLETE and FAIL carry "
+        "``egeria_informationSupplyChain`` / ``egeria_governanceAction``; without it, a RUNNING event of the DAG "
+        "run's job and run id carries them when the run starts (the stock provider applies custom run facets to "
+        "task events only).\n",
         "True",
         "False",
         "boolean",

@@ -8,8 +8,9 @@ Modules, one job each: :mod:`.declaration` (a ``LineageMixin`` task's declaratio
 :mod:`.templates` (templated dataset names), :mod:`.task_lineage` (a serialized task's datasets),
 :mod:`.job_events` (the events of one DAG), :mod:`.egeria_settings` (Egeria settings of a serialized DAG),
 :mod:`.serialized_dags` (reading the metadata database), :mod:`.publications` (what was published) and
-:mod:`.publisher` (a publication pass). Egeria's facets on DAG-run events are sent by the listener in
-:mod:`airflow_lineage_provider.plugins.dag_run_facets`.
+:mod:`.publisher` (a publication pass). Egeria's facets on the stock DAG-run events are added by
+:mod:`.dag_run_transformer` (a transport wrapping the configured one), or, without it, sent on an extra RUNNING
+event by :mod:`airflow_lineage_provider.plugins.dag_run_facets`.
 
 Importing this package stays cheap: the ``LineageMixin`` imports :mod:`.declaration` while DAGs are parsed.
 """
