@@ -20,6 +20,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
+from airflow_lineage_provider.consumer.store.read.json_paths import json_member, member_value
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, namespace_in, scrub
 from airflow_lineage_provider.consumer.store.schema import tables
 
@@ -356,19 +357,23 @@ def _derived_edges(conn: Connection) -> list[Row]:
 
 
 def _parent_edges(conn: Connection) -> list[Row]:
-    """The job a run's ``parent`` facet names → the run's job, once per pair (the latest run's time)."""
-    r, n = tables.runs.c, tables.nodes.c
-    query = select(r.facets, r.updated_at, n.namespace, n.name).join_from(tables.runs, tables.nodes, n.id == r.job_id)
-    pairs: dict[tuple[str, str, str, str], datetime] = {}
-    for facets, updated, namespace, name in conn.execute(query.where(r.facets.is_not(None))):
-        parent = _facets(facets).get("parent") or _facets(facets).get("parentRun")
-        job = parent.get("job") if isinstance(parent, dict) else None
-        if not isinstance(job, dict) or not job.get("namespace") or not job.get("name"):
-            continue
-        key = (str(job["namespace"]), str(job["name"]), namespace, name)
-        if key[:2] != key[2:] and (key not in pairs or updated > pairs[key]):
-            pairs[key] = updated
-    return [_edge(("job", *key[:2]), ("job", *key[2:]), "parent", at) for key, at in pairs.items()]
+    """The job a run's ``parent`` facet names → the run's job, once per pair (the latest run's time). The database
+    reads the two names from each run with a parent and sends each pair once."""
+    r, n, dialect = tables.runs.c, tables.nodes.c, conn.dialect.name
+    parent_namespace = json_member(r.facets, ("parent", "job", "namespace"), dialect)
+    parent_name = json_member(r.facets, ("parent", "job", "name"), dialect)
+    query = (
+        select(parent_namespace, parent_name, n.namespace, n.name, func.max(r.updated_at))
+        .join_from(tables.runs, tables.nodes, n.id == r.job_id)
+        .where(r.parent_run_uuid.is_not(None))
+        .group_by(parent_namespace, parent_name, n.namespace, n.name)
+    )
+    edges = []
+    for namespace_text, name_text, namespace, name, updated in conn.execute(query):
+        parent = (member_value(namespace_text), member_value(name_text))
+        if all(isinstance(part, str) and part for part in parent) and parent != (namespace, name):
+            edges.append(_edge(("job", *parent), ("job", namespace, name), "parent", updated))
+    return edges
 
 
 def symlink_rows(conn: Connection, visible: Visible = None) -> list[Row]:
