@@ -42,25 +42,15 @@ def _requests(server: Ours) -> dict[str, Callable[[], Any]]:
 
 def reads(kind: str, trees: dict[str, Path], events: list[dict[str, Any]], repeat: int) -> dict[str, Any]:
     """Per request kind: each checkout's median and the median of the per-pair ratios (after / before)."""
+    # Loaded, and opened first, by the BEFORE checkout: a store schema AFTER added is then migrated by AFTER's
+    # server on opening (BEFORE would refuse a store at a version it does not know).
     with tempfile.TemporaryDirectory(prefix="alp-ab-") as tmp, fresh_store(kind, Path(tmp)) as store:
-        with serve_ours(store, Path(tmp) / "loader") as loader:
+        with serve_ours(store, Path(tmp) / "loader", tree=trees["before"]) as loader:
             load_batches(loader, events)
-        with (
-            serve_ours(store, Path(tmp) / "before", tree=trees["before"]) as before,
-            serve_ours(store, Path(tmp) / "after", tree=trees["after"]) as after,
-        ):
-            servers = {"before": _requests(before), "after": _requests(after)}
-            assert before.count(before.walk(10)) == after.count(after.walk(10)), "both must give the same answer"
-            found: dict[str, dict[str, list[float]]] = {name: {"before": [], "after": []} for name in servers["after"]}
-            for name in found:
-                for server in servers.values():
-                    for _ in range(3):
-                        server[name]()  # warm-up: caches filled, statements prepared
-                order = ["before", "after"]
-                for _ in range(repeat):
-                    order.reverse()
-                    for side in order:
-                        found[name][side].append(elapsed_ms(servers[side][name]))
+        with serve_ours(store, Path(tmp) / "before", tree=trees["before"]) as before:
+            before.walk(10)  # the store opened by BEFORE before AFTER migrates it
+            with serve_ours(store, Path(tmp) / "after", tree=trees["after"]) as after:
+                found = _pairs(before, after, repeat)
     return {
         name: {
             "before_ms": statistics.median(times["before"]),
@@ -69,6 +59,23 @@ def reads(kind: str, trees: dict[str, Path], events: list[dict[str, Any]], repea
         }
         for name, times in found.items()
     }
+
+
+def _pairs(before: Ours, after: Ours, repeat: int) -> dict[str, dict[str, list[float]]]:
+    """Each request kind's times on both servers, ``repeat`` pairs in alternating order after a warm-up."""
+    servers = {"before": _requests(before), "after": _requests(after)}
+    assert before.count(before.walk(10)) == after.count(after.walk(10)), "both must give the same answer"
+    found: dict[str, dict[str, list[float]]] = {name: {"before": [], "after": []} for name in servers["after"]}
+    for name in found:
+        for server in servers.values():
+            for _ in range(3):
+                server[name]()  # warm-up: caches filled, statements prepared
+        order = ["before", "after"]
+        for _ in range(repeat):
+            order.reverse()
+            for side in order:
+                found[name][side].append(elapsed_ms(servers[side][name]))
+    return found
 
 
 def ingest(kind: str, trees: dict[str, Path], events: list[dict[str, Any]], rounds: int) -> dict[str, list[float]]:
