@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE))
 
 from consumer_bench import PG_URL  # noqa: E402
 
-from airflow_lineage_provider.consumer.routers.graph.lineage import lineage_graph  # noqa: E402
+from airflow_lineage_provider.consumer.routers.graph.graph_walks import lineage_graph  # noqa: E402
 from airflow_lineage_provider.consumer.store import LineageStore  # noqa: E402
 from airflow_lineage_provider.consumer.store.graph import walks  # noqa: E402
 from airflow_lineage_provider.consumer.store.schema import tables  # noqa: E402

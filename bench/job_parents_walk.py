@@ -16,7 +16,7 @@ and the median of the per-pair ratios (after / before). Every request is timed t
 
     git worktree add --detach /tmp/parents-after HEAD
     git worktree add --detach /tmp/parents-before HEAD   # then delete the containment() loops in its
-    # consumer/routers/graph/lineage.py and consumer/store/graph/listing.py: the same code without the statement
+    # consumer/routers/graph/graph_walks.py and consumer/store/graph/listing.py: the same code without the statement
     .venv/bin/python bench/job_parents_walk.py --before /tmp/parents-before --after /tmp/parents-after
 """
 

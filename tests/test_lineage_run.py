@@ -219,7 +219,7 @@ def test_a_secret_only_in_fields_the_stock_redactor_skips_is_left_as_the_stock_r
     from airflow.sdk.log import mask_secret
 
     from airflow_lineage_provider.producer import client
-    from airflow_lineage_provider.producer.datasets import to_dataset_refs
+    from airflow_lineage_provider.producer.dataset_refs import to_dataset_refs
     from airflow_lineage_provider.producer.emit import EventType, build_run_event
 
     secret = "sk1pped-s3cret-0815"

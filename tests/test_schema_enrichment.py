@@ -249,7 +249,7 @@ def test_a_connection_id_is_resolved_once_per_process_and_its_pool_reused(events
 
 def _pool_in_child(engine, path) -> None:
     from airflow_lineage_provider.producer.connectors import Connectors, add_schemas
-    from airflow_lineage_provider.producer.datasets import DatasetRef
+    from airflow_lineage_provider.producer.dataset_refs import DatasetRef
 
     refs = [DatasetRef("default", "main/orders", raw="main/orders")]
     add_schemas(refs, Connectors({"main": engine}))
@@ -261,7 +261,7 @@ def test_a_forked_process_looks_schemas_up_on_its_own_connections(sqlite_engine,
     import multiprocessing
 
     from airflow_lineage_provider.producer.connectors import Connectors, add_schemas
-    from airflow_lineage_provider.producer.datasets import DatasetRef
+    from airflow_lineage_provider.producer.dataset_refs import DatasetRef
 
     add_schemas([DatasetRef("default", "main/orders", raw="main/orders")], Connectors({"main": sqlite_engine}))
     assert sqlite_engine.pool.checkedin() == 1  # the parent's pooled connection

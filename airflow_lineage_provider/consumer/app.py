@@ -46,7 +46,7 @@ from airflow_lineage_provider.consumer.routers.graph import (
     dataset_conflicts,
     drift,
     graph_listing,
-    lineage,
+    graph_walks,
 )
 from airflow_lineage_provider.consumer.routers.operations import (
     ingest_log,
@@ -66,7 +66,7 @@ from airflow_lineage_provider.version import __version__
 #: The routers every consumer app serves, in OpenAPI order.
 ROUTERS: tuple[APIRouter, ...] = (
     ingest.router,
-    lineage.router,
+    graph_walks.router,
     column_lineage.router,
     namespaces.router,
     jobs.router,

@@ -38,7 +38,7 @@ _UNSUPPORTED = "unsupported"
 
 
 def _facet_json(facet: Any) -> Any:
-    from airflow_lineage_provider.producer.datasets import facet_dict
+    from airflow_lineage_provider.producer.dataset_refs import facet_dict
 
     return json.loads(json.dumps(facet_dict(facet), sort_keys=True, default=str))
 
@@ -65,7 +65,7 @@ def encode_dataset(value: Any) -> Any:
     """One declared dataset entry as JSON: strings as written, the other accepted forms as dicts."""
     from openlineage.client.event_v2 import Dataset
 
-    from airflow_lineage_provider.producer.datasets import DatasetRef
+    from airflow_lineage_provider.producer.dataset_refs import DatasetRef
 
     if isinstance(value, str):
         return value

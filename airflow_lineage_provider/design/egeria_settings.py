@@ -1,6 +1,6 @@
 """The Egeria settings of a DAG or task read from Airflow's serialized form (no DAG file imported).
 
-:func:`~airflow_lineage_provider.facets.settings.resolve_egeria_settings` reads an operator's ``params``; a
+:func:`~airflow_lineage_provider.facets.egeria_params.resolve_egeria_settings` reads an operator's ``params``; a
 serialized DAG holds them as ``SerializedParam`` objects, so they are handed over as plain values, with the
 same precedence: the run's params (when there is a run), the task's params (which Airflow merges with the
 DAG's), the DAG's, then the ``[lineage_provider]`` defaults.
@@ -52,7 +52,7 @@ def params_view(dag: Any, task: Any | None = None) -> ParamsView:
 
 def supply_chain_job_facets(dag: Any, task: Any | None = None) -> dict[str, JobFacet]:
     """``{"airflowLineageProvider_informationSupplyChain": ...}`` for a serialized DAG or task, or ``{}``."""
-    from airflow_lineage_provider.facets.settings import resolve_egeria_settings
+    from airflow_lineage_provider.facets.egeria_params import resolve_egeria_settings
 
     try:
         settings = resolve_egeria_settings(params_view(dag, task))
@@ -69,7 +69,7 @@ def dag_run_egeria_facets(dag: Any, run_conf: Mapping[str, Any] | None = None) -
     when ``[core] dag_run_conf_overrides_params`` is on."""
     from airflow.configuration import conf
 
-    from airflow_lineage_provider.facets.settings import egeria_facets
+    from airflow_lineage_provider.facets.egeria_params import egeria_facets
 
     params = plain_params(dag.params)
     if run_conf and conf.getboolean("core", "dag_run_conf_overrides_params", fallback=True):

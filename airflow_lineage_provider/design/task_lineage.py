@@ -3,7 +3,7 @@
 Three sources, named as the running task names them so that declared and observed lineage meet:
 
 * ``@task.lineage`` / ``LineageMixin`` declarations (:mod:`.declaration`), normalised by
-  :func:`~airflow_lineage_provider.producer.datasets.to_dataset_refs` and named by the task's connector
+  :func:`~airflow_lineage_provider.producer.dataset_refs.to_dataset_refs` and named by the task's connector
   (:func:`~airflow_lineage_provider.producer.connectors.name_datasets`), as the mixin does at run time;
 * ``inlets``/``outlets`` Assets, translated as every Asset in this package is (the stock provider's
   converter, else the asset's URI);
@@ -34,7 +34,7 @@ from airflow_lineage_provider.design.declaration import (
 )
 from airflow_lineage_provider.facets.design_time import TEMPLATED_NAME_KEY, TemplatedNameDatasetFacet
 from airflow_lineage_provider.name_templates import Protected, is_templated, name_regex, template_variables
-from airflow_lineage_provider.producer.datasets import DatasetRef, to_dataset_ref, to_dataset_refs
+from airflow_lineage_provider.producer.dataset_refs import DatasetRef, to_dataset_ref, to_dataset_refs
 from airflow_lineage_provider.reporting import warn_once
 
 

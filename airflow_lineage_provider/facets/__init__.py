@@ -31,18 +31,18 @@ from airflow_lineage_provider.facets.egeria import (
     EgeriaGovernanceActionRunFacet,
     EgeriaInformationSupplyChainRunFacet,
 )
+from airflow_lineage_provider.facets.egeria_params import (
+    GOVERNANCE_ACTION_PARAM,
+    SUPPLY_CHAIN_PARAM,
+    egeria_facets,
+    resolve_egeria_settings,
+)
 from airflow_lineage_provider.facets.materialization import (
     MATERIALIZATION_KEY,
     MaterializationRunFacet,
     MaterializedDataset,
     materialization_facet,
     schema_document,
-)
-from airflow_lineage_provider.facets.settings import (
-    GOVERNANCE_ACTION_PARAM,
-    SUPPLY_CHAIN_PARAM,
-    egeria_facets,
-    resolve_egeria_settings,
 )
 from airflow_lineage_provider.producer.rows_written import record_rows_written
 from airflow_lineage_provider.task_context import run_dates

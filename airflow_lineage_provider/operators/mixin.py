@@ -26,7 +26,7 @@ from airflow_lineage_provider.operators.facets_merge import merge_lineage
 from airflow_lineage_provider.operators.self_emission import wrap_execute
 from airflow_lineage_provider.producer import client
 from airflow_lineage_provider.producer.connectors import Connectors, add_schemas, name_datasets
-from airflow_lineage_provider.producer.datasets import DatasetRef, to_dataset_refs
+from airflow_lineage_provider.producer.dataset_refs import DatasetRef, to_dataset_refs
 from airflow_lineage_provider.producer.emit import input_datasets, output_datasets
 from airflow_lineage_provider.reporting import warn_once
 from airflow_lineage_provider.task_context import TaskContext

@@ -1,7 +1,7 @@
 """The producer side: building OpenLineage run events for user code and sending them.
 
 Modules, from the outside in: :mod:`.run` (the ``lineage_run`` lifecycle), :mod:`.emit` (one event),
-:mod:`.task_facets` (this package's run facets for an event of the task), :mod:`.datasets` (accepted dataset
+:mod:`.task_facets` (this package's run facets for an event of the task), :mod:`.dataset_refs` (accepted dataset
 forms), :mod:`.connectors` (naming and schema lookup per database), :mod:`.dataset_facets` (schema and
 column-lineage helpers) and :mod:`.client` (where events go).
 

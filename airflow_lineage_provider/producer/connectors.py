@@ -33,7 +33,7 @@ from openlineage.client.facet_v2 import schema_dataset
 
 from airflow_lineage_provider import conf
 from airflow_lineage_provider.producer.dataset_facets import schema_fields
-from airflow_lineage_provider.producer.datasets import DatasetRef
+from airflow_lineage_provider.producer.dataset_refs import DatasetRef
 from airflow_lineage_provider.producer.naming import TableNaming, naming_for_url, split_table
 from airflow_lineage_provider.reporting import report_misuse, warn_once
 

@@ -110,7 +110,7 @@ def _transformation(operation: str | None) -> column_lineage_dataset.Transformat
 
 def _source_ref(source: Any) -> tuple[str, str]:
     """(namespace, name) of a column-lineage source; plain strings are named like datasets."""
-    from airflow_lineage_provider.producer.datasets import to_dataset_ref
+    from airflow_lineage_provider.producer.dataset_refs import to_dataset_ref
 
     ref = to_dataset_ref(source)
     return ref.namespace, ref.name

@@ -18,7 +18,7 @@ from airflow_lineage_provider import conf
 from airflow_lineage_provider.parent_run import RunLink
 from airflow_lineage_provider.producer import client
 from airflow_lineage_provider.producer.dataset_facets import facets_from_mapping
-from airflow_lineage_provider.producer.datasets import DatasetRef, to_dataset_refs
+from airflow_lineage_provider.producer.dataset_refs import DatasetRef, to_dataset_refs
 from airflow_lineage_provider.reporting import report_misuse, warn_once
 from airflow_lineage_provider.task_context import TaskContext, current_parent
 

@@ -14,7 +14,7 @@ from airflow_lineage_provider.parent_run import RunLink
 from airflow_lineage_provider.producer import client
 from airflow_lineage_provider.producer.connectors import Connectors, add_schemas, name_datasets
 from airflow_lineage_provider.producer.dataset_facets import facets_from_mapping
-from airflow_lineage_provider.producer.datasets import DatasetRef, to_dataset_refs
+from airflow_lineage_provider.producer.dataset_refs import DatasetRef, to_dataset_refs
 from airflow_lineage_provider.producer.emit import (
     EventType,
     build_run_event,

@@ -13,8 +13,8 @@ from typing import Any
 
 from openlineage.client.facet_v2 import RunFacet
 
+from airflow_lineage_provider.facets.egeria_params import egeria_facets
 from airflow_lineage_provider.facets.materialization import MATERIALIZATION_KEY, materialization_facet
-from airflow_lineage_provider.facets.settings import egeria_facets
 from airflow_lineage_provider.reporting import report_misuse, warn_once
 from airflow_lineage_provider.task_context import TaskContext
 

@@ -19,7 +19,7 @@ from airflow_lineage_provider.consumer.deps import Contains, Limit, Namespace, O
 from airflow_lineage_provider.consumer.limits.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.models import Datasets
-from airflow_lineage_provider.consumer.routers.graph.lineage import ListedRenderings
+from airflow_lineage_provider.consumer.routers.graph.graph_walks import ListedRenderings
 from airflow_lineage_provider.consumer.security.access import Access
 from airflow_lineage_provider.consumer.security.auth import requires
 from airflow_lineage_provider.consumer.store.read import queries

@@ -27,7 +27,7 @@ from airflow_lineage_provider.consumer.limits.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.marquez.params import query_choice, query_date
 from airflow_lineage_provider.consumer.models import Problem, SearchResults
-from airflow_lineage_provider.consumer.routers.graph.lineage import ListedRenderings
+from airflow_lineage_provider.consumer.routers.graph.graph_walks import ListedRenderings
 from airflow_lineage_provider.consumer.security.access import Access
 from airflow_lineage_provider.consumer.security.auth import requires
 from airflow_lineage_provider.consumer.store.read import queries

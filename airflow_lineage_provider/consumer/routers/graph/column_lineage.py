@@ -29,7 +29,13 @@ from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.deps import Settings, Store
 from airflow_lineage_provider.consumer.limits.walk_limits import Walk
 from airflow_lineage_provider.consumer.models import ColumnLineageGraph, Problem
-from airflow_lineage_provider.consumer.routers.graph.lineage import DeclaredEdges, Depth, MaxNodes, NodeId, picked_nodes
+from airflow_lineage_provider.consumer.routers.graph.graph_walks import (
+    DeclaredEdges,
+    Depth,
+    MaxNodes,
+    NodeId,
+    picked_nodes,
+)
 from airflow_lineage_provider.consumer.security.access import Access, NamespaceScope
 from airflow_lineage_provider.consumer.security.auth import Reader, requires
 from airflow_lineage_provider.consumer.store import LineageStore

@@ -20,7 +20,7 @@ from airflow_lineage_provider.consumer.deps import Namespace, Offset
 from airflow_lineage_provider.consumer.limits.answer_limits import answer_bound
 from airflow_lineage_provider.consumer.limits.query_names import KnownQuery
 from airflow_lineage_provider.consumer.models import GraphListing, Problem
-from airflow_lineage_provider.consumer.routers.graph.lineage import ShownRenderings
+from airflow_lineage_provider.consumer.routers.graph.graph_walks import ShownRenderings
 from airflow_lineage_provider.consumer.security.access import Access
 from airflow_lineage_provider.consumer.security.auth import requires
 from airflow_lineage_provider.consumer.store.graph.listing import GraphPage, graph_page
