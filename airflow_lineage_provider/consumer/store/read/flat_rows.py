@@ -107,17 +107,25 @@ def _latest_producers(conn: Connection, ids: list[int]) -> dict[int, str]:
     return {node: producer for node, (_, producer) in latest.items()}
 
 
-def _job_producers(conn: Connection) -> dict[tuple[str, str], str]:
-    """Each job's producer: the one of its latest event."""
-    e = tables.events.c
-    rank = func.row_number().over(
-        partition_by=(e.job_namespace, e.job_name), order_by=(e.event_time.desc(), e.id.desc())
+def _job_producer(job_id: Any, latest_run: Any) -> Any:
+    """SQL: a job's producer, that of its latest run's latest event, else of its declaration (its latest
+    JobEvent); both read through indexed keys, one row each."""
+    e, d = tables.events.c, tables.job_declarations.c
+    of_run = (
+        select(e.producer)
+        .where(e.run_uuid == latest_run)
+        .order_by(e.event_time.desc(), e.id.desc())
+        .limit(1)
+        .scalar_subquery()
     )
-    ranked = (
-        select(e.job_namespace, e.job_name, e.producer, rank.label("rank")).where(e.job_name.is_not(None)).subquery()
+    of_declaration = (
+        select(e.producer)
+        .join_from(tables.events, tables.job_declarations, d.event_key == e.event_key)
+        .where(d.job_id == job_id)
+        .limit(1)
+        .scalar_subquery()
     )
-    query = select(ranked.c.job_namespace, ranked.c.job_name, ranked.c.producer).where(ranked.c.rank == 1)
-    return {(namespace, name): producer for namespace, name, producer in conn.execute(query)}
+    return func.coalesce(of_run, of_declaration)
 
 
 def job_rows(conn: Connection, visible: Visible = None, namespace: str | None = None) -> list[Row]:
@@ -125,12 +133,11 @@ def job_rows(conn: Connection, visible: Visible = None, namespace: str | None = 
     j = tables.jobs.c
     nodes = _visible_nodes(conn, "job", visible, namespace).subquery()
     query = (
-        select(nodes, j.facets, j.latest_run_uuid)
+        select(nodes, j.facets, j.latest_run_uuid, _job_producer(nodes.c.id, j.latest_run_uuid).label("producer"))
         .join_from(nodes, tables.jobs, j.node_id == nodes.c.id, isouter=True)
         .order_by(nodes.c.updated_at.desc(), nodes.c.namespace, nodes.c.name)
     )
     rows = conn.execute(query).all()
-    producers = _job_producers(conn) if rows else {}
     found = []
     for row in rows:
         facets = _facets(row.facets, visible)
@@ -143,7 +150,7 @@ def job_rows(conn: Connection, visible: Visible = None, namespace: str | None = 
                 "job_namespace": row.namespace,
                 "job_name": row.name,
                 "job_type": kind,
-                "producer": producers.get((row.namespace, row.name)),
+                "producer": row.producer,
                 "description": _member(facets, "documentation", "description"),
                 "facets_json": _text(facets),
                 "latest_run_id": row.latest_run_uuid,
