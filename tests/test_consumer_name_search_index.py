@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
@@ -118,10 +119,11 @@ def test_a_version_12_store_gains_the_trigram_index_on_postgresql_and_keeps_its_
         engine.dispose()
 
 
-@pytest.fixture
-def without_extension_rights() -> Iterator[str]:
-    """A store URL in a fresh database without pg_trgm, for a role that owns its schema but may not create
-    extensions in the database (no CREATE on it); database and role dropped afterwards."""
+@contextmanager
+def _database_of_its_own(role_creates_in_database: bool) -> Iterator[str]:
+    """A store URL in a fresh database without pg_trgm, for a role owning the store's schema ``lineage``: without
+    ``CREATE`` on the database (which a trusted extension needs), or with it and no ``public`` schema in the
+    database; database and role dropped afterwards."""
     require_postgres()
     suffix = uuid.uuid4().hex[:10]
     database, role = f"alp_no_trgm_{suffix}", f"alp_store_{suffix}"
@@ -130,8 +132,12 @@ def without_extension_rights() -> Iterator[str]:
         conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN")
         conn.exec_driver_sql(f"CREATE DATABASE {database}")
         conn.exec_driver_sql(f"REVOKE CREATE ON DATABASE {database} FROM PUBLIC")
+        if role_creates_in_database:
+            conn.exec_driver_sql(f"GRANT CREATE ON DATABASE {database} TO {role}")
     inside = sa.create_engine(sa.make_url(PG_URL).set(database=database), isolation_level="AUTOCOMMIT")
     with inside.connect() as conn:
+        if role_creates_in_database:
+            conn.exec_driver_sql("DROP SCHEMA public")
         conn.exec_driver_sql(f"CREATE SCHEMA lineage AUTHORIZATION {role}")
     inside.dispose()
     url = sa.make_url(PG_URL).set(database=database, username=role)
@@ -142,6 +148,31 @@ def without_extension_rights() -> Iterator[str]:
             conn.exec_driver_sql(f"DROP DATABASE {database} WITH (FORCE)")
             conn.exec_driver_sql(f"DROP ROLE {role}")
         admin.dispose()
+
+
+@pytest.fixture
+def without_extension_rights() -> Iterator[str]:
+    with _database_of_its_own(role_creates_in_database=False) as url:
+        yield url
+
+
+def test_a_database_without_a_public_schema_gets_pg_trgm_in_the_store_s_schema(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with _database_of_its_own(role_creates_in_database=True) as url:
+        engine = create_store_engine(url)
+        try:
+            with caplog.at_level(logging.WARNING):
+                assert migrate(engine) == LATEST
+            assert "pg_trgm could not be created" not in caplog.text
+            with engine.begin() as conn:
+                installed = "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                assert conn.exec_driver_sql(f"{installed} WHERE e.extname = 'pg_trgm'").scalar() == "lineage"
+                assert tables.NAME_SEARCH_INDEX in _index_names(conn)
+                _fill(conn)
+                assert _search_statements(conn, "orders")[0] == ["100%_orders", "daily_ORDERS_2026_01_05", "orders"]
+        finally:
+            engine.dispose()
 
 
 def test_a_store_whose_role_may_not_create_pg_trgm_searches_without_the_index(

@@ -168,19 +168,28 @@ _TRIGRAM_SCHEMA = (
 )
 
 
+#: Where pg_trgm is created when missing: ``public``, where extensions usually live, else (a database without a
+#: ``public`` schema) the store's own, the first of its search path.
+_CREATE_TRIGRAM = ("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public", "CREATE EXTENSION IF NOT EXISTS pg_trgm")
+
+
 def trigram_schema(conn: Connection) -> str | None:
-    """The schema holding pg_trgm's operators, creating the extension (in ``public``) when it is missing and can
-    be; None, with a warning, when it cannot (search then reads every name)."""
+    """The schema holding pg_trgm's operators, creating the extension when it is missing and can be; None, with a
+    warning, when it cannot (search then reads every name)."""
     found = conn.exec_driver_sql(_TRIGRAM_SCHEMA).scalar()
-    if found is None:
+    refusal: Exception | None = None
+    for statement in _CREATE_TRIGRAM if found is None else ():
         try:
             with conn.begin_nested():  # a refusal leaves the caller's transaction usable
-                conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
-        except Exception as error:  # no privilege, extension not shipped, no public schema
-            if conn.exec_driver_sql(_TRIGRAM_SCHEMA).scalar() is None:  # nor created by another process meanwhile
-                log.warning("lineage store: no trigram index for search (pg_trgm could not be created: %s)", error)
-                return None
-        found = conn.exec_driver_sql(_TRIGRAM_SCHEMA).scalar()
+                conn.exec_driver_sql(statement)
+        except Exception as error:  # no privilege, extension not shipped, no such schema
+            refusal = error
+        # created, or by another process meanwhile
+        if (found := conn.exec_driver_sql(_TRIGRAM_SCHEMA).scalar()) is not None:
+            break
+    if found is None:
+        log.warning("lineage store: no trigram index for search (pg_trgm could not be created: %s)", refusal)
+        return None
     return str(found)
 
 
