@@ -47,6 +47,7 @@ def reads(kind: str, trees: dict[str, Path], events: list[dict[str, Any]], repea
     with tempfile.TemporaryDirectory(prefix="alp-ab-") as tmp, fresh_store(kind, Path(tmp)) as store:
         with serve_ours(store, Path(tmp) / "loader", tree=trees["before"]) as loader:
             load_batches(loader, events)
+            loader.settle()  # every event applied before anything is timed
         with serve_ours(store, Path(tmp) / "before", tree=trees["before"]) as before:
             before.walk(10)  # the store opened by BEFORE before AFTER migrates it
             with serve_ours(store, Path(tmp) / "after", tree=trees["after"]) as after:

@@ -164,7 +164,14 @@ class Ours(Consumer):
         return self.session.get(f"{self.url}/api/v1/events", params={"limit": 1}, timeout=60).json()["totalCount"]
 
     def settle(self) -> None:
-        self.session.get(f"{self.url}/api/v1/events", params={"limit": 1}, timeout=60).raise_for_status()
+        """Return once a read sees every answered event applied: a read behind a large backlog answers at once
+        from what is applied, saying how many events it did not see (``Lineage-Pending-Events``)."""
+        while True:
+            answer = self.session.get(f"{self.url}/api/v1/events", params={"limit": 1}, timeout=60)
+            answer.raise_for_status()
+            if int(answer.headers.get("Lineage-Pending-Events", "0")) == 0:
+                return
+            time.sleep(0.05)
 
     def listings(self) -> dict[str, Listing | None]:
         jobs = f"/api/v1/namespaces/{NAMESPACE}/jobs"
