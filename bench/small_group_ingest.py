@@ -41,9 +41,9 @@ from consumer_bench import postgres_schema  # noqa: E402
 from consumer_workload import split_by_job, workload  # noqa: E402
 
 import airflow_lineage_provider  # noqa: E402
-from airflow_lineage_provider.consumer.ingest.validation import LineageEvent, parse_event  # noqa: E402
 from airflow_lineage_provider.consumer.store import LineageStore  # noqa: E402
 from airflow_lineage_provider.consumer.store.write.ingest import ingest_events  # noqa: E402
+from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event  # noqa: E402
 
 
 @contextmanager

@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from support.consumer_helpers import dataset, run_event
 from support.environment import postgres_schema_url
 
-from airflow_lineage_provider.consumer.ingest.validation import parse_event
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+from airflow_lineage_provider.consumer.validation import parse_event
 
 
 def _wide(width: int) -> object:

@@ -12,9 +12,9 @@ import sqlalchemy as sa
 from support.airflow_run import dags_test, migrate
 from support.consumer_helpers import dataset, run_event
 
-from airflow_lineage_provider.consumer.ingest.validation import parse_event
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+from airflow_lineage_provider.consumer.validation import parse_event
 from airflow_lineage_provider.operators.collect_lineage import LineageSearch
 
 DAGS = Path(__file__).parent / "dags"

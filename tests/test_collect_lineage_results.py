@@ -19,9 +19,9 @@ from sqlalchemy.engine import make_url
 from support.consumer_helpers import dataset, run_event
 from support.environment import PG_URL, postgres_schema_url
 
-from airflow_lineage_provider.consumer.ingest.validation import parse_event
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+from airflow_lineage_provider.consumer.validation import parse_event
 from airflow_lineage_provider.operators.collect_lineage import CollectLineageOperator, LineageSearch
 from airflow_lineage_provider.operators.dq_results import read_failed_columns
 

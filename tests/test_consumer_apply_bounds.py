@@ -28,12 +28,12 @@ from support.served import Served, serve_consumer
 from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer.ingest.service import requeue_unapplied, write_events
-from airflow_lineage_provider.consumer.ingest.validation import LineageEvent, parse_event
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.operations.retention import statistics
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.write.deferred_apply import ApplyBounds, DeferredApply
 from airflow_lineage_provider.consumer.store.write.ingest import event_rows, log_events
+from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
 

@@ -430,9 +430,9 @@ def test_a_limited_key_is_refused_without_holding_off_any_writer(pg_store_url: s
     the applier in the middle of its transaction), a limited key's reset of a shared namespace is refused at once
     instead of waiting for it — and making every writer behind it wait."""
     from airflow_lineage_provider.consumer.ingest.service import reset_now, write_events
-    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store import LineageStore
     from airflow_lineage_provider.consumer.store.operations.reset import SharedNamespace
+    from airflow_lineage_provider.consumer.validation import parse_event
 
     store = LineageStore(pg_store_url, ingest_apply="deferred")
     engine = sa.create_engine(pg_store_url)
@@ -470,9 +470,9 @@ def test_an_event_logged_during_a_limited_keys_reset_waits_for_it_and_is_not_del
     log is written): the ingest waits for the reset, so the reset deletes exactly the events it checked, and the
     new event is stored and applied after it."""
     from airflow_lineage_provider.consumer.ingest.service import reset_now, write_events
-    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store import LineageStore
     from airflow_lineage_provider.consumer.store.operations import reset as reset_module
+    from airflow_lineage_provider.consumer.validation import parse_event
 
     store = LineageStore(pg_store_url, ingest_apply="deferred")
     engine = sa.create_engine(pg_store_url)

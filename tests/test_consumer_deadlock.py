@@ -19,9 +19,9 @@ from support.consumer_helpers import dataset, run_event
 from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer.ingest.service import prune_now, store_events
-from airflow_lineage_provider.consumer.ingest.validation import parse_event
 from airflow_lineage_provider.consumer.store import LineageStore, create_store_engine
 from airflow_lineage_provider.consumer.store.write.ingest import node_key
+from airflow_lineage_provider.consumer.validation import parse_event
 
 pytestmark = pytest.mark.postgres
 pytest_plugins = ("support.consumer_fixtures",)

@@ -26,12 +26,12 @@ from test_consumer_declared import JOBS, WAREHOUSE, _when, observed
 from test_consumer_templated_names import TEMPLATE, _templated
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.ingest.validation import parse_event
 from airflow_lineage_provider.consumer.security.access import Access, ApiKey
 from airflow_lineage_provider.consumer.store import create_store_engine
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.schema.migrations import migrate
 from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+from airflow_lineage_provider.consumer.validation import parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
 

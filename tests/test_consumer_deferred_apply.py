@@ -25,12 +25,12 @@ from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.ingest.service import reset_now, write_events
-from airflow_lineage_provider.consumer.ingest.validation import LineageEvent, parse_event
 from airflow_lineage_provider.consumer.security.access import Access
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.operations.retention import prune, statistics
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.write.ingest import log_events
+from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
 

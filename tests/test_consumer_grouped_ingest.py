@@ -29,9 +29,9 @@ from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer.ingest.grouped_ingest import GroupedIngest
 from airflow_lineage_provider.consumer.ingest.service import StoreUnavailable
-from airflow_lineage_provider.consumer.ingest.validation import EventError, LineageEvent, parse_event
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
 

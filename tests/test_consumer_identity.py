@@ -20,13 +20,13 @@ from support.consumer_helpers import at, dataset, run_event
 from support.environment import require_shared
 from support.olschema import SHARED
 
-from airflow_lineage_provider.consumer.ingest.validation import parse_event
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.graph import identity
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.schema.migrations import LATEST, migrate
 from airflow_lineage_provider.consumer.store.schema.store_settings import new_store_id
 from airflow_lineage_provider.consumer.store.write.ingest import ingest_events, node_key
+from airflow_lineage_provider.consumer.validation import parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
 

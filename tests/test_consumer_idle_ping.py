@@ -75,7 +75,7 @@ def test_a_held_connection_the_server_closed_is_replaced_and_the_write_done(stor
     from support.consumer_helpers import run_event
 
     from airflow_lineage_provider.consumer.ingest.service import store_events
-    from airflow_lineage_provider.consumer.ingest.validation import parse_event
+    from airflow_lineage_provider.consumer.validation import parse_event
 
     with store.holding():
         assert store_events(store, [parse_event(run_event("START", "first"))])[0].stored == 1

@@ -335,8 +335,8 @@ def test_a_value_past_a_postgresql_limit_fails_only_its_event_with_what_to_do(pg
     from dataclasses import replace
 
     from airflow_lineage_provider.consumer.ingest.service import store_events
-    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store import LineageStore
+    from airflow_lineage_provider.consumer.validation import parse_event
 
     parsed = parse_event(run_event("COMPLETE", "load", outputs=[dataset("short")]))
     output = replace(parsed.outputs[0], name=_random_name(4000))
@@ -356,10 +356,10 @@ def test_an_event_stored_before_the_name_limit_stays_readable_to_the_applier_and
     any). Reading them back is not validating them again: the deferred applier applies such an event rather than
     setting it aside, and a reset of another namespace that its payload mentions (a symlink) leaves it in place —
     an event that no longer parsed would have been taken for one naming that namespace and removed."""
-    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store import LineageStore
     from airflow_lineage_provider.consumer.store.operations.reset import reset_namespace
     from airflow_lineage_provider.consumer.store.write.ingest import ingest_events, log_events
+    from airflow_lineage_provider.consumer.validation import parse_event
 
     long_name = "t" * 3000
     event = run_event("COMPLETE", "old", outputs=[dataset(long_name)])

@@ -16,10 +16,10 @@ from support.consumer_helpers import dataset, on_a_request_thread, run_event
 from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.ingest.validation import MAX_DEPTH
 from airflow_lineage_provider.consumer.nodeids import MAX_SEPARATORS
 from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 from airflow_lineage_provider.consumer.store import create_store_engine
+from airflow_lineage_provider.consumer.validation import MAX_DEPTH
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -194,8 +194,8 @@ def test_an_event_time_past_the_clock_skew_is_refused(client: TestClient) -> Non
 
 def _store_directly(app: Any, event: dict[str, Any]) -> None:
     """Store ``event`` without the HTTP checks, as a store written before they existed holds it."""
-    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
 
     with app.state.store.write() as conn:
         ingest_events(conn, [parse_event(event, max_depth=10_000)])

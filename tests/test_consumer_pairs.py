@@ -18,11 +18,11 @@ import pytest
 import sqlalchemy as sa
 from support.consumer_helpers import T0, dataset, run_event
 
-from airflow_lineage_provider.consumer.ingest.validation import LineageEvent, parse_event
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.graph import walks
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
 

@@ -14,9 +14,9 @@ from starlette.routing import Mount, Route
 from support.consumer_helpers import LiveServer, dataset, run_event
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.ingest.validation import MAX_NAME_LENGTH
 from airflow_lineage_provider.consumer.limits.path_limits import MAX_PATH_BYTES, path_problem
 from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.validation import MAX_NAME_LENGTH
 
 pytest_plugins = ("support.consumer_fixtures",)
 

@@ -17,7 +17,6 @@ import sqlalchemy as sa
 from support.consumer_helpers import dataset, dataset_event, job_event, run_event
 from support.environment import postgres_schema_url
 
-from airflow_lineage_provider.consumer.ingest.validation import LineageEvent, parse_event
 from airflow_lineage_provider.consumer.store import (
     PREPARED_STATEMENTS_ENV,
     LineageStore,
@@ -26,6 +25,7 @@ from airflow_lineage_provider.consumer.store import (
 )
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.write import ingest
+from airflow_lineage_provider.consumer.validation import LineageEvent, parse_event
 
 pytestmark = pytest.mark.postgres
 

@@ -13,11 +13,11 @@ import pytest
 import sqlalchemy as sa
 from support.consumer_helpers import dataset, run_event
 
-from airflow_lineage_provider.consumer.ingest.validation import parse_event
 from airflow_lineage_provider.consumer.reads import LineageWalker
 from airflow_lineage_provider.consumer.store import LineageStore, create_store_engine
 from airflow_lineage_provider.consumer.store.schema.migrations import LATEST, StoreVersionError, current_version
 from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+from airflow_lineage_provider.consumer.validation import parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
 

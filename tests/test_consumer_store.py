@@ -206,8 +206,8 @@ def _old_store(engine: sa.Engine, version: int) -> None:
 def test_a_version_1_store_is_migrated_forward_keeping_its_lineage(store_url: str) -> None:
     from support.consumer_helpers import run_event
 
-    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
 
     engine = create_store_engine(store_url)
     try:
@@ -259,8 +259,8 @@ def _table_lineage(conn: sa.Connection, root: int, direction: str, since: dateti
 def test_a_version_3_store_keeps_every_table_lineage_pair_and_its_time_as_io_groups(store_url: str) -> None:
     from support.consumer_helpers import T0, dataset, run_event
 
-    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
 
     engine = create_store_engine(store_url)
     old, recent = T0 - timedelta(days=30), T0
@@ -340,8 +340,8 @@ def test_of_two_runs_at_the_same_time_the_greater_run_id_is_the_latest_in_either
 ) -> None:
     from support.consumer_helpers import T0, run_event
 
-    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
 
     store = LineageStore(store_url)
     try:
@@ -364,8 +364,8 @@ def test_of_two_runs_at_the_same_time_the_greater_run_id_is_the_latest_in_either
 def test_a_later_run_is_the_latest_whatever_its_run_id(store_url: str, batches: str) -> None:
     from support.consumer_helpers import T0, run_event
 
-    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
 
     store = LineageStore(store_url)
     try:
@@ -429,9 +429,9 @@ def test_a_version_5_store_gains_each_runs_latest_job_facets_and_keeps_its_job_v
     """Version 6 reads each run's latest job facets from its stored events; every job version stays the same."""
     from support.consumer_helpers import dataset, run_event
 
-    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.marquez import jobs as marquez_jobs
     from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
 
     changed, documented, bare, tied = (str(uuid.uuid4()) for _ in range(4))
     io = {"inputs": [dataset("src")], "outputs": [dataset("dst")]}
@@ -502,9 +502,9 @@ def test_a_version_6_store_gains_the_prune_record_as_a_new_store_has_it(store_ur
     """Version 7 adds an empty ``lineage_prunes``, the same table a new store gets, and keeps the lineage."""
     from support.consumer_helpers import dataset, run_event
 
-    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store.operations.retention import PruneRecord, recent_prunes, record_prune
     from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
 
     engine = create_store_engine(store_url)
     try:
@@ -533,8 +533,8 @@ def test_a_version_8_store_gets_declared_and_observed_lineage_from_its_stored_ev
     observed; nodes no run named are declared-only. The ingest then keeps both as a new store does."""
     from support.consumer_helpers import at, dataset, job_event, run_event
 
-    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
 
     events = [
         run_event("COMPLETE", "load", inputs=[dataset("src")], outputs=[dataset("dst")], time=10),

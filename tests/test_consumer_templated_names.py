@@ -24,12 +24,12 @@ from support.consumer_helpers import PRODUCER
 from support.olschema import assert_valid_event, shared_available
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.ingest.validation import parse_event
 from airflow_lineage_provider.consumer.security.access import Access, ApiKey
 from airflow_lineage_provider.consumer.store import create_store_engine
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.schema.migrations import LATEST, migrate
 from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+from airflow_lineage_provider.consumer.validation import parse_event
 from airflow_lineage_provider.facets.design_time import TEMPLATED_NAME_KEY, TemplatedNameDatasetFacet
 from airflow_lineage_provider.name_templates import MAX_FREE_PARTS, name_regex, rendering_regex
 

@@ -74,8 +74,8 @@ def _outbox_as_the_hand_written_runner_created_it(engine: sa.Engine) -> None:
 def test_a_lineage_store_from_before_alembic_is_adopted_with_its_lineage_and_identity(url: str) -> None:
     from support.consumer_helpers import dataset, run_event
 
-    from airflow_lineage_provider.consumer.ingest.validation import parse_event
     from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
+    from airflow_lineage_provider.consumer.validation import parse_event
 
     engine = create_store_engine(url)
     try:

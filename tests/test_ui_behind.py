@@ -14,12 +14,12 @@ from support.ui_page import LineagePage
 from support.waiting import wait_until
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.ingest.validation import parse_event
 from airflow_lineage_provider.consumer.security.access import Access
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.write import deferred_apply
 from airflow_lineage_provider.consumer.store.write.ingest import log_events
+from airflow_lineage_provider.consumer.validation import parse_event
 
 pytest_plugins = ("support.ui_fixtures", "support.consumer_fixtures")
 

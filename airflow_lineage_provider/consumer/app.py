@@ -19,7 +19,6 @@ from airflow_lineage_provider.consumer.feast import GraphNodePaths
 from airflow_lineage_provider.consumer.feast import router as feast_router
 from airflow_lineage_provider.consumer.ingest.grouped_ingest import GroupedIngest, writers_for
 from airflow_lineage_provider.consumer.ingest.service import RetentionSchedule, StoreUnavailable
-from airflow_lineage_provider.consumer.ingest.validation import EventError, TooManyEvents
 from airflow_lineage_provider.consumer.limits.hosts import AllowedHosts
 from airflow_lineage_provider.consumer.limits.other_bodies import OtherBodies
 from airflow_lineage_provider.consumer.limits.path_limits import PathLimits
@@ -61,6 +60,7 @@ from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.write.deferred_apply import ApplyBacklog, ApplyBounds, IngestBacklog
 from airflow_lineage_provider.consumer.store_view import PendingHeader
 from airflow_lineage_provider.consumer.ui import lineage_ui_router
+from airflow_lineage_provider.consumer.validation import EventError, TooManyEvents
 from airflow_lineage_provider.version import __version__
 
 #: The routers every consumer app serves, in OpenAPI order.

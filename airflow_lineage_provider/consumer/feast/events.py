@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from airflow_lineage_provider.consumer.ingest.validation import event_key
+from airflow_lineage_provider.consumer.validation import event_key
 
 
 def event_type(event: dict[str, Any]) -> str:

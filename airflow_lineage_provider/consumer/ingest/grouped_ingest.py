@@ -54,10 +54,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_lineage_provider.consumer.ingest.service import StoreUnavailable, store_events, write_events
-from airflow_lineage_provider.consumer.ingest.validation import LineageEvent
 from airflow_lineage_provider.consumer.store import LineageStore
 from airflow_lineage_provider.consumer.store.write.deferred_apply import IngestBacklog
 from airflow_lineage_provider.consumer.store.write.ingest import IngestResult
+from airflow_lineage_provider.consumer.validation import LineageEvent
 
 log = logging.getLogger(__name__)
 

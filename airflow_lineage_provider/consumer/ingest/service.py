@@ -18,7 +18,6 @@ from typing import TypeVar
 from sqlalchemy import Connection
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
-from airflow_lineage_provider.consumer.ingest.validation import LineageEvent
 from airflow_lineage_provider.consumer.security.access import NamespaceScope
 from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store import LineageStore
@@ -39,6 +38,7 @@ from airflow_lineage_provider.consumer.store.write.deferred_apply import Deferre
 from airflow_lineage_provider.consumer.store.write.failures import failure_reason, is_store_failure, sqlstate
 from airflow_lineage_provider.consumer.store.write.ingest import IngestResult, ingest_events, log_events
 from airflow_lineage_provider.consumer.store.write.unapplied import Requeued, count_unapplied, requeue
+from airflow_lineage_provider.consumer.validation import LineageEvent
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from airflow_lineage_provider.consumer.ingest.validation import shown
+from airflow_lineage_provider.consumer.validation import shown
 
 #: Names every consumer answers to: this machine only.
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")

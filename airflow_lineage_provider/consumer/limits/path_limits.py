@@ -2,7 +2,7 @@
 
 Path segments and query values become names and namespaces the routes look up. PostgreSQL refuses a text value
 holding NUL (a 500 with a traceback, where SQLite quietly finds nothing), and no name or namespace is longer than
-:data:`~airflow_lineage_provider.consumer.ingest.validation.MAX_NAME_LENGTH` characters. :class:`PathLimits` answers 400
+:data:`~airflow_lineage_provider.consumer.validation.MAX_NAME_LENGTH` characters. :class:`PathLimits` answers 400
 naming the problem for:
 
 * a path segment or a query parameter holding NUL (``%00``);
@@ -19,7 +19,7 @@ from urllib.parse import unquote_to_bytes
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from airflow_lineage_provider.consumer.ingest.validation import MAX_NAME_LENGTH
+from airflow_lineage_provider.consumer.validation import MAX_NAME_LENGTH
 
 #: Longest request path (as sent, percent-encoded) the consumer reads: a namespace and a name at their limits,
 #: each fully percent-encoded, with the route's own segments.

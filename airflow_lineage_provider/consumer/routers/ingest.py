@@ -11,7 +11,6 @@ from fastapi import APIRouter, Depends, HTTPException, Request, status
 from fastapi.responses import JSONResponse, Response
 
 from airflow_lineage_provider.consumer.ingest.request_body import read_body
-from airflow_lineage_provider.consumer.ingest.validation import EventError, LineageEvent, parse_body, parse_event, shown
 from airflow_lineage_provider.consumer.models import IngestSummary, Problem, StoredEvent
 from airflow_lineage_provider.consumer.security import audit
 from airflow_lineage_provider.consumer.security.access import Access, Principal
@@ -20,6 +19,7 @@ from airflow_lineage_provider.consumer.settings import ConsumerSettings
 from airflow_lineage_provider.consumer.store.graph.identity import data_source_alias
 from airflow_lineage_provider.consumer.store.write.deferred_apply import IngestBacklog
 from airflow_lineage_provider.consumer.store.write.ingest import IngestResult
+from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_body, parse_event, shown
 
 # The one auth dependency (FastAPI resolves it once per request, for the router's declaration and the endpoints'
 # ``principal`` parameter alike).

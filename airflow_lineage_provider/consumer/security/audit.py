@@ -18,9 +18,9 @@ from collections.abc import Iterable
 
 from fastapi import Request
 
-from airflow_lineage_provider.consumer.ingest.validation import LineageEvent
 from airflow_lineage_provider.consumer.security.access import Access, Principal
 from airflow_lineage_provider.consumer.security.guards import ACTIONS, header_credential
+from airflow_lineage_provider.consumer.validation import LineageEvent
 
 log = logging.getLogger(__name__)
 

@@ -51,7 +51,6 @@ from typing import Any
 from sqlalchemy import Connection, Table, and_, delete, exists, func, not_, or_, select, true, update
 from sqlalchemy.sql.elements import ColumnElement
 
-from airflow_lineage_provider.consumer.ingest.validation import parse_event
 from airflow_lineage_provider.consumer.store.graph import identity
 from airflow_lineage_provider.consumer.store.graph.versioned_cache import bump_versions
 from airflow_lineage_provider.consumer.store.read.visibility import NODE_KINDS, names_hidden_namespace, namespace_in
@@ -60,6 +59,7 @@ from airflow_lineage_provider.consumer.store.schema.store_settings import new_st
 from airflow_lineage_provider.consumer.store.write import facet_readers
 from airflow_lineage_provider.consumer.store.write.ingest import io_group_key
 from airflow_lineage_provider.consumer.store.write.unapplied import forget_gone
+from airflow_lineage_provider.consumer.validation import parse_event
 
 #: Rows per ``IN (...)`` list when rows are changed by id.
 _CHUNK = 500

@@ -28,10 +28,10 @@ from datetime import datetime
 from sqlalchemy import Connection, and_, bindparam, delete, exists, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from airflow_lineage_provider.consumer.ingest.validation import LineageEvent
 from airflow_lineage_provider.consumer.store.graph.identity import chunks
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.schema.tables import as_utc
+from airflow_lineage_provider.consumer.validation import LineageEvent
 
 #: A column edge: ``(source_field_id, target_field_id)``.
 ColumnEdge = tuple[int, int]

@@ -64,7 +64,6 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, bindparam, delete, func, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from airflow_lineage_provider.consumer.ingest.validation import EventError, LineageEvent, parse_event
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.write.failures import failure_reason, is_store_failure, sqlstate
 from airflow_lineage_provider.consumer.store.write.ingest import (
@@ -74,6 +73,7 @@ from airflow_lineage_provider.consumer.store.write.ingest import (
     apply_events,
     event_rows,
 )
+from airflow_lineage_provider.consumer.validation import EventError, LineageEvent, parse_event
 from airflow_lineage_provider.defaults import INGEST_APPLY_MODES
 
 if TYPE_CHECKING:

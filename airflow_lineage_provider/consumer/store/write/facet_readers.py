@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from airflow_lineage_provider.consumer.ingest.validation import UUID_RE, EventError, parse_time
+from airflow_lineage_provider.consumer.validation import UUID_RE, EventError, parse_time
 
 
 @dataclass(frozen=True)

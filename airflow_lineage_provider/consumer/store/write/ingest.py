@@ -23,7 +23,6 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from airflow_lineage_provider.consumer.ingest.validation import DatasetRef, LineageEvent
 from airflow_lineage_provider.consumer.store.graph import identity
 from airflow_lineage_provider.consumer.store.graph.versioned_cache import bump_versions
 from airflow_lineage_provider.consumer.store.schema import tables
@@ -32,6 +31,7 @@ from airflow_lineage_provider.consumer.store.schema.tables import DECLARED_LINEA
 from airflow_lineage_provider.consumer.store.write import declarations, facet_readers, lifecycle, templated_names
 from airflow_lineage_provider.consumer.store.write.node_versions import node_upsert
 from airflow_lineage_provider.consumer.store.write.statements import Statement, Statements, column_arrays, statements
+from airflow_lineage_provider.consumer.validation import DatasetRef, LineageEvent
 
 NodeKey = str
 #: A column edge of a batch: ``(source dataset, source field, target dataset, target field)``.
