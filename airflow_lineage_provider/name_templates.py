@@ -3,7 +3,7 @@ given the date macros they read at run time when the run has no logical date (:f
 
 At design time there is no run, so a templated name has no value. It is published as the pattern it is,
 with the ``airflowLineageProvider_templatedName`` facet saying which parts are templates and giving a regular
-expression every rendered name matches (see :mod:`airflow_lineage_provider.facets.templated_name`).
+expression every rendered name matches (see :mod:`airflow_lineage_provider.facets.design_time`).
 
 Naming (connectors, the OpenLineage naming rules) must not cut a template apart — ``{{ ti.map_index }}``
 holds a dot, which table naming reads as a schema separator — so templates are swapped for placeholder

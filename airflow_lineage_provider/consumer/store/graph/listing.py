@@ -4,7 +4,7 @@ A page holds ``limit`` jobs and datasets after ``offset`` of them, in (kind, nam
 order of the index on those columns, so a page is read from the index, not sorted — with the edges whose
 *origin* is on the page. Every edge has one origin, so paging through all nodes yields every edge exactly
 once, whatever page its destination falls on. A node is what the graph walks show of it (its card, from
-the store's graph-card cache, :mod:`.graph_cards`); the page also lists the symlinks of its datasets.
+the store's graph-card cache, :mod:`.cards`); the page also lists the symlinks of its datasets.
 
 ``visible`` (a key limited to namespace patterns, :mod:`.visibility`) keeps nodes in visible namespaces,
 edges whose destination is visible too, and symlinks that name a visible namespace; the total counts the

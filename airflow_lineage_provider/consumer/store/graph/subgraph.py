@@ -2,7 +2,7 @@
 
 One statement runs the walk and returns the picked nodes with their versions and the edges among them
 (a depth-10 walk on the benchmark graph: ~3,000 nodes, ~4,400 edges). The nodes' data comes from the
-store's graph cards (:mod:`.graph_cards`); only nodes without a card at their current version are read,
+store's graph cards (:mod:`.cards`); only nodes without a card at their current version are read,
 by a second statement with times formatted by the database. Nodes and edges are ``msgspec`` structs,
 cheaper to build, encode and free than dicts; a dataset's schema is spliced in as the stored JSON text.
 A node's ``type`` is what its facets say (:mod:`.node_types`); the database reads only the facets that
@@ -16,7 +16,7 @@ for a key that cannot see it, the first visible name in ``(namespace, name)`` or
 shown node's data is its own (name, type) with, over its visible names, the latest ``updatedAt`` and the latest
 schema any name received, plus ``aliases`` (each other visible name with ``via`` and ``producers``, as listings
 show them) and its own ``producers``. That card is kept in the graph cards' group cache
-(:attr:`.graph_cards.GraphCards.groups`) with the names it was read over, keyed by the canonical name's
+(:attr:`.cards.GraphCards.groups`) with the names it was read over, keyed by the canonical name's
 version and the sum of the names' versions: every change of a name bumps its version, and a change of the
 group bumps every name's (:func:`.identity.regroup`), so the next walk finds it by the versions it read, without
 reading the group. A key that cannot see every name of a group gets a card read for it, not kept.

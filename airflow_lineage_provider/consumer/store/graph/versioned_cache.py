@@ -7,7 +7,7 @@ taking its edges). An entry read at version *v* is therefore valid exactly as lo
 *v*, whichever process wrote since: a reader reads the versions of the nodes it needs in its own
 transaction, takes the entries at those versions from here, and reads only the rest from the store.
 
-Used for graph cards (:mod:`.graph_cards`) and Marquez's job objects (:mod:`.marquez_jobs`). Each cache is
+Used for graph cards (:mod:`.cards`) and Marquez's job objects (:mod:`...marquez.jobs`). Each cache is
 per store and bounded; the least recently used entries go first.
 """
 

@@ -109,7 +109,7 @@ def through_groups(conn: Connection) -> bool:
     The walks through groups look the members up per row (:attr:`Through.lateral`), and PostgreSQL costs each
     lookup with its default estimates when the store has no statistics (as loaded): the benchmark's depth-10
     walk is then estimated past ``jit_above_cost``, and compiling a statement takes ~20-30 ms, more than the
-    whole answer (as for the job listings, :mod:`.marquez_jobs`).
+    whole answer (as for the job listings, :mod:`...marquez.jobs`).
     """
     if conn.dialect.name != "postgresql":
         return has_groups(conn)
