@@ -301,3 +301,25 @@ def test_shipping_from_postgres_outbox(pg_engine: Any, consumer: ConsumerServer)
     consumer.reject = lambda e: e["job"]["name"] == "never" or e["inputs"][0]["name"].endswith("_7")
     report = shipper(url, consumer).ship()
     assert (report.delivered, report.dead, report.pending) == (38, 2, 0)
+
+
+def test_a_consumer_answering_a_partial_batch_200_with_feasts_codes_is_read_per_event(tmp_path: Path) -> None:
+    """This package's consumer with Feast's batch codes answers a partial ``/batch`` 200, not 207: the shipper reads
+    the answer's per-event ``results`` all the same, so the refused event is dead-lettered, not counted delivered."""
+    from support.consumer_helpers import LiveServer
+
+    from airflow_lineage_provider.consumer import create_app
+    from airflow_lineage_provider.consumer.security.access import Access
+
+    url = sqlite_url(tmp_path)
+    events = run_pairs(3)
+    fill(url, [*events, run_event("START", job_name="x" * 3000)])  # a name over the consumer's limit
+    app = create_app(store_url=f"sqlite:///{tmp_path / 'lineage.db'}", anonymous=Access.ADMIN, batch_answers="feast")
+    try:
+        with LiveServer(app) as server:
+            policy = DeliveryPolicy(batch_size=50, lease_seconds=60, backoff_base=0.2)
+            config = ConsumerConfig.from_dict({"url": server.url})
+            report = Shipper(OutboxWriter(url), default_destination_name(server.url), config, policy).ship()
+    finally:
+        app.state.store.dispose()
+    assert (report.delivered, report.dead) == (6, 1)

@@ -242,7 +242,9 @@ def _readable(item: Any, count: int) -> bool:
 
 
 def _per_event_results(response: requests.Response, count: int, url: str = "") -> list[Outcome | None] | None:
-    """Per-event outcomes of a 2xx batch answer; ``None`` when it accepted everything (any 2xx but 207).
+    """Per-event outcomes of a 2xx batch answer; ``None`` when it accepted everything (any 2xx but 207 without a
+    ``results`` list: a consumer answering a partial batch with another 2xx, as this package's does with Feast's
+    batch codes, is read by its ``results`` too).
 
     A 207 is read in the shape the OpenLineage-compatible consumers document, this package's included:
     ``{"results": [{"index": i, "status": 201 | 400, "error": ...}, ...], "errors": [{"index": i, "error":
@@ -251,17 +253,17 @@ def _per_event_results(response: requests.Response, count: int, url: str = "") -
     are re-sent on their own (a consumer that stored some sees them twice; none is lost).
     """
     code = response.status_code
-    if code != 207:
-        return None
     try:
         body = response.json() if response.content else None
     except ValueError:
         body = None
     results = body.get("results") if isinstance(body, dict) else None
+    if code != 207 and not isinstance(results, list):
+        return None
     outcomes: list[Outcome | None] = [None] * count
     if not isinstance(results, list):
         warn_once(
-            f"Lineage shipping: {url or 'the consumer'} answered 207 without a 'results' list of per-event "
+            f"Lineage shipping: {url or 'the consumer'} answered {code} without a 'results' list of per-event "
             "statuses; the batch's events are sent again one by one"
         )
         return outcomes
@@ -274,7 +276,7 @@ def _per_event_results(response: requests.Response, count: int, url: str = "") -
             unreadable += 1
     if unreadable:
         warn_once(
-            f"Lineage shipping: {url or 'the consumer'} answered 207 with per-event results this client cannot "
+            f"Lineage shipping: {url or 'the consumer'} answered {code} with per-event results this client cannot "
             "read (each needs an integer 'index' and 'status'); those events are sent again one by one"
         )
     return outcomes
