@@ -22,9 +22,14 @@ spread round-robin over them:
 Each phase records the CPU the server processes and PostgreSQL's processes used (``psutil``), as a share of one
 CPU, and how busy the whole machine was: on a machine of few CPUs, that is where scaling stops. The load
 generator (senders, clients, reader) runs on the same machine and is counted in the machine's figure only.
+``--serve-option`` passes options to every server: a larger ``--ingest-log-max-events`` and ``--ingest-log-max-bytes``
+take the ingest log's bound (and the senders' waits after a 503) out of the batch figures, leaving what the
+appliers can apply.
 
     .venv/bin/python bench/scale_out.py                                  # base 100k events, ~10 minutes
     .venv/bin/python bench/scale_out.py --base 1000000 --batch-events 50000
+    .venv/bin/python bench/scale_out.py --serve-option=--ingest-log-max-events=1000000 \
+        --serve-option=--ingest-log-max-bytes=4000000000              # no 503 from the log: the appliers' pace
     .venv/bin/python bench/scale_out.py --base 2000 --batch-events 2000 --single-per-process 200   # smoke test
 
 Not run by the tests.
@@ -312,6 +317,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "started_at": datetime.now(timezone.utc).isoformat(),
         "cpus": os.cpu_count(),
         "load_average_before": os.getloadavg(),
+        "serve_options": args.serve_option,
         "runs": [],
     }
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -322,14 +328,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ):
         stream = Stream(total, args.seed)
         try:
-            with serve_ours(store, Path(folder) / "base") as consumer:
+            with serve_ours(store, Path(folder) / "base", *args.serve_option) as consumer:
                 result["base_load"] = load_batches(consumer, stream, args.base, progress)
             analyze(store)
             for count in args.processes:
                 roots = deployment.roots(stream.day, ROOTS)
                 with ExitStack() as servers:
                     consumers = [
-                        servers.enter_context(serve_ours(store, Path(folder) / f"p{count}-{i}")) for i in range(count)
+                        servers.enter_context(serve_ours(store, Path(folder) / f"p{count}-{i}", *args.serve_option))
+                        for i in range(count)
                     ]
                     warm_up(consumers, stream, roots)
                     point: dict[str, Any] = {"processes": count}
@@ -396,6 +403,9 @@ def main() -> int:
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4], help="server processes per run")
     parser.add_argument("--batch-events", type=int, default=20_000, help="events of each run's batch ingest")
     parser.add_argument("--single-per-process", type=int, default=1_000, help="single events per server process")
+    parser.add_argument(
+        "--serve-option", action="append", default=[], help="passed to every airflow-lineage serve (repeatable)"
+    )
     parser.add_argument("--seed", type=int, default=41)
     parser.add_argument("--database", default="alp_scale_out", help="created fresh, dropped afterwards")
     parser.add_argument("--keep", action="store_true", help="keep the database afterwards")
