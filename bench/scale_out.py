@@ -233,12 +233,16 @@ def batches(
     sent = sum(size for _, size in bodies)
     task = progress.add_task(f"batch ingest, {len(consumers)} processes", total=sent)
     refused = [0] * len(consumers)
+    failures: list[BaseException] = []
 
     def send(index: int) -> None:
         session = requests.Session()
-        for body, size in bodies[index :: len(consumers)]:
-            refused[index] += _post_batch(session, consumers[index].url, body)
-            progress.update(task, advance=size)
+        try:
+            for body, size in bodies[index :: len(consumers)]:
+                refused[index] += _post_batch(session, consumers[index].url, body)
+                progress.update(task, advance=size)
+        except Exception as error:  # raised by the caller: a lost batch would make the rates wrong
+            failures.append(error)
 
     meter = CpuMeter([c.pid for c in consumers])
     senders = [threading.Thread(target=send, args=(i,)) for i in range(len(consumers))]
@@ -250,6 +254,8 @@ def batches(
         for sender in senders:
             sender.join()
         answered = time.perf_counter()
+    if failures:
+        raise RuntimeError(f"a sender failed: {failures[0]!r}")
     applied = settle_all(consumers)
     cpu = meter.stop()
     return {
