@@ -5,7 +5,7 @@ openlineage-python's ``event_v2.JobEvent`` and appended to the outbox with a rec
 version published, so that only changed DAGs are published again (docs/design-time-lineage.md).
 
 Modules, one job each: :mod:`.declaration` (a ``LineageMixin`` task's declarations in the serialized DAG),
-:mod:`airflow_lineage_provider.name_templates` (templated dataset names), :mod:`.task_lineage` (a serialized task's datasets),
+:mod:`.task_lineage` (a serialized task's datasets; templated names: :mod:`airflow_lineage_provider.name_templates`),
 :mod:`.job_events` (the events of one DAG), :mod:`.egeria_settings` (Egeria settings of a serialized DAG),
 :mod:`.serialized_dags` (reading the metadata database), :mod:`.publications` (what was published) and
 :mod:`.publisher` (a publication pass). Egeria's facets on the stock DAG-run events are added by
