@@ -104,8 +104,10 @@ MAX_PENDING_BYTES = 8 * 1024 * 1024
 #: How often :meth:`DeferredApply.admit` corrects the process's count of the log with a look at the log itself
 #: (what other processes logged and applied).
 LOOK_SECONDS = 1.0
-#: ``Retry-After`` of an ingest refused because the log is over its bound.
-BACKLOG_RETRY_SECONDS = 5
+#: ``Retry-After`` of an ingest refused because the log is over its bound: the applier takes a batch off the log
+#: well within a second, and a sender told to wait longer leaves it idle once the log is drained (the byte bound
+#: holds only a few seconds of applying for events of a few KB).
+BACKLOG_RETRY_SECONDS = 1
 #: How long the applier thread waits for more to apply before it ends (the next log or read starts another).
 LINGER_SECONDS = 1.0
 #: Longest a read waits for the events logged before it to be applied: then a write that reads the graph is
