@@ -63,21 +63,14 @@ class StoreView:
         self.store = store
         self.scope = scope
         #: The request's ASGI state, where a read behind deferred apply notes how far (:class:`PendingHeader`);
-        #: None: a walk's (:meth:`walking`), or the view's own.
+        #: None: a walk's (:meth:`walking`), or nowhere.
         self.state = state
         self._visible: object = _UNDECIDED
 
     def _noting(self, walk: Walk | None = None) -> Callable[[int], None]:
+        """What a read calls when it is behind deferred apply: noting it in the request's state (or the walk's)."""
         state = self.state if self.state is not None else walk.state if walk is not None else {}
-        if self.state is None and walk is None:
-            self.state = state
         return partial(_note_behind, state)
-
-    @property
-    def pending_events(self) -> int:
-        """About how many events logged before this request's reads they did not see (0: none)."""
-        noted = (self.state or {}).get(PENDING_STATE)
-        return noted if isinstance(noted, int) else 0
 
     def visible(self, conn: Connection) -> Visible:
         """The visible namespaces, decided on ``conn`` the first time and kept for the request."""
