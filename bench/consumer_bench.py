@@ -91,6 +91,10 @@ def _timed(call: Callable[[], Any], repeat: int) -> tuple[float, Any, float]:
     return statistics.median(times), result, first
 
 
+#: The header of a read answered from the graph as applied while events were still pending (their number).
+PENDING_HEADER = "Lineage-Pending-Events"
+
+
 class Consumer:
     """One consumer under test: how to post to it and how to ask it for a graph."""
 
@@ -165,11 +169,11 @@ class Ours(Consumer):
 
     def settle(self) -> None:
         """Return once a read sees every answered event applied: a read behind a large backlog answers at once
-        from what is applied, saying how many events it did not see (``Lineage-Pending-Events``)."""
+        from what is applied, saying how many events it did not see (:data:`PENDING_HEADER`)."""
         while True:
             answer = self.session.get(f"{self.url}/api/v1/events", params={"limit": 1}, timeout=60)
             answer.raise_for_status()
-            if int(answer.headers.get("Lineage-Pending-Events", "0")) == 0:
+            if int(answer.headers.get(PENDING_HEADER, "0")) == 0:
                 return
             time.sleep(0.05)
 

@@ -59,7 +59,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from consumer_bench import BATCH, PG_URL, Ours, _percentiles, analyze, serve_ours  # noqa: E402
+from consumer_bench import BATCH, PENDING_HEADER, PG_URL, Ours, _percentiles, analyze, serve_ours  # noqa: E402
 from single_event_ingest import _concurrently  # noqa: E402
 
 #: Event counts measured at, up to the size asked.
@@ -515,10 +515,6 @@ def _post_batch(session: requests.Session, url: str, body: bytes) -> int:
             return refused
         refused += 1
         time.sleep(float(answer.headers.get("Retry-After", "1")))
-
-
-#: The header of a read answered from the graph as applied while events were still pending (their number).
-PENDING_HEADER = "Lineage-Pending-Events"
 
 
 def _applied(consumer: Ours) -> tuple[float, int, int]:
