@@ -109,8 +109,14 @@ _V3_DATASET_EDGES = sa.Table(
 )
 
 
+def _to_version_13(conn: sa.Connection) -> None:
+    """Take off what version 14 added: the namespaces table the writer keeps."""
+    tables.namespaces.drop(conn)
+
+
 def _to_version_12(conn: sa.Connection) -> None:
     """Take off what version 13 added: the trigram index of node names for search (PostgreSQL only)."""
+    _to_version_13(conn)
     conn.exec_driver_sql(f"DROP INDEX IF EXISTS {tables.NAME_SEARCH_INDEX}")
 
 

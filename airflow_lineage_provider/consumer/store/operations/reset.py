@@ -58,6 +58,7 @@ from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.schema.store_settings import new_store_id
 from airflow_lineage_provider.consumer.store.write import facet_readers
 from airflow_lineage_provider.consumer.store.write.ingest import io_group_key
+from airflow_lineage_provider.consumer.store.write.namespaces import refresh as refresh_namespaces
 from airflow_lineage_provider.consumer.store.write.unapplied import forget_gone
 from airflow_lineage_provider.consumer.validation import parse_event
 
@@ -126,6 +127,7 @@ _LINEAGE_TABLES = (
     tables.job_declarations,
     tables.jobs,
     tables.nodes,
+    tables.namespaces,
 )
 
 
@@ -511,6 +513,7 @@ def _apply(conn: Connection, plan: _Plan) -> ResetCounts:
     )
     counts.jobs, counts.datasets = kinds.get("job", 0), kinds.get("dataset", 0)
     _deleted(conn, tables.nodes, scope.node_rows)
+    refresh_namespaces(conn, [scope.namespace])  # its row goes with its nodes
     identity.regroup(conn, plan.regroup)  # rows pointing at the removed datasets are rewritten with the groups
     _bump(conn, plan.touched)
     return counts

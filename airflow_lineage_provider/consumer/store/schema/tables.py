@@ -160,6 +160,17 @@ nodes = Table(
     Index("ix_lineage_nodes_kind_namespace_name", "kind", "namespace", "name"),
 )
 
+#: One row per namespace of the jobs and datasets, kept by the writer (:mod:`..write.namespaces`): what a listing
+#: of namespaces reads instead of grouping every node. ``created_at`` is the earliest of its nodes'; ``updated_at``
+#: the latest of its nodes', raised only when it moves on by more than :data:`.write.namespaces.UPDATED_PRECISION`.
+namespaces = Table(
+    "lineage_namespaces",
+    metadata,
+    Column("namespace", Text, primary_key=True),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
 #: Search by name on PostgreSQL: a GIN index of ``lower(name)`` with pg_trgm's trigram operators serves
 #: ``lower(name) LIKE lower('%text%')`` (Marquez's ILIKE) without reading every node.
 NAME_SEARCH_INDEX = "ix_lineage_nodes_name_trgm"

@@ -31,6 +31,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from airflow_lineage_provider.consumer.store.graph.identity import chunks
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.schema.tables import as_utc
+from airflow_lineage_provider.consumer.store.write.namespaces import of_nodes as namespaces_of_nodes
+from airflow_lineage_provider.consumer.store.write.namespaces import refresh as refresh_namespaces
 from airflow_lineage_provider.consumer.validation import LineageEvent
 
 #: A column edge: ``(source_field_id, target_field_id)``.
@@ -246,7 +248,9 @@ def _forget_retracted_datasets(conn: Connection, candidates: list[int]) -> None:
         conn.execute(delete(tables.name_patterns).where(tables.name_patterns.c.node_id.in_(gone)))
         conn.execute(delete(patterns).where(patterns.c.pattern_id.in_(gone)))
         conn.execute(delete(tables.datasets).where(tables.datasets.c.node_id.in_(gone)))
+        emptied = namespaces_of_nodes(conn, gone)
         conn.execute(delete(n).where(n.c.id.in_(gone)))
+        refresh_namespaces(conn, emptied)
 
 
 def _undeclared_patterns(conn: Connection, jobs: list[int]) -> list[int]:

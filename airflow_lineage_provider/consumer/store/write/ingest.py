@@ -29,6 +29,7 @@ from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.schema.store_settings import STORE_ID, read_settings_and_claims
 from airflow_lineage_provider.consumer.store.schema.tables import DECLARED_LINEAGE, TEMPLATED_NAMES, as_utc
 from airflow_lineage_provider.consumer.store.write import declarations, facet_readers, lifecycle, templated_names
+from airflow_lineage_provider.consumer.store.write.namespaces import note_nodes
 from airflow_lineage_provider.consumer.store.write.node_versions import node_upsert
 from airflow_lineage_provider.consumer.store.write.statements import Statement, Statements, column_arrays, statements
 from airflow_lineage_provider.consumer.validation import DatasetRef, LineageEvent
@@ -468,6 +469,7 @@ def _write_nodes(conn: Connection, changes: _Changes) -> tuple[dict[NodeKey, int
         for first, last in [changes.node_times[key]]
     ]
     ids = dict(_execute(conn, node_upsert(conn.dialect.name), rows))  # the nodes written
+    note_nodes(conn, ((ns, changes.node_times[key]) for key, (_, ns, _) in changes.nodes.items()))  # their namespaces
     written = set(ids.values())
     unchanged = [key for key in changes.nodes if key not in ids]
     if unchanged:
