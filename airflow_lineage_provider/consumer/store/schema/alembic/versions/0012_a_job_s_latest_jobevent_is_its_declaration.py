@@ -11,12 +11,15 @@ Derived from what is stored, without today's ingest code (this revision must kee
   JobEvent (version 9 kept the latest time of any): it is no longer declared; a retired job's (a declaration naming
   no dataset) edges are none of them declared; an edge left neither declared nor observed is deleted, and so is a
   dataset only such edges named (no run, nothing else pointing at it);
-* an io group is declared when it is the group of its job's declaration (same job, inputs and outputs), and then
-  observed when every one of its datasets' edges with the job was observed; every other group is taken as observed
-  at its ``last_seen`` (a group named only by a superseded JobEvent cannot be told apart from what is stored);
+* an io group is declared when it is the group of its job's declaration (same job, inputs and outputs); a group of
+  a job with no stored JobEvent came from runs and is observed at its ``last_seen``; any other group is observed
+  when every one of its datasets' edges with the job was observed (version 9 derived those from the runs), and a
+  group left neither declared nor observed (named only by a superseded JobEvent) is deleted with its members;
 * a column edge named by a declaration's ``columnLineage`` is declared at the declaration's time and observed when
-  it was seen after it; every other column edge is taken as observed at its ``last_seen`` (an edge named only by a
-  superseded JobEvent cannot be told apart from what is stored, and reads as observed).
+  it was seen after it; a column edge a stored DatasetEvent names is declared at that event's time; any other column
+  edge is observed at its ``last_seen`` when a run named its target dataset (column lineage comes on a run's
+  datasets), and deleted otherwise: only a superseded JobEvent can have named it. (A link a superseded JobEvent named
+  on a dataset some run also named still reads as observed: what is stored cannot tell them apart.)
 """
 
 from __future__ import annotations
@@ -253,24 +256,93 @@ def upgrade() -> None:
     )
     for statement in ddl.split(";"):
         conn.exec_driver_sql(statement)
-    conn.exec_driver_sql("UPDATE lineage_io_groups SET observed_at = last_seen")
     _declarations(conn)
     conn.exec_driver_sql(
-        "UPDATE lineage_column_edges SET observed_at = last_seen WHERE declared_at IS NULL AND NOT EXISTS"
+        "UPDATE lineage_io_groups SET observed_at = (SELECT CASE WHEN g.job_id NOT IN"
+        f" (SELECT job_id FROM lineage_job_declarations) OR {_GROUP_OBSERVED} THEN g.last_seen END"
+        " FROM lineage_io_groups g WHERE g.id = lineage_io_groups.id) WHERE declared_at IS NULL"
+    )
+    _dataset_event_column_links(conn)
+    conn.exec_driver_sql(
+        "UPDATE lineage_column_edges SET observed_at = last_seen WHERE NOT EXISTS"
         " (SELECT 1 FROM lineage_declared_column_links l"
         " WHERE l.source_field_id = lineage_column_edges.source_field_id"
-        " AND l.target_field_id = lineage_column_edges.target_field_id)"
+        " AND l.target_field_id = lineage_column_edges.target_field_id) AND EXISTS"
+        " (SELECT 1 FROM lineage_fields f JOIN lineage_nodes n ON n.id = f.dataset_id"
+        " WHERE f.id = lineage_column_edges.target_field_id AND n.observed_at IS NOT NULL)"
     )
     unseen = "declared_at IS NULL AND observed_at IS NULL"
-    far_ends = sorted(
+    far_ends = {
         node
         for (node,) in conn.exec_driver_sql(
             f"SELECT origin_id FROM lineage_edges WHERE {unseen} UNION SELECT destination_id FROM lineage_edges"
             f" WHERE {unseen}"
+            f" UNION SELECT m.dataset_id FROM lineage_io_members m JOIN lineage_io_groups g ON g.id = m.group_id"
+            f" WHERE g.{unseen.replace(' AND ', ' AND g.')}"
+            " UNION SELECT f.dataset_id FROM lineage_fields f JOIN lineage_column_edges c"
+            f" ON f.id = c.source_field_id OR f.id = c.target_field_id WHERE c.{unseen.replace(' AND ', ' AND c.')}"
         )
-    )
+    }
     conn.exec_driver_sql(f"DELETE FROM lineage_edges WHERE {unseen}")
-    _forget_retracted_datasets(conn, far_ends)
+    conn.exec_driver_sql(
+        f"DELETE FROM lineage_io_members WHERE group_id IN (SELECT id FROM lineage_io_groups WHERE {unseen})"
+    )
+    conn.exec_driver_sql(f"DELETE FROM lineage_io_groups WHERE {unseen}")
+    conn.exec_driver_sql(f"DELETE FROM lineage_column_edges WHERE {unseen}")
+    _forget_retracted_datasets(conn, sorted(far_ends))
+
+
+def _dataset_event_column_links(conn: Connection) -> None:
+    """Mark declared, at the latest event's time, the column edges stored DatasetEvents' ``columnLineage`` name
+    (they belong to no job's declaration, and no JobEvent replaces them)."""
+    latest: dict[tuple[str, str, str, str, str, str], datetime] = {}
+    after = 0
+    while True:
+        page = conn.execute(
+            text(
+                "SELECT id, event_time, payload FROM lineage_events WHERE kind = 'dataset' AND id > :after"
+                " ORDER BY id LIMIT 1000"
+            ),
+            {"after": after},
+        ).all()
+        if not page:
+            break
+        after = page[-1][0]
+        for _id, at, payload_text in page:
+            try:
+                payload = json.loads(payload_text)
+            except ValueError:
+                continue
+            dataset = payload.get("dataset") if isinstance(payload, dict) else None
+            target = _named(dataset) if isinstance(dataset, dict) else None
+            if target is None:
+                continue
+            for source_ns, source_name, source_field, target_field in _column_links(dataset):  # type: ignore[arg-type]
+                link = (source_ns, source_name, source_field, *target, target_field)
+                latest[link] = max(latest.get(link, _time(at)), _time(at))
+    if not latest:
+        return
+    datasets = {_node_key("dataset", link[0], link[1]) for link in latest}
+    datasets |= {_node_key("dataset", link[3], link[4]) for link in latest}
+    dataset_ids = _ids(conn, sorted(datasets), "lineage_nodes", "node_key")
+    keyed: dict[tuple[str, str], datetime] = {}
+    for (source_ns, source_name, source_field, target_ns, target_name, target_field), at in latest.items():
+        source = dataset_ids.get(_node_key("dataset", source_ns, source_name))
+        target = dataset_ids.get(_node_key("dataset", target_ns, target_name))
+        if source is not None and target is not None:
+            key = (_sha1(f"{source}\x00{source_field}"), _sha1(f"{target}\x00{target_field}"))
+            keyed[key] = max(keyed.get(key, at), at)
+    field_ids = _ids(conn, sorted({k for key in keyed for k in key}), "lineage_fields", "field_key")
+    for (source_key, target_key), at in keyed.items():
+        source, target = field_ids.get(source_key), field_ids.get(target_key)
+        if source is not None and target is not None:
+            conn.execute(
+                text(
+                    "UPDATE lineage_column_edges SET declared_at = :at WHERE source_field_id = :source"
+                    " AND target_field_id = :target AND (declared_at IS NULL OR declared_at < :at)"
+                ),
+                {"source": source, "target": target, "at": _bound(conn, at)},
+            )
 
 
 #: A dataset (``n``) no run named and nothing in the store points at any more: only a superseded JobEvent named it.
