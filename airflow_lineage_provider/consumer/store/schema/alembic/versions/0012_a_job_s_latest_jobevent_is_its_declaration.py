@@ -314,11 +314,11 @@ def _dataset_event_column_links(conn: Connection) -> None:
             except ValueError:
                 continue
             dataset = payload.get("dataset") if isinstance(payload, dict) else None
-            target = _named(dataset) if isinstance(dataset, dict) else None
-            if target is None:
+            named = _named(dataset) if isinstance(dataset, dict) else None
+            if named is None:
                 continue
             for source_ns, source_name, source_field, target_field in _column_links(dataset):  # type: ignore[arg-type]
-                link = (source_ns, source_name, source_field, *target, target_field)
+                link = (source_ns, source_name, source_field, *named, target_field)
                 latest[link] = max(latest.get(link, _time(at)), _time(at))
     if not latest:
         return
