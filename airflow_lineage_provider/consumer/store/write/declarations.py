@@ -1,4 +1,4 @@
-"""A job's declaration is its latest JobEvent (see docs/declared-lineage.md, "Declared lineage").
+"""A job's declaration is its latest JobEvent (docs/declared-lineage.md, "The rule").
 
 A JobEvent states what a job reads and writes *now*: the edges, table lineage (io group) and column-lineage links
 it names are the job's declared lineage, and whatever an earlier JobEvent of the job named and this one does not
