@@ -44,7 +44,8 @@ refuses is applied again event by event; an event it still refuses alone is move
 with the reason (its raw event stays stored), counted in the statistics of ``GET /api/v1/retention``,
 never silently dropped. A failure of the store itself (unreachable, restarted, a deadlock, a lock waited for past
 half the apply timeout) leaves the rows pending and is retried with a growing pause. An event whose raw event a
-reset or prune deleted while it was pending is not applied (its log row goes), even if it is kept parsed.
+reset or prune deleted while it was pending is not applied (its log row goes), even if it is kept parsed. On
+PostgreSQL an applier that drains a log whose files a backlog made large truncates it (:mod:`.log_compaction`).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from sqlalchemy import Connection, bindparam, delete, func, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.write import log_compaction
 from airflow_lineage_provider.consumer.store.write.failures import failure_reason, is_store_failure, sqlstate
 from airflow_lineage_provider.consumer.store.write.ingest import (
     AFTER_COMMIT,
@@ -204,6 +206,8 @@ class ApplyStatistics:
     stale_reads: int = 0
     #: Ingest requests refused because the log was over its bound.
     refused_ingests: int = 0
+    #: Times the drained log's files were truncated (:mod:`.log_compaction`).
+    log_compactions: int = 0
 
 
 @dataclass
@@ -243,6 +247,8 @@ class DeferredApply:
         #: Most rows a batch takes now: ``batch_rows``, or less since a batch ran past the time bound (see
         #: :meth:`_apply_batch`). Used by the applier thread only.
         self._batch_rows = self.bounds.batch_rows
+        #: Events this applier applied since it last looked at the log's size (see :meth:`_compact_log`).
+        self._unchecked = 0
 
     def logged(self, events: Iterable[LineageEvent]) -> None:
         """``events`` were logged by a transaction of this process that has committed: apply them soon."""
@@ -474,7 +480,11 @@ class DeferredApply:
                         self._changed.wait_for(lambda: self._stopping, pause)
                     continue
                 if applied:
+                    self._unchecked += applied
                     continue
+                if self._unchecked >= log_compaction.CHECK_AFTER_EVENTS:
+                    self._unchecked = 0
+                    self._compact_log()
                 with self._changed:
                     if not (self._wanted or self._stopping):
                         self._changed.wait_for(lambda: self._wanted or self._stopping, LINGER_SECONDS)
@@ -485,6 +495,20 @@ class DeferredApply:
             with self._changed:
                 if self._thread is threading.current_thread():  # ended by something unexpected
                     self._thread = None
+
+    def _compact_log(self) -> None:
+        """The log found empty after applying: give its files' space back when it has grown
+        (:func:`.log_compaction.compact_drained_log`). A lock not free at once, or any failure, leaves it for a
+        later drain."""
+        try:
+            with self.store.write(applied=False) as conn:
+                compacted = log_compaction.compact_drained_log(conn)
+        except SQLAlchemyError as error:
+            log.debug("lineage store: the ingest log was not compacted (tried at a later drain): %s", error)
+            return
+        if compacted:
+            self.statistics.log_compactions += 1
+            log.info("lineage store: the drained ingest log was truncated to give its disk space back")
 
     def _apply_batch(self) -> int:
         """Apply the oldest pending events not taken by another applier, within the batch bounds; how many log
