@@ -4,7 +4,8 @@
 The store holds an Airflow task's run as the stock provider emits it and two ``lineage_run`` jobs inside it, as
 ``lineage_run`` emits them (:mod:`support.task_jobs`): the walk and the graph listing name the task as their
 parent, with its task instance; a parent run never received is named by the child's ``parent`` facet; a key
-limited to namespaces is not told a parent in a namespace it cannot see.
+limited to namespaces is not told a parent in a namespace it cannot see. A mapped task's instances
+(:func:`support.task_jobs.mapped_task_events`) carry their map index, as Airflow's UI addresses them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from support.task_jobs import (
     JOIN_NODE,
     LAKE,
     LOADER,
+    MAPPED_COPY_NODE,
+    MAPPED_TASK,
+    MAPPED_TASK_ID,
+    MAPPED_TASK_NODE,
     ORPHAN_NODE,
     ORPHAN_PARENT,
     RUN_ID,
@@ -29,6 +34,7 @@ from support.task_jobs import (
     TASK_ID,
     TASK_NODE,
     WAREHOUSE,
+    mapped_task_events,
     task_job_events,
 )
 
@@ -51,7 +57,7 @@ THE_TASK = {"namespace": AIRFLOW, "name": TASK, "airflowTask": TASK_INSTANCE}
 def consumer(store_url: str) -> Iterator[TestClient]:
     app = create_app(store_url=store_url, keys=KEYS)
     with TestClient(app) as client:
-        for event in task_job_events():
+        for event in [*task_job_events(), *mapped_task_events()]:
             answer = client.post("/api/v1/lineage", json=event, headers=ADMIN)
             assert answer.status_code in (200, 201), answer.text
         yield client
@@ -107,3 +113,21 @@ def test_a_limited_key_is_not_told_a_parent_it_cannot_see(consumer: TestClient) 
     assert "parentJob" not in walked and "parentJob" not in listed[COPY_NODE]
     assert LAKE not in str(walked) and LAKE not in str(listed)
     assert listed[JOIN_NODE]["parentJob"] == THE_TASK  # a visible parent still is
+
+
+def _instance(map_index: int) -> dict[str, Any]:
+    return {"dagId": DAG_ID, "taskId": MAPPED_TASK_ID, "runId": RUN_ID, "mapIndex": map_index}
+
+
+def test_a_mapped_task_names_the_instance_of_its_latest_run_by_map_index(consumer: TestClient) -> None:
+    assert _listing(consumer)[MAPPED_TASK_NODE]["airflowTask"] == _instance(1)
+    assert _walk(consumer, MAPPED_TASK_NODE)[MAPPED_TASK_NODE]["airflowTask"] == _instance(1)
+
+
+def test_a_job_inside_a_mapped_task_names_the_instance_it_ran_in(consumer: TestClient) -> None:
+    """Its parent run's instance (map index 0, kept though falsy), not the task's latest one."""
+    expected = {"namespace": AIRFLOW, "name": MAPPED_TASK, "airflowTask": _instance(0)}
+    assert _walk(consumer, MAPPED_COPY_NODE)[MAPPED_COPY_NODE]["parentJob"] == expected
+    assert _listing(consumer)[MAPPED_COPY_NODE]["parentJob"] == expected
+    # A task not mapped names no map index.
+    assert "mapIndex" not in _listing(consumer)[TASK_NODE]["airflowTask"]

@@ -1,7 +1,8 @@
 """Tasks contain their jobs on the lineage page, in a real headless Chromium over a consumer on SQLite fed the
 events of an Airflow task with two ``lineage_run`` jobs (:mod:`support.task_jobs`): the jobs are drawn inside a
 box labelled with the task, which collapses into the task's node (their edges drawn to it) and expands back, by
-mouse and keyboard; inside Airflow the task links to its task instance in Airflow's UI (docs/ui.md)."""
+mouse and keyboard; inside Airflow the task links to its task instance in Airflow's UI (docs/ui.md), a mapped task's
+instance by its map index (Airflow 3's ``/dags/<dag>/runs/<run>/tasks/<task>/mapped/<index>``)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,16 @@ from support.task_jobs import (
     COPY_NODE,
     DAG_ID,
     JOIN_NODE,
+    MAPPED_COPY_NODE,
+    MAPPED_TASK_ID,
+    MAPPED_TASK_NODE,
     ORPHAN_NODE,
     RUN_ID,
     TASK,
     TASK_ID,
     TASK_NODE,
     WAREHOUSE,
+    mapped_task_events,
     task_job_events,
 )
 from support.ui_fixtures import serving
@@ -38,6 +43,7 @@ pytest_plugins = ("support.ui_fixtures",)
 ORDERS, CUSTOMERS = f"dataset:{WAREHOUSE}:orders", f"dataset:{WAREHOUSE}:customers"
 JOINED, TOTALS = f"dataset:{WAREHOUSE}:customer_orders", f"dataset:{WAREHOUSE}:customer_totals"
 TASK_INSTANCE_PATH = f"/dags/{DAG_ID}/runs/{quote(RUN_ID, safe='')}/tasks/{TASK_ID}"
+MAPPED_INSTANCE_PATH = f"/dags/{DAG_ID}/runs/{quote(RUN_ID, safe='')}/tasks/{MAPPED_TASK_ID}/mapped"
 
 
 @pytest.fixture(scope="module")
@@ -152,11 +158,12 @@ class MountedUnderLineage:
 
 @pytest.fixture(scope="module")
 def in_airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The page and API under ``<server>/lineage`` with the page told it runs inside Airflow; yields the server."""
+    """The page and API under ``<server>/lineage`` with the page told it runs inside Airflow, holding the task's
+    events and the mapped task's; yields the server."""
     store = tmp_path_factory.mktemp("ui-task-jobs-airflow") / "lineage.db"
     app = create_app(store_url=f"sqlite:///{store}", anonymous=Access.ADMIN, guard=PageInAirflow)
     with LiveServer(MountedUnderLineage(app)) as server:
-        post_events(f"{server.url}/lineage", task_job_events())
+        post_events(f"{server.url}/lineage", [*task_job_events(), *mapped_task_events()])
         yield server.url
     app.state.store.dispose()
 
@@ -184,3 +191,24 @@ def test_inside_airflow_the_box_of_a_task_not_drawn_links_to_it(browser: Any, in
     page.click(f'#graph .task-box[data-group="{TASK_NODE}"] .task-toggle')
     _wait_collapsed(page, True)
     assert _airflow_links(page) == [TASK_INSTANCE_PATH]  # on the task's node standing for its jobs
+
+
+def test_inside_airflow_a_mapped_task_links_to_its_instance_by_map_index(browser: Any, in_airflow: str) -> None:
+    page = LineagePage(browser, f"{in_airflow}/lineage").open(nodeId=MAPPED_TASK_NODE)
+    assert page.node_ids() == {MAPPED_TASK_NODE}
+    assert _airflow_links(page) == [f"{MAPPED_INSTANCE_PATH}/1"]  # its latest run's instance
+
+
+def test_inside_airflow_the_box_of_a_mapped_task_links_to_the_instance_its_jobs_ran_in(
+    browser: Any, in_airflow: str
+) -> None:
+    page = LineagePage(browser, f"{in_airflow}/lineage").open(nodeId=MAPPED_COPY_NODE, depth=2)
+    assert MAPPED_TASK_NODE not in page.node_ids()  # the task's node is not drawn: its box links
+    assert _airflow_links(page) == [f"{MAPPED_INSTANCE_PATH}/0"]
+    page.click(f'#graph .task-box[data-group="{MAPPED_TASK_NODE}"] .task-toggle')
+
+    def collapsed(_driver: Any) -> bool:
+        return page.state() == "ready" and MAPPED_TASK_NODE in page.node_ids()
+
+    wait_for(page.driver, collapsed, "the mapped task collapsed")
+    assert _airflow_links(page) == [f"{MAPPED_INSTANCE_PATH}/0"]  # on the node standing for its jobs

@@ -5,6 +5,8 @@ stock ``airflow`` run facet; the two children (``….join`` and ``….aggregate`
 parent_run.RunLink`). ``join`` reads ``orders`` and ``customers`` into ``customer_orders``; ``aggregate`` reads
 that into ``customer_totals``. ``copy_totals`` runs inside ``lake_loader``'s run, a job of the ``lake`` namespace
 (one a limited key may not see), and ``report.refresh`` names a parent run the store never received.
+:func:`mapped_task_events`: two instances of a mapped task (``….load_partition``, map indexes 0 and 1, 1 the later)
+and a ``lineage_run`` job inside instance 0.
 """
 
 from __future__ import annotations
@@ -39,6 +41,13 @@ ORPHAN_NODE = f"job:{AIRFLOW}:{ORPHAN}"
 DAG_RUN = str(uuid.UUID(int=1))
 TASK_RUN = str(uuid.UUID(int=2))
 START = datetime(2026, 10, 2, 3, 0, tzinfo=timezone.utc)
+MAPPED_TASK_ID = "load_partition"
+MAPPED_TASK = f"{DAG_ID}.{MAPPED_TASK_ID}"
+MAPPED_TASK_NODE = f"job:{AIRFLOW}:{MAPPED_TASK}"
+MAPPED_COPY = f"{MAPPED_TASK}.copy"
+MAPPED_COPY_NODE = f"job:{AIRFLOW}:{MAPPED_COPY}"
+#: Run ids of the mapped task's instances, by map index.
+MAPPED_RUNS = (str(uuid.UUID(int=5)), str(uuid.UUID(int=6)))
 
 
 def _checked(event: Any) -> dict[str, Any]:
@@ -52,8 +61,11 @@ def _when(minutes: int) -> str:
     return (START + timedelta(minutes=minutes)).isoformat()
 
 
-def _task_run(state: RunState, minutes: int) -> RunEvent:
-    """The stock provider's event of the task's run: parent and root the DAG run, the ``airflow`` facet."""
+def _task_run(
+    state: RunState, minutes: int, task_id: str = TASK_ID, run_id: str = TASK_RUN, map_index: int | None = None
+) -> RunEvent:
+    """The stock provider's event of a task's run (``map_index``: a mapped task's instance, None for a task not
+    mapped, as the stock facet says): parent and root the DAG run, the ``airflow`` facet."""
     dag_run = parent_run.ParentRunFacet(
         run=parent_run.Run(runId=DAG_RUN),
         job=parent_run.Job(namespace=AIRFLOW, name=DAG_ID),
@@ -65,16 +77,16 @@ def _task_run(state: RunState, minutes: int) -> RunEvent:
     airflow = AirflowRunFacet(
         dag={"dag_id": DAG_ID, "owner": "airflow"},
         dagRun={"dag_id": DAG_ID, "run_id": RUN_ID, "run_type": "scheduled"},
-        task={"task_id": TASK_ID, "operator_class": "PythonOperator"},
-        taskInstance={"try_number": 1, "map_index": None},
-        taskUuid=TASK_RUN,
+        task={"task_id": task_id, "operator_class": "PythonOperator"},
+        taskInstance={"try_number": 1, "map_index": map_index},
+        taskUuid=run_id,
     )
     job_type = job_type_job.JobTypeJobFacet(processingType="BATCH", integration="AIRFLOW", jobType="TASK")
     return RunEvent(
         eventType=state,
         eventTime=_when(minutes),
-        run=Run(runId=TASK_RUN, facets={"parent": dag_run, "airflow": airflow}),
-        job=Job(namespace=AIRFLOW, name=TASK, facets={"jobType": job_type}),
+        run=Run(runId=run_id, facets={"parent": dag_run, "airflow": airflow}),
+        job=Job(namespace=AIRFLOW, name=f"{DAG_ID}.{task_id}", facets={"jobType": job_type}),
         producer=PRODUCER,
     )
 
@@ -128,3 +140,21 @@ def task_job_events() -> list[dict[str, Any]]:
         *_child(AIRFLOW, ORPHAN, lost, [totals], [(WAREHOUSE, "report")], 7),
         _checked(_task_run(RunState.COMPLETE, 9)),
     ]
+
+
+def mapped_task_events() -> list[dict[str, Any]]:
+    """Instances 0 and 1 of the mapped task, 1 the later (the job's latest run), and ``….load_partition.copy``
+    inside instance 0 (reads ``partitions``, writes ``partition_copy``): nothing shared with
+    :func:`task_job_events`."""
+    dag = RunLink(namespace=AIRFLOW, name=DAG_ID, run_id=DAG_RUN)
+    first = RunLink(namespace=AIRFLOW, name=MAPPED_TASK, run_id=MAPPED_RUNS[0], root=dag)
+    instances = [
+        _checked(_task_run(state, at, MAPPED_TASK_ID, MAPPED_RUNS[index], index))
+        for index, state, at in ((0, RunState.START, 10), (1, RunState.START, 11))
+    ]
+    done = [
+        _checked(_task_run(RunState.COMPLETE, at, MAPPED_TASK_ID, MAPPED_RUNS[index], index))
+        for index, at in ((0, 14), (1, 15))
+    ]
+    copy = _child(AIRFLOW, MAPPED_COPY, first, [(WAREHOUSE, "partitions")], [(WAREHOUSE, "partition_copy")], 12)
+    return [*instances, *copy, *done]
