@@ -26,8 +26,9 @@ from test_consumer_declared import JOBS, WAREHOUSE, _when, observed
 from test_consumer_templated_names import TEMPLATE, _templated
 
 from airflow_lineage_provider.consumer import create_app
-from airflow_lineage_provider.consumer.security.access import Access, ApiKey
+from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 from airflow_lineage_provider.consumer.store import create_store_engine
+from airflow_lineage_provider.consumer.store.graph import walks
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.schema.migrations import migrate
 from airflow_lineage_provider.consumer.store.write.ingest import ingest_events
@@ -36,7 +37,12 @@ from airflow_lineage_provider.consumer.validation import parse_event
 pytest_plugins = ("support.consumer_fixtures",)
 
 ADMIN = {"X-API-Key": "admin-secret"}
-KEYS = (ApiKey("operator", Access.ADMIN, ADMIN["X-API-Key"]),)
+#: A key limited to the job's and the datasets' namespaces: its job listings are built for it, not cached.
+LIMITED = {"X-API-Key": "limited-secret"}
+KEYS = (
+    ApiKey("operator", Access.ADMIN, ADMIN["X-API-Key"]),
+    ApiKey("limited", Access.READ, LIMITED["X-API-Key"], NamespaceScope((JOBS, WAREHOUSE))),
+)
 LOAD = f"job:{JOBS}:load"
 
 
@@ -186,6 +192,38 @@ def test_a_retired_job_has_no_declaration(consumer: TestClient) -> None:
     assert _drift(consumer) == {}
 
 
+def _listed(client: TestClient, path: str, headers: dict[str, str]) -> dict[str, tuple[set[str], set[str]]]:
+    """``job name → (input names, output names)`` of every job a job listing shows."""
+    answer = client.get(path, headers=headers)
+    assert answer.status_code == 200, answer.text
+    return {
+        job["name"]: ({d["name"] for d in job["inputs"]}, {d["name"] for d in job["outputs"]})
+        for job in answer.json()["jobs"]
+    }
+
+
+@pytest.mark.parametrize("headers", [ADMIN, LIMITED], ids=["every-namespace", "namespace-limited"])
+def test_job_listings_follow_the_declaration_and_a_retired_job_lists_nothing(
+    consumer: TestClient, headers: dict[str, str]
+) -> None:
+    """``GET /api/v1/jobs`` and ``/api/v1/namespaces/{ns}/jobs``, each read before the declaration changes (a
+    listing for every namespace keeps the Jobs it built) and after."""
+    listings = ("/api/v1/jobs", f"/api/v1/namespaces/{JOBS}/jobs")
+    _post(consumer, declared(["src"], ["balances", "balances_audit"], days_ago=3))
+    for path in listings:
+        assert _listed(consumer, path, headers) == {"load": ({"src"}, {"balances", "balances_audit"})}
+    _post(consumer, declared(["src"], ["balances"], days_ago=2))
+    for path in listings:
+        assert _listed(consumer, path, headers) == {"load": ({"src"}, {"balances"})}, path
+    _post(consumer, declared([], [], days_ago=1))  # retired
+    for path in listings:
+        assert _listed(consumer, path, headers) == {"load": (set(), set())}, path
+    # An older JobEvent arriving late does not bring the outputs back.
+    _post(consumer, declared(["src"], ["balances"], days_ago=4))
+    for path in listings:
+        assert _listed(consumer, path, headers) == {"load": (set(), set())}, path
+
+
 def test_a_removed_template_takes_its_renderings_declaration_with_it(consumer: TestClient) -> None:
     _post(
         consumer,
@@ -193,19 +231,16 @@ def test_a_removed_template_takes_its_renderings_declaration_with_it(consumer: T
         observed("load", [], ["warehouse.totals_20260201"], days_ago=2.5),
     )
     assert _drift(consumer) == {}  # the rendering realises the template
+    assert _edges(consumer) == {TEMPLATE: (True, True)}  # drawn as the pattern's node by default
     _post(consumer, declared([], ["summary"], days_ago=2))
-    edges = _edges(consumer, renderings="expanded") if _accepts_renderings(consumer) else _edges(consumer)
-    assert edges == {"summary": (True, False), "totals_20260201": (False, True)}
+    # No declaration names the pattern any more: its rendering is drawn as itself, observed and not declared,
+    # whether renderings are collapsed (the default) or expanded.
+    after = {"summary": (True, False), "totals_20260201": (False, True)}
+    assert _edges(consumer) == _edges(consumer, renderings="expanded") == after
     assert _drift(consumer) == {"load": ({"output summary"}, {"output totals_20260201"})}
     # Declared again: the stored rendering is matched again.
     _post(consumer, declared([], [TEMPLATE], days_ago=1))
     assert _drift(consumer) == {}
-
-
-def _accepts_renderings(client: TestClient) -> bool:
-    """Whether graph answers take ``renderings`` (templated renderings drawn as one node unless expanded)."""
-    answer = client.get("/api/v1/lineage", params={"nodeId": LOAD, "renderings": "expanded"}, headers=ADMIN)
-    return answer.status_code == 200
 
 
 def _io_groups(client: TestClient) -> dict[frozenset[str], tuple[bool, bool]]:
@@ -236,6 +271,37 @@ def test_table_lineage_says_declared_or_observed_and_follows_the_declaration(con
     with consumer.app.state.store.read() as conn:  # type: ignore[attr-defined]
         members = conn.execute(sa.select(sa.func.count()).select_from(tables.io_members)).scalar()
     assert members == 2
+
+
+def _table_walk(client: TestClient, start: str, direction: walks.Direction, declared: walks.Declared) -> set[str]:
+    """Names of the datasets a table-lineage walk (dataset → dataset through io groups) from ``start`` reaches,
+    crossing the io groups ``declared`` keeps."""
+    n = tables.nodes.c
+    bounds = walks.WalkBounds(hops=3, max_nodes=100, declared=declared)
+    with client.app.state.store.read() as conn:  # type: ignore[attr-defined]
+        root = conn.execute(sa.select(n.id).where(n.kind == "dataset", n.name == start)).scalar_one()
+        reached = walks.walk_nodes(conn, walks.DATASET_EDGES[direction], [root], bounds)
+        names = dict(conn.execute(sa.select(n.id, n.name).where(n.id.in_(list(reached)))).all())
+    return {names[node] for node in reached} - {start}
+
+
+def test_table_lineage_walks_follow_the_declaration(consumer: TestClient) -> None:
+    """``load`` declared src → {a, b, c}, a run of it wrote b, then it declared src → a: the group of the replaced
+    declaration is gone (c with it), ``declared=only`` crosses only the new one, ``declared=exclude`` only b's."""
+    _post(
+        consumer,
+        declared(["src"], ["a", "b", "c"], days_ago=3),
+        observed("load", ["warehouse.src"], ["warehouse.b"], days_ago=2.5),
+    )
+    walked = {mode: _table_walk(consumer, "src", "downstream", mode) for mode in ("include", "only", "exclude")}
+    assert walked == {"include": {"a", "b", "c"}, "only": {"a", "b", "c"}, "exclude": {"b"}}
+    assert _table_walk(consumer, "b", "upstream", "only") == {"src"}
+    _post(consumer, declared(["src"], ["a"], days_ago=2))
+    walked = {mode: _table_walk(consumer, "src", "downstream", mode) for mode in ("include", "only", "exclude")}
+    assert walked == {"include": {"a", "b"}, "only": {"a"}, "exclude": {"b"}}
+    upstream = {mode: _table_walk(consumer, "b", "upstream", mode) for mode in ("include", "only", "exclude")}
+    assert upstream == {"include": {"src"}, "only": set(), "exclude": {"src"}}  # b's group is observed, not declared
+    assert _table_walk(consumer, "a", "upstream", "exclude") == set()  # a's group is only declared
 
 
 def _column_links(client: TestClient) -> dict[str, tuple[bool, bool]]:
