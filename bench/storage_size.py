@@ -133,26 +133,92 @@ class _Quiet:
         pass
 
 
-def measure(events: int, seed: int, tree: Path | None, keep: bool = False) -> dict[str, Any]:
-    """Load ``events`` events into a fresh schema through a server of ``tree`` (None: this checkout)."""
+def measure(events: int, seed: int, tree: Path | None, keep: bool = False, vacuum_every: int = 0) -> dict[str, Any]:
+    """Load ``events`` events into a fresh schema through a server of ``tree`` (None: this checkout); with
+    ``vacuum_every``, ``VACUUM ANALYZE`` the store's tables after each such many events (as autovacuum would,
+    which is off on the test server), its time not counted in the ingest rates."""
     with store_schema(keep) as store, tempfile.TemporaryDirectory(prefix="alp-storage-") as folder:
         stream = Stream(events, seed)
+        steps = list(range(vacuum_every, events, vacuum_every)) if vacuum_every else []
+        loads = []
         try:
             with serve_ours(store, Path(folder), tree=tree) as consumer:
-                batch = load(consumer, stream, events, _Quiet())
+                for until in [*steps, events]:
+                    loads.append(load(consumer, stream, until, _Quiet()))
+                    if until != events:
+                        vacuum_analyze(store)
                 drained = sizes(store)
         finally:
             stream.close()
         started = time.perf_counter()
         vacuum_analyze(store)
         vacuumed = time.perf_counter() - started
+        seconds = {
+            kind: sum(one["events"] / one[f"{kind}_events_per_s"] for one in loads) for kind in ("answered", "applied")
+        }
+        batch = {
+            "events": stream.taken,
+            "answered_events_per_s": stream.taken / seconds["answered"],
+            "applied_events_per_s": stream.taken / seconds["applied"],
+            "batches_refused_503": sum(one["batches_refused_503"] for one in loads),
+        }
         return {
             "batch": batch,
+            "vacuum_every": vacuum_every,
             "generated_bytes_per_event": stream.bytes / max(stream.taken, 1),
             "after_drain": drained,
             "vacuum_analyze_seconds": vacuumed,
             "after_vacuum": sizes(store),
         }
+
+
+def _facets(event: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """Every facet of ``event`` (run, job, and each dataset's), as (name, value)."""
+    yield from (event["run"].get("facets") or {}).items()
+    yield from (event["job"].get("facets") or {}).items()
+    for ref in [*(event.get("inputs") or ()), *(event.get("outputs") or ())]:
+        for member in ("facets", "inputFacets", "outputFacets"):
+            yield from (ref.get(member) or {}).items()
+
+
+def payload_estimates(events: int, seed: int, sample: int) -> dict[str, float]:
+    """Bytes per event of the stored payloads (the store's canonical JSON) of the first ``sample`` events of the
+    deployment sized for ``events``, compressed three ways outside the store: each alone (zlib, about what
+    PostgreSQL's pglz gets), against a shared dictionary (the last 32 KB of the first 200 events' text: what repeats
+    from event to event), and their facets' distinct values counted once (facets stored once, keyed by a hash)."""
+    import hashlib
+    import itertools
+    import zlib
+
+    from year_scale import Deployment
+
+    from airflow_lineage_provider.consumer.validation import canonical_json
+
+    taken = [event for _, event in itertools.islice(Deployment(events, seed).stream(), sample)]
+    texts = [canonical_json(event).encode() for event in taken]
+    dictionary = b"".join(texts[:200])[-32768:]
+
+    def against_dictionary(text: bytes) -> int:
+        packer = zlib.compressobj(6, zdict=dictionary)
+        return len(packer.compress(text) + packer.flush())
+
+    seen: set[bytes] = set()
+    facets = distinct = 0
+    for event in taken:
+        for name, value in _facets(event):
+            text = json.dumps({name: value}, sort_keys=True, separators=(",", ":")).encode()
+            facets += len(text)
+            if (digest := hashlib.sha1(text).digest()) not in seen:
+                seen.add(digest)
+                distinct += len(text)
+    return {
+        "events": len(texts),
+        "json": statistics.mean(map(len, texts)),
+        "zlib_each": statistics.mean(len(zlib.compress(text, 6)) for text in texts),
+        "zlib_shared_dictionary": statistics.mean(map(against_dictionary, texts[200:])),
+        "facets": facets / len(texts),
+        "facets_distinct": distinct / len(texts),
+    }
 
 
 def _mb(size: float) -> str:
@@ -192,9 +258,15 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=41)
     parser.add_argument("--before", type=Path, help="a checkout to load the same events with, alternating")
     parser.add_argument("--rounds", type=int, default=1, help="loads per checkout (with --before)")
+    parser.add_argument("--vacuum-every", type=int, default=0, help="VACUUM ANALYZE after each N events loaded")
     parser.add_argument("--keep", action="store_true", help="keep the schemas (their names are printed)")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "storage_size.json")
+    parser.add_argument("--estimate-payloads", type=int, metavar="SAMPLE", help="only estimate payloads, no load")
     args = parser.parse_args()
+    if args.estimate_payloads:
+        estimates = payload_estimates(args.events, args.seed, args.estimate_payloads)
+        print(" | ".join(f"{name} {value:,.0f}" for name, value in estimates.items()), "(bytes per event)")
+        return 0
     trees: dict[str, Path | None] = {"this checkout": None}
     if args.before:
         trees = {"before": args.before.resolve(), "after": None}
@@ -203,7 +275,7 @@ def main() -> int:
     order = list(trees.items())
     for _ in range(args.rounds if args.before else 1):
         for name, tree in order:
-            found[name].append(measure(args.events, args.seed, tree, args.keep))
+            found[name].append(measure(args.events, args.seed, tree, args.keep, args.vacuum_every))
             report(name, found[name][-1])
             print(f"load average: {os.getloadavg()}", flush=True)
         order.reverse()
