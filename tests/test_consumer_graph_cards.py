@@ -15,12 +15,20 @@ from support.consumer_helpers import dataset, run_event
 
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.security.access import Access
+from airflow_lineage_provider.consumer.store.graph import answers
 from airflow_lineage_provider.consumer.store.graph.cards import GraphCard, GraphCards
 from airflow_lineage_provider.consumer.store.schema import tables
 
 pytest_plugins = ("support.consumer_fixtures",)
 
 ROOT = "dataset:warehouse:orders_clean"
+
+
+@pytest.fixture(autouse=True)
+def _no_whole_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the cards: a repeated walk of an unchanged store must reach them, not the whole
+    answers kept by data version (``tests/test_graph_answers.py``), which would answer it without them."""
+    monkeypatch.setattr(answers, "answers_of", lambda store: None)
 
 
 def _graph(client: TestClient, node_id: str = ROOT) -> dict[str, Any]:

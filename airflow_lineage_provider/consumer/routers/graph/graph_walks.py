@@ -27,7 +27,7 @@ Templated names (``docs/declared-lineage.md#renderings-in-graph-answers``): the 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import msgspec
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
@@ -41,7 +41,7 @@ from airflow_lineage_provider.consumer.models import LineageGraph, Problem
 from airflow_lineage_provider.consumer.security.access import Access, NamespaceScope
 from airflow_lineage_provider.consumer.security.auth import Reader, requires
 from airflow_lineage_provider.consumer.store import LineageStore
-from airflow_lineage_provider.consumer.store.graph import job_parents, nodes, renderings, subgraph, walks
+from airflow_lineage_provider.consumer.store.graph import answers, job_parents, nodes, renderings, subgraph, walks
 from airflow_lineage_provider.consumer.store.read.visibility import Visible
 from airflow_lineage_provider.consumer.store_view import StoreView
 
@@ -151,6 +151,35 @@ def lineage_graph(
     kind, rest = nodeids.parse(node_id)
     if kind == "datasetField":
         raise nodeids.NodeIdError("datasetField: ids belong to /api/v1/column-lineage")
+    asked = Asked(node_id, depth, direction, max_nodes, namespaces, declared, shown, expand)
+    kept = answers.answers_of(store)
+    if kept is None:
+        return _built(store, asked, kind, rest, walk)
+    # The same request on an unchanged store gets the same bytes (the version is read before the read begins).
+    version = kept.version()
+    body = kept.get(asked, version)
+    if body is None:
+        body = _built(store, asked, kind, rest, walk)
+        kept.keep(asked, version, body)
+    return body
+
+
+class Asked(NamedTuple):
+    """What a graph answer depends on besides the store's data: the request and the principal's scope."""
+
+    node_id: str
+    depth: int
+    direction: str
+    max_nodes: int
+    namespaces: NamespaceScope | None
+    declared: walks.Declared
+    shown: renderings.Shown
+    expand: tuple[str, ...]
+
+
+def _built(store: LineageStore, asked: Asked, kind: str, rest: str, walk: Walk | None) -> bytes:
+    """:func:`lineage_graph`'s answer read from the store (``kind``, ``rest``: the asked node id parsed)."""
+    node_id, depth, direction, max_nodes, namespaces, declared, shown, expand = asked
     with StoreView(store, namespaces).walking(walk) as (conn, visible):
         root = nodes.find_node(conn, kind, rest, visible)
         if root is None:
