@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -22,6 +23,7 @@ from support.marquez_spec import assert_marquez
 from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 from airflow_lineage_provider.consumer.store.graph import nodes
+from airflow_lineage_provider.consumer.store.write.namespaces import UPDATED_PRECISION
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -196,7 +198,10 @@ def test_namespaces_are_marquez_namespaces(marquez: TestClient) -> None:
     assert_marquez("Namespace", one)
     assert one == listed["namespaces"][1]
     assert (one["ownerName"], one["isHidden"]) == ("anonymous", False) and "description" not in one
-    assert one["createdAt"] == "2026-03-01T12:00:00.000000Z" and one["updatedAt"] == "2026-03-01T12:02:10.000000Z"
+    # Created with its first node; updated with its latest (12:02:10) within the namespaces table's precision.
+    assert one["createdAt"] == "2026-03-01T12:00:00.000000Z"
+    latest = datetime(2026, 3, 1, 12, 2, 10, tzinfo=timezone.utc)
+    assert latest - UPDATED_PRECISION <= datetime.fromisoformat(one["updatedAt"].replace("Z", "+00:00")) <= latest
     page = _get(marquez, "/api/v1/namespaces", limit=1, offset=1)
     assert ([ns["name"] for ns in page["namespaces"]], page["totalCount"]) == ([NS], 3)
     assert _get(marquez, "/api/v1/namespaces", offset=3) == {"namespaces": [], "totalCount": 3}

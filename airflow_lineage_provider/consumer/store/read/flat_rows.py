@@ -217,10 +217,10 @@ def dataset_rows(conn: Connection, visible: Visible = None, namespace: str | Non
 
 def namespaces(conn: Connection, visible: Visible = None) -> list[str]:
     """The namespaces of the visible jobs and datasets, sorted."""
-    n = tables.nodes.c
-    query = select(n.namespace).where(n.kind.in_(("job", "dataset"))).distinct()
+    ns = tables.namespaces.c  # one row per namespace (:mod:`.write.namespaces`)
+    query = select(ns.namespace)
     if visible is not None:
-        query = query.where(namespace_in(n.namespace, visible, conn.dialect.name))
+        query = query.where(namespace_in(ns.namespace, visible, conn.dialect.name))
     return sorted(name for name in conn.execute(query).scalars() if name)
 
 

@@ -86,8 +86,6 @@ def dataset_size(node_id: Any, dialect: str) -> ColumnElement[int]:
 #: Marquez's owner of a namespace nobody created by hand: what it answers for namespaces made by OpenLineage
 #: events (the events name no owner, so neither can the store).
 NAMESPACE_OWNER = "anonymous"
-#: The kinds of node a namespace holds (the index on kind, namespace serves ``kind IN (...)``).
-_KINDS = ("job", "dataset")
 
 
 def _namespace(name: str, created: datetime, updated: datetime) -> dict[str, Any]:
@@ -105,36 +103,31 @@ def list_namespaces(
     conn: Connection, limit: int, offset: int, visible: Visible = None
 ) -> tuple[list[dict[str, Any]], int]:
     """Namespaces of jobs and datasets as Marquez's ``Namespace``: created when their first node was, updated
-    when their latest node was."""
-    n = tables.nodes.c
-    query = (
-        select(n.namespace, func.min(n.created_at).label("created"), func.max(n.updated_at).label("updated"))
-        .group_by(n.namespace)
-        .order_by(n.namespace)
-    )
+    when their latest node was (within :data:`.write.namespaces.UPDATED_PRECISION`); read from the namespaces
+    table the writer keeps, one row per namespace shown."""
+    ns = tables.namespaces.c
+    query = select(ns.namespace, ns.created_at, ns.updated_at).order_by(ns.namespace)
     if visible is not None:
-        query = query.where(namespace_in(n.namespace, visible, conn.dialect.name))
+        query = query.where(namespace_in(ns.namespace, visible, conn.dialect.name))
     rows, total = _page(conn, query, limit, offset)
-    return [_namespace(r.namespace, r.created, r.updated) for r in rows], total
+    return [_namespace(r.namespace, r.created_at, r.updated_at) for r in rows], total
 
 
 def get_namespace(conn: Connection, name: str, visible: Visible = None) -> dict[str, Any] | None:
     """Namespace ``name`` as Marquez's ``Namespace``, or None when no node lives in it (or it is hidden)."""
     if visible is not None and name not in visible:
         return None
-    n = tables.nodes.c
-    query = select(func.min(n.created_at), func.max(n.updated_at)).where(n.kind.in_(_KINDS), n.namespace == name)
-    created, updated = conn.execute(query).one()
-    return None if created is None else _namespace(name, created, updated)
+    ns = tables.namespaces.c
+    row = conn.execute(select(ns.created_at, ns.updated_at).where(ns.namespace == name)).first()
+    return None if row is None else _namespace(name, row.created_at, row.updated_at)
 
 
 def namespace_exists(conn: Connection, name: str, visible: Visible = None) -> bool:
-    """Whether some job or dataset lives in namespace ``name`` (False when it is hidden): one index probe."""
+    """Whether some job or dataset lives in namespace ``name`` (False when it is hidden): one key probe."""
     if visible is not None and name not in visible:
         return False
-    n = tables.nodes.c
-    query = select(n.id).where(n.kind.in_(_KINDS), n.namespace == name).limit(1)
-    return conn.execute(query).first() is not None
+    ns = tables.namespaces.c
+    return conn.execute(select(ns.namespace).where(ns.namespace == name)).first() is not None
 
 
 def _node_ids(

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection
-from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Text, any_, cast, exists, func, literal, not_, select, union
+from sqlalchemy import Connection, Text, any_, cast, exists, func, literal, not_, select
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -35,32 +34,14 @@ from airflow_lineage_provider.consumer.store.schema import tables
 Visible = Collection[str] | None
 
 
-#: The kinds of node the ingest writes (each kind's namespaces are read from the index on kind, namespace).
+#: The kinds of node the ingest writes.
 NODE_KINDS = ("job", "dataset")
 
 
-@cache
 def _namespaces_query() -> Any:
-    """The distinct namespaces of the nodes, by a loose index scan of ``ix_lineage_nodes_kind_namespace_name``.
-
-    Per kind, a chain of index probes (``min(namespace) WHERE kind = k AND namespace > previous``), one per
-    namespace, instead of reading every node, on SQLite and PostgreSQL alike: its cost grows with the
-    namespaces, not the nodes.
-    """
-    n = tables.nodes
-    chains = []
-    for kind in NODE_KINDS:
-        first = select(func.min(n.c.namespace)).where(n.c.kind == kind).scalar_subquery()
-        chain = select(first.label("namespace")).cte(f"{kind}_namespaces", recursive=True)
-        later = n.alias(f"later_{kind}")
-        following = (
-            select(func.min(later.c.namespace))
-            .where(later.c.kind == kind, later.c.namespace > chain.c.namespace)
-            .scalar_subquery()
-        )
-        chain = chain.union_all(select(following).where(chain.c.namespace.is_not(None)))
-        chains.append(select(chain.c.namespace).where(chain.c.namespace.is_not(None)))
-    return union(*chains)
+    """The namespaces of the nodes: the rows of the namespaces table the writer keeps (:mod:`.write.namespaces`),
+    one per namespace, whatever the number of nodes."""
+    return select(tables.namespaces.c.namespace)
 
 
 def visible_namespaces(conn: Connection, scope: NamespaceScope | None) -> list[str] | None:

@@ -28,13 +28,12 @@ from sqlalchemy import Connection, Update, and_, bindparam, case, delete, func, 
 from sqlalchemy.dialects import postgresql, sqlite
 
 from airflow_lineage_provider.consumer.store.graph.identity import chunks
+from airflow_lineage_provider.consumer.store.read.visibility import NODE_KINDS
 from airflow_lineage_provider.consumer.store.schema import tables
 
 #: How far a namespace's ``updated_at`` may trail the latest ``updated_at`` of its nodes: it is raised only when an
 #: ingest moves it on by more than this.
 UPDATED_PRECISION = timedelta(minutes=1)
-#: The kinds of node whose namespaces the table holds.
-NODE_KINDS = ("job", "dataset")
 
 #: A span of event times: the earliest and the latest.
 Span = tuple[datetime, datetime]
