@@ -177,3 +177,13 @@ def test_repeated_walks_answer_what_the_store_holds_on_both_stores(client: TestC
     assert _walk(client) == before
     _post(client, run_event("COMPLETE", "backfill", time=2, outputs=[dataset("t1")]))
     assert "job:pipelines:backfill" in _walk(client).decode()
+
+
+def test_a_version_that_cannot_be_read_keeps_nothing_and_still_answers(sqlite_client: Any) -> None:
+    _chain(sqlite_client)
+    store = sqlite_client.app.state.store
+    kept = answers_of(store)
+    assert kept is not None
+    kept.version = lambda: None  # what SqliteDataVersion says when the file cannot be read
+    first = _walk(sqlite_client)
+    assert _walk(sqlite_client) == first and len(kept) == 0

@@ -49,10 +49,14 @@ class SqliteDataVersion:
         self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
 
-    def __call__(self) -> int:
-        """The current data version: any other connection's commit to the file changes it."""
+    def __call__(self) -> int | None:
+        """The current data version: any other connection's commit to the file changes it (None: it could not be
+        read, the file gone or unreadable; the answer is then built and not kept)."""
         with self._lock:
-            row = self._conn.execute("PRAGMA data_version").fetchone()
+            try:
+                row = self._conn.execute("PRAGMA data_version").fetchone()
+            except sqlite3.Error:
+                return None
         return int(row[0])
 
     def close(self) -> None:
@@ -64,7 +68,7 @@ class SqliteDataVersion:
 class GraphAnswers:
     """At most ``capacity`` bytes of answers by request key, each with the data version it was built at."""
 
-    def __init__(self, version: Callable[[], int], capacity: int = ANSWER_CACHE_BYTES) -> None:
+    def __init__(self, version: Callable[[], int | None], capacity: int = ANSWER_CACHE_BYTES) -> None:
         #: The store's current data version (read before the answer's read transaction begins).
         self.version = version
         self.capacity = capacity
@@ -72,8 +76,10 @@ class GraphAnswers:
         self._held = 0
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable, version: int) -> bytes | None:
+    def get(self, key: Hashable, version: int | None) -> bytes | None:
         """The answer to ``key`` built at ``version``, or None (none kept, or built at another version)."""
+        if version is None:
+            return None
         with self._lock:
             entry = self._entries.get(key)
             if entry is None or entry[0] != version:
@@ -81,10 +87,10 @@ class GraphAnswers:
             self._entries.move_to_end(key)
             return entry[1]
 
-    def keep(self, key: Hashable, version: int, body: bytes) -> None:
-        """Keep the answer to ``key`` built at ``version`` (its version read before its read began); the least
-        recently used answers beyond the capacity go."""
-        if len(body) > self.capacity // 4:
+    def keep(self, key: Hashable, version: int | None, body: bytes) -> None:
+        """Keep the answer to ``key`` built at ``version`` (its version read before its read began; None: not
+        known, nothing kept); the least recently used answers beyond the capacity go."""
+        if version is None or len(body) > self.capacity // 4:
             return
         with self._lock:
             old = self._entries.pop(key, None)
@@ -132,6 +138,9 @@ def _made_for(store: LineageStore) -> GraphAnswers | object:
     try:
         version = SqliteDataVersion(path)
     except sqlite3.Error:
+        return _OFF
+    if version() is None:  # a file this process cannot read that way
+        version.close()
         return _OFF
     answers = GraphAnswers(version)
     weakref.finalize(answers, version.close)
