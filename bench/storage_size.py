@@ -93,6 +93,25 @@ def vacuum_analyze(store: str) -> None:
         engine.dispose()
 
 
+def lz4_payload_bytes(store: str) -> int | None:
+    """Bytes the store's payloads would take compressed with ``lz4`` instead of the server's default: each copied
+    (as a new value, so it is compressed again) into a temporary column with ``COMPRESSION lz4``; None where the
+    server was built without lz4."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(store)
+    try:
+        with engine.begin() as conn:
+            try:
+                conn.exec_driver_sql("CREATE TEMPORARY TABLE lz4_payloads (payload text COMPRESSION lz4)")
+            except sa.exc.DBAPIError:
+                return None
+            conn.exec_driver_sql("INSERT INTO lz4_payloads SELECT payload || '' FROM lineage_events")
+            return int(conn.exec_driver_sql("SELECT sum(pg_column_size(payload)) FROM lz4_payloads").scalar() or 0)
+    finally:
+        engine.dispose()
+
+
 def sizes(store: str) -> dict[str, Any]:
     """Tables, indexes and payloads of the store at ``store`` (its schema is the connection's current one)."""
     import sqlalchemy as sa
@@ -169,6 +188,7 @@ def measure(events: int, seed: int, tree: Path | None, keep: bool = False, vacuu
             "after_drain": drained,
             "vacuum_analyze_seconds": vacuumed,
             "after_vacuum": sizes(store),
+            "payload_lz4_bytes": lz4_payload_bytes(store),
         }
 
 
@@ -232,7 +252,8 @@ def report(name: str, found: dict[str, Any]) -> None:
           f"{sized['bytes_per_event']:,.0f} bytes per event (after draining: {drained['bytes_per_event']:,.0f}); "
           f"generated JSON {found['generated_bytes_per_event']:,.0f} bytes per event; payloads stored "
           f"{sized['payload_stored_bytes'] / max(sized['payload_json_bytes'], 1):.2f}x their JSON "
-          f"({sized['payload_compression'] or 'uncompressed'}); batch ingest "
+          f"({sized['payload_compression'] or 'uncompressed'}; lz4 would store "
+          f"{(found['payload_lz4_bytes'] or 0) / max(sized['payload_json_bytes'], 1):.2f}x); batch ingest "
           f"{found['batch']['applied_events_per_s']:,.0f} ev/s applied")  # fmt: skip
     print("\n| table | total MB | heap | TOAST | indexes | bytes per event | rows |")
     print("|---|---:|---:|---:|---:|---:|---:|")
