@@ -227,3 +227,27 @@ def test_a_version_13_store_is_backfilled_from_its_nodes(store_url: str) -> None
             assert _kept(conn) == _grouped(conn) == expected  # the backfill is exact, updated_at too
     finally:
         engine.dispose()
+
+
+def test_a_dataset_page_read_again_shows_what_another_process_changed_since(store_url: str) -> None:
+    """Listed datasets are kept decoded by node version: a change written through another app on the same store
+    (another consumer process) shows on the next page, and an unchanged dataset is answered as it was."""
+    first, second = (create_app(store_url=store_url, anonymous=Access.ADMIN) for _ in range(2))
+    try:
+        with TestClient(first) as reader, TestClient(second) as writer:
+            events = [
+                run_event("COMPLETE", "load", time=0, outputs=[dataset("orders", fields=["id"]), dataset("stable")])
+            ]
+            _post(writer, *events)
+            page = reader.get("/api/v1/datasets").json()
+            before = {d["name"]: d for d in page["datasets"]}
+            assert [f["name"] for f in before["orders"]["fields"]] == ["id"]
+            assert reader.get("/api/v1/datasets").json() == page  # read again: the same answer
+            _post(writer, run_event("COMPLETE", "load", time=600, outputs=[dataset("orders", fields=["id", "amount"])]))
+            after = {d["name"]: d for d in reader.get("/api/v1/datasets").json()["datasets"]}
+            assert [f["name"] for f in after["orders"]["fields"]] == ["id", "amount"]
+            assert after["orders"]["updatedAt"] > before["orders"]["updatedAt"]
+            assert after["stable"] == before["stable"]
+    finally:
+        first.state.store.dispose()
+        second.state.store.dispose()

@@ -23,18 +23,21 @@ window (``runId``/``after``/``before`` narrow it). Unlimited keys read as before
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import msgspec
-from sqlalchemy import Connection, LargeBinary, Row, and_, cast, func, not_, or_, select, true
+from sqlalchemy import Connection, Engine, LargeBinary, Row, and_, cast, func, not_, or_, select, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.store.graph import dataset_aliases, renderings
 from airflow_lineage_provider.consumer.store.graph.nodes import node_details, run_data, visible_facets
+from airflow_lineage_provider.consumer.store.graph.versioned_cache import VersionedCache
 from airflow_lineage_provider.consumer.store.read.text import iso
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, names_hidden_namespace, namespace_in
 from airflow_lineage_provider.consumer.store.schema import tables
@@ -198,13 +201,37 @@ def list_nodes(
     if aliasing.groups and not expected:
         ids_query = _node_ids(kind, namespace, name_contains, visible, dialect, True, without_renderings)
         total = conn.execute(select(func.count()).select_from(ids_query.order_by(None).subquery())).scalar() or 0
-    sized = conn.execute(ids_query.add_columns(dataset_size(n.id, dialect)).limit(limit).offset(offset)).all()
+    page = ids_query.add_columns(dataset_size(n.id, dialect), n.version).limit(limit).offset(offset)
+    sized = conn.execute(page).all()
     if admit is not None:
-        admit([size for _, size in sized])
-    details = node_details(conn, [node for node, _ in sized], visible)
-    ids = [node for node, _ in sized if node in details]  # the others gone since the page was chosen
+        admit([size for _, size, _ in sized])
+    details = _dataset_details(conn, {node: version for node, _, version in sized}, visible)
+    ids = [node for node, _, _ in sized if node in details]  # the others gone since the page was chosen
     _with_aliases(conn, ids, details, visible, aliasing)
     return [details[node] for node in ids], total - (len(sized) - len(ids))
+
+
+#: How many listed datasets each store keeps decoded in memory (:func:`_dataset_details`): a few pages.
+LISTED_DATASETS_KEPT = 1000
+_listed_datasets: WeakKeyDictionary[Engine, VersionedCache[dict[str, Any]]] = WeakKeyDictionary()
+_listed_datasets_lock = threading.Lock()
+
+
+def _dataset_details(conn: Connection, versions: dict[int, int], visible: Visible) -> dict[int, dict[str, Any]]:
+    """:func:`.nodes.node_details` of the listed datasets (``node id → version``), each a copy of its own.
+
+    For a key that sees every namespace, the details are kept in memory by node version (the graph cards' rule,
+    :mod:`.versioned_cache`: a dataset's version moves with anything its details show — times, schema, facets,
+    names it claims), so a page read again decodes only the datasets that changed: decoding stored schemas and
+    facets is most of a page's time. The listing adds aliases to the copies, never to what is kept."""
+    if visible is not None:
+        return node_details(conn, list(versions), visible)
+    with _listed_datasets_lock:
+        kept = _listed_datasets.setdefault(conn.engine, VersionedCache(LISTED_DATASETS_KEPT))
+    found, missing = kept.lookup(versions)
+    read = node_details(conn, missing) if missing else {}
+    kept.keep([(node, versions[node], data) for node, data in read.items()])
+    return {node: dict(data) for node, data in (found | read).items()}
 
 
 def _job_size(node_id: Any, dialect: str) -> ColumnElement[int]:
