@@ -29,8 +29,14 @@ jobs, ~740k datasets); the stream, in time order, ends near the end of the year.
 Results go to ``--out`` (JSON) and a table on the terminal. The database (``--database``, on the server of
 ``LINEAGE_TEST_PG_URL``) is created fresh and dropped afterwards unless ``--keep``. Not run by CI.
 
+``--listings-against CHECKOUT`` loads nothing: it copies a store a ``--keep`` run left (``--database``) twice,
+serves one copy with CHECKOUT (another commit, e.g. ``git archive <commit> | tar -x -C /tmp/before``) and the other
+with this checkout, and times the listings request by request on both (:func:`listings_against`). A store loaded
+by the older checkout (``PYTHONPATH=CHECKOUT``) can be served by both: this checkout migrates its copy.
+
     .venv/bin/python bench/year_scale.py --events 100000 --search-without-index     # ~10 minutes
     .venv/bin/python bench/year_scale.py --events 10000000                           # the year; many hours
+    .venv/bin/python bench/year_scale.py --database DB --listings-against CHECKOUT   # a kept store, two checkouts
 """
 
 from __future__ import annotations
@@ -701,6 +707,69 @@ def fresh_database(name: str, keep: bool) -> Iterator[str]:
         admin.dispose()
 
 
+#: The listings ``--listings-against`` times, each on both checkouts.
+LISTINGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("namespaces", "/api/v1/namespaces", {}),
+    ("datasets", "/api/v1/datasets", {"limit": 100}),
+    ("jobs", "/api/v1/jobs", {"limit": 100}),
+)
+
+
+@contextmanager
+def database_copy(template: str, name: str) -> Iterator[str]:
+    """A copy of database ``template`` (one a ``--keep`` run left) as ``name``, dropped afterwards."""
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(sa.make_url(PG_URL).set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.exec_driver_sql(f"CREATE DATABASE {name} TEMPLATE {template}")
+    try:
+        yield sa.make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.dispose()
+
+
+def listings_against(args: argparse.Namespace) -> dict[str, Any]:
+    """The listings on two copies of a kept store: one served by checkout ``--listings-against`` (BEFORE), one by
+    this checkout (AFTER, which migrates its copy on opening: that time is reported). Each request goes to both, in
+    alternating order, :data:`REPEAT` x 10 pairs per listing; medians, p99 and the median per-pair ratio."""
+    result: dict[str, Any] = {"database": args.database, "machine_before": _machine(), "listings": {}}
+    with (
+        database_copy(args.database, f"{args.database}_before") as before_store,
+        database_copy(args.database, f"{args.database}_after") as after_store,
+        tempfile.TemporaryDirectory() as folder,
+        serve_ours(before_store, Path(folder) / "before", tree=args.listings_against) as before,
+    ):
+        started = time.perf_counter()
+        with serve_ours(after_store, Path(folder) / "after") as after:
+            result["after_open_and_migrate_seconds"] = time.perf_counter() - started
+            result["sizes"] = sizes(after_store)
+            for label, path, params in LISTINGS:
+                times: dict[str, list[float]] = {"before": [], "after": []}
+                bodies = {}
+                for i in range(REPEAT * 10 + 2):
+                    order = (("before", before), ("after", after)) if i % 2 else (("after", after), ("before", before))
+                    for side, server in order:
+                        begun = time.perf_counter()
+                        bodies[side] = server.body(path, params)
+                        if i >= 2:  # two warm-up pairs
+                            times[side].append((time.perf_counter() - begun) * 1000)
+                totals = {side: json.loads(body)["totalCount"] for side, body in bodies.items()}
+                result["listings"][label] = {
+                    "before_p50_ms": statistics.median(times["before"]),
+                    "after_p50_ms": statistics.median(times["after"]),
+                    "before_p99_ms": _p(times["before"], 0.99),
+                    "after_p99_ms": _p(times["after"], 0.99),
+                    "ratio": statistics.median(a / b for a, b in zip(times["after"], times["before"], strict=True)),
+                    "total_count": totals,
+                }
+    result["machine_after"] = _machine()
+    return result
+
+
 def _machine() -> dict[str, Any]:
     import os
 
@@ -806,8 +875,20 @@ def main() -> int:
     parser.add_argument("--search-without-index", action="store_true", help="also time search without its index")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "year_scale.json")
     parser.add_argument("--plan", action="store_true", help="print the deployment's size and event size, load nothing")
+    parser.add_argument(
+        "--listings-against",
+        type=Path,
+        metavar="CHECKOUT",
+        help="load nothing: time the listings on copies of the kept --database, served by CHECKOUT and by this one",
+    )
     args = parser.parse_args()
     console = Console()
+    if args.listings_against is not None:
+        compared = listings_against(args)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(compared, indent=2))
+        console.print_json(json.dumps(compared))
+        return 0
     if args.plan:
         deployment = Deployment(_stream_length(args.events), args.seed)
         sample = [event for _, (_, event) in zip(range(20_000), deployment.stream(), strict=False)]
