@@ -484,7 +484,8 @@ class DeferredApply:
                     continue
                 if self._unchecked >= log_compaction.CHECK_AFTER_EVENTS:
                     self._unchecked = 0
-                    self._compact_log()
+                    if self.store.engine.dialect.name == "postgresql":  # SQLite reuses the pages itself
+                        self._compact_log()
                 with self._changed:
                     if not (self._wanted or self._stopping):
                         self._changed.wait_for(lambda: self._wanted or self._stopping, LINGER_SECONDS)
