@@ -8,6 +8,7 @@ the nodes gives — each namespace once, its earliest ``created_at`` exactly and
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -251,3 +252,27 @@ def test_a_dataset_page_read_again_shows_what_another_process_changed_since(stor
     finally:
         first.state.store.dispose()
         second.state.store.dispose()
+
+
+def test_a_namespace_another_transaction_inserts_meanwhile_still_takes_this_batch_s_times(pg_store_url: str) -> None:
+    """Two appliers (PostgreSQL) noting one new namespace at once: the second waits for the first's insert, finds
+    it held and lowers ``created_at`` to its own older time instead of losing it."""
+    engine = create_store_engine(pg_store_url)
+    try:
+        migrate(engine)
+        with engine.connect() as first, engine.connect() as second:
+            first.begin()
+            note(first, {"shared": (T0 + UPDATED_PRECISION, T0 + UPDATED_PRECISION)})  # inserted, not committed
+            second.begin()
+            waiting = threading.Thread(target=note, args=(second, {"shared": (T0, T0)}))
+            waiting.start()
+            waiting.join(timeout=1.0)
+            assert waiting.is_alive()  # its insert waits on the first transaction's row
+            first.commit()
+            waiting.join(timeout=30)
+            assert not waiting.is_alive()
+            second.commit()
+        with engine.connect() as conn:
+            assert _kept(conn) == {"shared": (T0, T0 + UPDATED_PRECISION)}
+    finally:
+        engine.dispose()
