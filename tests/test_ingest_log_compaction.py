@@ -8,7 +8,9 @@ drained log is left to SQLite's free list (nothing truncated), with the same ans
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -151,3 +153,42 @@ def test_sqlite_never_truncates(tmp_path: Path) -> None:
         assert _pending(store) == []
     finally:
         store.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.usefixtures("compacting")
+def test_an_applier_whose_role_may_not_truncate_applies_on_and_stops_trying(
+    pg_store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store's tables belong to another role, which granted this one reads and writes but not ``TRUNCATE``: the
+    applier applies everything, says once that the log keeps its size, and never takes the log's lock again."""
+    owner = LineageStore(pg_store_url, ingest_apply="inline")
+    role = f"alp_no_truncate_{uuid.uuid4().hex[:10]}"
+    with owner.engine.begin() as conn:
+        schema = conn.exec_driver_sql("SELECT current_schema()").scalar()
+        conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN")
+        conn.exec_driver_sql(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        conn.exec_driver_sql(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}")
+        conn.exec_driver_sql(f"GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")
+    url = sa.make_url(pg_store_url).set(username=role).render_as_string(hide_password=False)
+    store = LineageStore(url, ingest_apply="deferred")
+    assert store.deferred is not None
+    try:
+        with caplog.at_level(logging.WARNING):
+            for number in range(3):
+                write_events(store, _events(f"load{number}", BATCH))
+                with store.read() as conn:
+                    assert (
+                        conn.execute(sa.select(sa.func.count()).select_from(tables.events)).scalar()
+                        == (number + 1) * BATCH
+                    )
+                wait_until(lambda: not store.deferred.running, "the applier never ended")  # type: ignore[union-attr]
+        assert _pending(store) == []
+        assert store.deferred.statistics.log_compactions == 0
+        assert caplog.text.count("cannot be truncated") == 1
+    finally:
+        store.dispose()
+        with owner.engine.begin() as conn:
+            conn.exec_driver_sql(f"DROP OWNED BY {role}")
+            conn.exec_driver_sql(f"DROP ROLE {role}")
+        owner.dispose()

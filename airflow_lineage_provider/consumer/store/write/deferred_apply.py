@@ -132,6 +132,8 @@ MAX_RETRY_PAUSE_SECONDS = 5.0
 STOP_SECONDS = 30.0
 #: PostgreSQL's SQLSTATE for a statement cancelled (by ``statement_timeout``, or by request).
 _QUERY_CANCELED = "57014"
+#: PostgreSQL's SQLSTATE for a statement the role has no privilege for.
+_NO_PRIVILEGE = "42501"
 
 
 class ApplyBacklog(RuntimeError):
@@ -247,8 +249,10 @@ class DeferredApply:
         #: Most rows a batch takes now: ``batch_rows``, or less since a batch ran past the time bound (see
         #: :meth:`_apply_batch`). Used by the applier thread only.
         self._batch_rows = self.bounds.batch_rows
-        #: Events this applier applied since it last looked at the log's size (see :meth:`_compact_log`).
+        #: Events this applier applied since it last looked at the log's size (see :meth:`_compact_log`), and
+        #: whether it may truncate the log (False once the database said the store's role may not).
         self._unchecked = 0
+        self._may_compact = True
 
     def logged(self, events: Iterable[LineageEvent]) -> None:
         """``events`` were logged by a transaction of this process that has committed: apply them soon."""
@@ -482,7 +486,7 @@ class DeferredApply:
                 if applied:
                     self._unchecked += applied
                     continue
-                if self._unchecked >= log_compaction.CHECK_AFTER_EVENTS:
+                if self._may_compact and self._unchecked >= log_compaction.CHECK_AFTER_EVENTS:
                     self._unchecked = 0
                     if self.store.engine.dialect.name == "postgresql":  # SQLite reuses the pages itself
                         self._compact_log()
@@ -505,6 +509,12 @@ class DeferredApply:
             with self.store.write(applied=False) as conn:
                 compacted = log_compaction.compact_drained_log(conn)
         except SQLAlchemyError as error:
+            if sqlstate(error) == _NO_PRIVILEGE:  # the store's role may not truncate it: it never will
+                self._may_compact = False
+                log.warning(
+                    "lineage store: the drained ingest log cannot be truncated, its files keep their size: %s", error
+                )
+                return
             log.debug("lineage store: the ingest log was not compacted (tried at a later drain): %s", error)
             return
         if compacted:
