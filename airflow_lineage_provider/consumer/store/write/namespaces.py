@@ -62,7 +62,10 @@ def note(conn: Connection, written: Mapping[str, Span]) -> None:
     if not written:
         return
     ns = tables.namespaces.c
-    rows = [{"namespace": name, "created_at": first, "updated_at": last} for name, (first, last) in written.items()]
+    # In name order, as the updates: two appliers inserting the same new namespaces wait on each other in one order.
+    rows = [
+        {"namespace": name, "created_at": first, "updated_at": last} for name, (first, last) in sorted(written.items())
+    ]
     inserted = set(conn.execute(_insert(conn.dialect.name), rows).scalars())
     held = sorted(set(written) - inserted)
     moving = []
