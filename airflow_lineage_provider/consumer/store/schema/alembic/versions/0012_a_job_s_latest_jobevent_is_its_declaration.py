@@ -40,9 +40,10 @@ depends_on = None
 
 _CHUNK = 500
 
-#: A column-lineage link a declaration names: job id, declaration time, source namespace, name and field, target
-#: namespace, name and field.
-_Link = tuple[int, datetime, str, str, str, str, str, str]
+#: A column-lineage link by names: source namespace, name and field, target namespace, name and field.
+_Named = tuple[str, str, str, str, str, str]
+#: A column-lineage link a declaration names: job id, declaration time, the link.
+_Link = tuple[int, datetime, _Named]
 
 _DDL = """
 CREATE TABLE lineage_job_declarations (
@@ -180,7 +181,7 @@ def _declarations(conn: Connection) -> None:
             target = _named(dataset)
             if target is not None:
                 links += [
-                    (job, at, source_ns, source_name, source_field, *target, target_field)
+                    (job, at, (source_ns, source_name, source_field, *target, target_field))
                     for source_ns, source_name, source_field, target_field in _column_links(dataset)
                 ]
     if groups:
@@ -195,25 +196,36 @@ def _declarations(conn: Connection) -> None:
     _declared_column_links(conn, links)
 
 
+def _field_ids(conn: Connection, named: set[_Named]) -> dict[_Named, tuple[int, int]]:
+    """The ``(source field id, target field id)`` of each link of ``named`` whose datasets and fields are stored."""
+    datasets = {_node_key("dataset", n[0], n[1]) for n in named} | {_node_key("dataset", n[3], n[4]) for n in named}
+    dataset_ids = _ids(conn, sorted(datasets), "lineage_nodes", "node_key")
+    keys: dict[_Named, tuple[str, str]] = {}
+    for link in named:
+        source_ns, source_name, source_field, target_ns, target_name, target_field = link
+        source = dataset_ids.get(_node_key("dataset", source_ns, source_name))
+        target = dataset_ids.get(_node_key("dataset", target_ns, target_name))
+        if source is not None and target is not None:
+            keys[link] = (_sha1(f"{source}\x00{source_field}"), _sha1(f"{target}\x00{target_field}"))
+    field_ids = _ids(conn, sorted({key for pair in keys.values() for key in pair}), "lineage_fields", "field_key")
+    found: dict[_Named, tuple[int, int]] = {}
+    for link, (source_key, target_key) in keys.items():
+        source_id, target_id = field_ids.get(source_key), field_ids.get(target_key)
+        if source_id is not None and target_id is not None:
+            found[link] = (source_id, target_id)
+    return found
+
+
 def _declared_column_links(conn: Connection, links: list[_Link]) -> None:
     """Link each declared column edge to its job and mark it declared at the declaration's time."""
     if not links:
         return
-    datasets = {_node_key("dataset", link[2], link[3]) for link in links}
-    datasets |= {_node_key("dataset", link[5], link[6]) for link in links}
-    dataset_ids = _ids(conn, sorted(datasets), "lineage_nodes", "node_key")
-    keyed: list[tuple[int, datetime, str, str]] = []
-    for job, at, source_ns, source_name, source_field, target_ns, target_name, target_field in links:
-        source = dataset_ids.get(_node_key("dataset", source_ns, source_name))
-        target = dataset_ids.get(_node_key("dataset", target_ns, target_name))
-        if source is not None and target is not None:
-            keyed.append((job, at, _sha1(f"{source}\x00{source_field}"), _sha1(f"{target}\x00{target_field}")))
-    field_ids = _ids(conn, sorted({k for link in keyed for k in link[2:]}), "lineage_fields", "field_key")
+    ids = _field_ids(conn, {named for _job, _at, named in links})
     seen: set[tuple[int, int, int]] = set()
-    for job, at, source_key, target_key in keyed:
-        source, target = field_ids.get(source_key), field_ids.get(target_key)
-        if source is None or target is None or (job, source, target) in seen:
+    for job, at, named in links:
+        if named not in ids or (job, *ids[named]) in seen:
             continue
+        source, target = ids[named]
         seen.add((job, source, target))
         edge = {"source": source, "target": target, "at": _bound(conn, at)}
         found = conn.execute(
@@ -271,16 +283,16 @@ def upgrade() -> None:
         " (SELECT 1 FROM lineage_fields f JOIN lineage_nodes n ON n.id = f.dataset_id"
         " WHERE f.id = lineage_column_edges.target_field_id AND n.observed_at IS NOT NULL)"
     )
-    unseen = "declared_at IS NULL AND observed_at IS NULL"
+    unseen = _unseen()
     far_ends = {
         node
         for (node,) in conn.exec_driver_sql(
             f"SELECT origin_id FROM lineage_edges WHERE {unseen} UNION SELECT destination_id FROM lineage_edges"
             f" WHERE {unseen}"
             f" UNION SELECT m.dataset_id FROM lineage_io_members m JOIN lineage_io_groups g ON g.id = m.group_id"
-            f" WHERE g.{unseen.replace(' AND ', ' AND g.')}"
+            f" WHERE {_unseen('g.')}"
             " UNION SELECT f.dataset_id FROM lineage_fields f JOIN lineage_column_edges c"
-            f" ON f.id = c.source_field_id OR f.id = c.target_field_id WHERE c.{unseen.replace(' AND ', ' AND c.')}"
+            f" ON f.id = c.source_field_id OR f.id = c.target_field_id WHERE {_unseen('c.')}"
         )
     }
     conn.exec_driver_sql(f"DELETE FROM lineage_edges WHERE {unseen}")
@@ -292,10 +304,15 @@ def upgrade() -> None:
     _forget_retracted_datasets(conn, sorted(far_ends))
 
 
+def _unseen(alias: str = "") -> str:
+    """A row (of table ``alias``, given with its dot) neither declared nor observed."""
+    return f"{alias}declared_at IS NULL AND {alias}observed_at IS NULL"
+
+
 def _dataset_event_column_links(conn: Connection) -> None:
     """Mark declared, at the latest event's time, the column edges stored DatasetEvents' ``columnLineage`` name
     (they belong to no job's declaration, and no JobEvent replaces them)."""
-    latest: dict[tuple[str, str, str, str, str, str], datetime] = {}
+    latest: dict[_Named, datetime] = {}
     after = 0
     while True:
         page = conn.execute(
@@ -322,27 +339,17 @@ def _dataset_event_column_links(conn: Connection) -> None:
                 latest[link] = max(latest.get(link, _time(at)), _time(at))
     if not latest:
         return
-    datasets = {_node_key("dataset", link[0], link[1]) for link in latest}
-    datasets |= {_node_key("dataset", link[3], link[4]) for link in latest}
-    dataset_ids = _ids(conn, sorted(datasets), "lineage_nodes", "node_key")
-    keyed: dict[tuple[str, str], datetime] = {}
-    for (source_ns, source_name, source_field, target_ns, target_name, target_field), at in latest.items():
-        source = dataset_ids.get(_node_key("dataset", source_ns, source_name))
-        target = dataset_ids.get(_node_key("dataset", target_ns, target_name))
-        if source is not None and target is not None:
-            key = (_sha1(f"{source}\x00{source_field}"), _sha1(f"{target}\x00{target_field}"))
-            keyed[key] = max(keyed.get(key, at), at)
-    field_ids = _ids(conn, sorted({k for key in keyed for k in key}), "lineage_fields", "field_key")
-    for (source_key, target_key), at in keyed.items():
-        source, target = field_ids.get(source_key), field_ids.get(target_key)
-        if source is not None and target is not None:
-            conn.execute(
-                text(
-                    "UPDATE lineage_column_edges SET declared_at = :at WHERE source_field_id = :source"
-                    " AND target_field_id = :target AND (declared_at IS NULL OR declared_at < :at)"
-                ),
-                {"source": source, "target": target, "at": _bound(conn, at)},
-            )
+    by_edge: dict[tuple[int, int], datetime] = {}
+    for link, (source, target) in _field_ids(conn, set(latest)).items():
+        by_edge[(source, target)] = max(by_edge.get((source, target), latest[link]), latest[link])
+    for (source, target), at in by_edge.items():
+        conn.execute(
+            text(
+                "UPDATE lineage_column_edges SET declared_at = :at WHERE source_field_id = :source"
+                " AND target_field_id = :target AND (declared_at IS NULL OR declared_at < :at)"
+            ),
+            {"source": source, "target": target, "at": _bound(conn, at)},
+        )
 
 
 #: A dataset (``n``) no run named and nothing in the store points at any more: only a superseded JobEvent named it.
