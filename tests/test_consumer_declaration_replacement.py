@@ -51,21 +51,24 @@ def _dataset(name: str, kind: type, columns: dict[str, list[str]] | None = None)
     ``dataset.field`` of a columnLineage facet."""
     if "{{" in name:
         return _templated(name, kind)
-    facets: dict[str, Any] = {}
-    if columns:
-        fields = {
-            target: column_lineage_dataset.Fields(
-                inputFields=[
-                    column_lineage_dataset.InputField(namespace=WAREHOUSE, name=s.split(".")[0], field=s.split(".")[1])
-                    for s in sources
-                ],
-                transformationDescription="",
-                transformationType="",
-            )
-            for target, sources in columns.items()
-        }
-        facets["columnLineage"] = column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields)
-    return kind(namespace=WAREHOUSE, name=name, facets=facets or None)
+    facets = {"columnLineage": column_lineage(columns)} if columns else None
+    return kind(namespace=WAREHOUSE, name=name, facets=facets)
+
+
+def column_lineage(columns: dict[str, list[str]]) -> column_lineage_dataset.ColumnLineageDatasetFacet:
+    """A columnLineage facet: the dataset's field → source ``dataset.field``s in the warehouse."""
+    fields = {
+        target: column_lineage_dataset.Fields(
+            inputFields=[
+                column_lineage_dataset.InputField(namespace=WAREHOUSE, name=s.split(".")[0], field=s.split(".")[1])
+                for s in sources
+            ],
+            transformationDescription="",
+            transformationType="",
+        )
+        for target, sources in columns.items()
+    }
+    return column_lineage_dataset.ColumnLineageDatasetFacet(fields=fields)
 
 
 def declared(
@@ -306,6 +309,12 @@ def test_table_lineage_walks_follow_the_declaration(consumer: TestClient) -> Non
 
 def _column_links(client: TestClient) -> dict[str, tuple[bool, bool]]:
     """``source.field>target.field → (declared, observed)`` of every column edge."""
+    with client.app.state.store.read() as conn:  # type: ignore[attr-defined]
+        return column_links_on(conn)
+
+
+def column_links_on(conn: sa.Connection) -> dict[str, tuple[bool, bool]]:
+    """:func:`_column_links` read on ``conn``."""
     c, f, s, t = tables.column_edges, tables.fields, tables.nodes.alias("s"), tables.nodes.alias("t")
     sf, tf = f.alias("sf"), f.alias("tf")
     query = sa.select(s.c.name, sf.c.name, t.c.name, tf.c.name, c.c.declared_at, c.c.observed_at).select_from(
@@ -314,8 +323,7 @@ def _column_links(client: TestClient) -> dict[str, tuple[bool, bool]]:
         .join(s, s.c.id == sf.c.dataset_id)
         .join(t, t.c.id == tf.c.dataset_id)
     )
-    with client.app.state.store.read() as conn:  # type: ignore[attr-defined]
-        return {f"{a}.{b}>{x}.{y}": (d is not None, o is not None) for a, b, x, y, d, o in conn.execute(query)}
+    return {f"{a}.{b}>{x}.{y}": (d is not None, o is not None) for a, b, x, y, d, o in conn.execute(query)}
 
 
 def test_column_lineage_follows_the_declaration(consumer: TestClient) -> None:

@@ -14,11 +14,10 @@ from typing import Any
 
 import sqlalchemy as sa
 from openlineage.client.event_v2 import DatasetEvent, StaticDataset
-from openlineage.client.facet_v2 import column_lineage_dataset
 from openlineage.client.serde import Serde
 from support.consumer_helpers import PRODUCER
 from support.olschema import assert_valid_event, shared_available
-from test_consumer_declaration_replacement import declared
+from test_consumer_declaration_replacement import column_lineage, column_links_on, declared
 from test_consumer_declared import WAREHOUSE, _when, observed
 
 from airflow_lineage_provider.consumer.store import create_store_engine
@@ -42,26 +41,9 @@ KEPT_BY_VERSION_11 = (
 )
 
 
-def _lineage(columns: dict[str, list[str]]) -> column_lineage_dataset.ColumnLineageDatasetFacet:
-    """A columnLineage facet: the dataset's field → source ``dataset.field``s in the warehouse."""
-    return column_lineage_dataset.ColumnLineageDatasetFacet(
-        fields={
-            field: column_lineage_dataset.Fields(
-                inputFields=[
-                    column_lineage_dataset.InputField(namespace=WAREHOUSE, name=s.split(".")[0], field=s.split(".")[1])
-                    for s in sources
-                ],
-                transformationDescription="",
-                transformationType="",
-            )
-            for field, sources in columns.items()
-        }
-    )
-
-
 def _with_column_lineage(event: dict[str, Any], output: str, columns: dict[str, list[str]]) -> dict[str, Any]:
     """``event`` (a RunEvent) with ``columns`` as the columnLineage of its output ``output``."""
-    facet = json.loads(Serde.to_json(_lineage(columns)))
+    facet = json.loads(Serde.to_json(column_lineage(columns)))
     for dataset in event["outputs"]:
         if dataset["name"] == output:
             dataset.setdefault("facets", {})["columnLineage"] = facet
@@ -74,7 +56,7 @@ def _dataset_event(name: str, columns: dict[str, list[str]], days_ago: float) ->
     event = DatasetEvent(
         eventTime=_when(days_ago),
         producer=PRODUCER,
-        dataset=StaticDataset(namespace=WAREHOUSE, name=name, facets={"columnLineage": _lineage(columns)}),
+        dataset=StaticDataset(namespace=WAREHOUSE, name=name, facets={"columnLineage": column_lineage(columns)}),
     )
     data = json.loads(Serde.to_json(event))
     if shared_available():
@@ -85,19 +67,6 @@ def _dataset_event(name: str, columns: dict[str, list[str]], days_ago: float) ->
 def _rows(conn: sa.Connection, table: sa.Table) -> dict[tuple[Any, ...], dict[str, Any]]:
     keys = list(table.primary_key.columns)
     return {tuple(row[k.name] for k in keys): dict(row) for row in conn.execute(sa.select(table)).mappings()}
-
-
-def _column_links(conn: sa.Connection) -> dict[str, tuple[bool, bool]]:
-    """``source.field>target.field → (declared, observed)`` of every column edge."""
-    c, f, s, t = tables.column_edges, tables.fields, tables.nodes.alias("s"), tables.nodes.alias("t")
-    sf, tf = f.alias("sf"), f.alias("tf")
-    query = sa.select(s.c.name, sf.c.name, t.c.name, tf.c.name, c.c.declared_at, c.c.observed_at).select_from(
-        c.join(sf, sf.c.id == c.c.source_field_id)
-        .join(tf, tf.c.id == c.c.target_field_id)
-        .join(s, s.c.id == sf.c.dataset_id)
-        .join(t, t.c.id == tf.c.dataset_id)
-    )
-    return {f"{a}.{b}>{x}.{y}": (d is not None, o is not None) for a, b, x, y, d, o in conn.execute(query)}
 
 
 def _groups(conn: sa.Connection) -> dict[tuple[str, frozenset[str]], tuple[bool, bool]]:
@@ -142,7 +111,7 @@ def test_the_upgrade_drops_table_and_column_lineage_only_a_superseded_jobevent_n
                 assert ingest_events(conn, [parse_event(event)]).stored == 1
             before = {table: _rows(conn, table) for table in KEPT_BY_VERSION_11}
             assert ingest_events(conn, [parse_event(right)]).stored == 1
-            assert "src.tax>balances_audit.total" not in _column_links(conn)  # today's ingest replaced it
+            assert "src.tax>balances_audit.total" not in column_links_on(conn)  # today's ingest replaced it
             # As version 11 left it: what the superseded JobEvent named is still there.
             for table, rows in before.items():
                 kept = _rows(conn, table)
@@ -156,7 +125,7 @@ def test_the_upgrade_drops_table_and_column_lineage_only_a_superseded_jobevent_n
             datasets = set(
                 conn.execute(sa.select(tables.nodes.c.name).where(tables.nodes.c.kind == "dataset")).scalars()
             )
-            links = _column_links(conn)
+            links = column_links_on(conn)
             groups = _groups(conn)
     finally:
         engine.dispose()
