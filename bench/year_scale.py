@@ -691,13 +691,15 @@ def sizes(store: str) -> dict[str, Any]:
 
 
 @contextmanager
-def fresh_database(name: str, keep: bool) -> Iterator[str]:
+def fresh_database(name: str, keep: bool, template: str | None = None) -> Iterator[str]:
+    """Database ``name`` created anew (a copy of database ``template`` if given), dropped afterwards unless
+    ``keep``; its store URL."""
     import sqlalchemy as sa
 
     admin = sa.create_engine(sa.make_url(PG_URL).set(database="postgres"), isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+        conn.exec_driver_sql(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
     try:
         yield sa.make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
     finally:
@@ -715,31 +717,14 @@ LISTINGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 )
 
 
-@contextmanager
-def database_copy(template: str, name: str) -> Iterator[str]:
-    """A copy of database ``template`` (one a ``--keep`` run left) as ``name``, dropped afterwards."""
-    import sqlalchemy as sa
-
-    admin = sa.create_engine(sa.make_url(PG_URL).set(database="postgres"), isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.exec_driver_sql(f"CREATE DATABASE {name} TEMPLATE {template}")
-    try:
-        yield sa.make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.dispose()
-
-
 def listings_against(args: argparse.Namespace) -> dict[str, Any]:
     """The listings on two copies of a kept store: one served by checkout ``--listings-against`` (BEFORE), one by
     this checkout (AFTER, which migrates its copy on opening: that time is reported). Each request goes to both, in
     alternating order, :data:`REPEAT` x 10 pairs per listing; medians, p99 and the median per-pair ratio."""
     result: dict[str, Any] = {"database": args.database, "machine_before": _machine(), "listings": {}}
     with (
-        database_copy(args.database, f"{args.database}_before") as before_store,
-        database_copy(args.database, f"{args.database}_after") as after_store,
+        fresh_database(f"{args.database}_before", False, template=args.database) as before_store,
+        fresh_database(f"{args.database}_after", False, template=args.database) as after_store,
         tempfile.TemporaryDirectory() as folder,
         serve_ours(before_store, Path(folder) / "before", tree=args.listings_against) as before,
     ):
