@@ -253,18 +253,23 @@ def serve_ours(store: str, folder: Path, *options: str, tree: Path | None = None
 
 
 @contextmanager
-def postgres_schema() -> Iterator[str]:
+def postgres_schema(prefix: str = "alp_bench", keep: bool = False) -> Iterator[str]:
+    """A store URL on a fresh schema (named ``prefix`` and a random suffix) of ``PG_URL``'s database, dropped
+    afterwards unless ``keep`` (then its name is printed)."""
     import sqlalchemy as sa
 
-    schema = f"alp_bench_{uuid.uuid4().hex[:8]}"
+    schema = f"{prefix}_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(PG_URL)
     with admin.begin() as conn:
         conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
     try:
         yield f"{PG_URL}?options=-csearch_path%3D{schema}"
     finally:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        if keep:
+            print(f"kept schema {schema}")
+        else:
+            with admin.begin() as conn:
+                conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
         admin.dispose()
 
 

@@ -21,9 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from consumer_bench import PG_URL, serve_ours  # noqa: E402
+from consumer_bench import postgres_schema, serve_ours  # noqa: E402
 from year_scale import Stream, load  # noqa: E402
 
 #: Per table of the store's schema: whole size, heap, TOAST (with its index) and indexes, in bytes.
@@ -57,26 +55,6 @@ SELECT count(*), COALESCE(sum(octet_length(payload)), 0), COALESCE(sum(pg_column
 FROM lineage_events
 """
 _COMPRESSION = "SELECT COALESCE(string_agg(DISTINCT pg_column_compression(payload), ','), '') FROM lineage_events"
-
-
-@contextmanager
-def store_schema(keep: bool) -> Iterator[str]:
-    """A store URL on a fresh schema of ``PG_URL``'s database, dropped afterwards unless ``keep``."""
-    import sqlalchemy as sa
-
-    schema = f"alp_storage_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    try:
-        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
-    finally:
-        if keep:
-            print(f"kept schema {schema}")
-        else:
-            with admin.begin() as conn:
-                conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-        admin.dispose()
 
 
 def vacuum_analyze(store: str) -> None:
@@ -156,7 +134,7 @@ def measure(events: int, seed: int, tree: Path | None, keep: bool = False, vacuu
     """Load ``events`` events into a fresh schema through a server of ``tree`` (None: this checkout); with
     ``vacuum_every``, ``VACUUM ANALYZE`` the store's tables after each such many events (as autovacuum would,
     which is off on the test server), its time not counted in the ingest rates."""
-    with store_schema(keep) as store, tempfile.TemporaryDirectory(prefix="alp-storage-") as folder:
+    with postgres_schema("alp_storage", keep) as store, tempfile.TemporaryDirectory(prefix="alp-storage-") as folder:
         stream = Stream(events, seed)
         steps = list(range(vacuum_every, events, vacuum_every)) if vacuum_every else []
         loads = []
