@@ -26,7 +26,7 @@ jobs, ~740k datasets); the stream, in time order, ends near the end of the year.
   next 2,000 events one by one; the prune's time and events, and the clients' p99 meanwhile;
 * **size**: ``pg_database_size`` and bytes per stored event, datasets and jobs.
 
-Results go to ``--out`` (JSON) and a table on the terminal. The database (``--database``, on the server of
+Results go to ``--out`` (JSON, rewritten after every checkpoint) and a table on the terminal. The database (``--database``, on the server of
 ``LINEAGE_TEST_PG_URL``) is created fresh and dropped afterwards unless ``--keep``. Not run by CI.
 
 ``--listings-against CHECKOUT`` loads nothing: it copies a store a ``--keep`` run left (``--database``) twice,
@@ -761,6 +761,11 @@ def _machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "load_average": os.getloadavg()}
 
 
+def _save(result: dict[str, Any], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+
+
 def _checkpoints(events: int) -> list[int]:
     return sorted({c for c in CHECKPOINTS if c < events} | {events})
 
@@ -814,6 +819,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 point["machine"] = _machine()
                 progress.console.print_json(json.dumps(point))
                 result["checkpoints"].append(point)
+                _save(result, args.out)  # a run of hours keeps what it measured if it is stopped later
                 if stream.done:
                     break
         finally:
@@ -883,8 +889,7 @@ def main() -> int:
         return 0
     result = run(args)
     result["finished_at"] = datetime.now(timezone.utc).isoformat()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
+    _save(result, args.out)
     console.print(table(result))
     return 0
 
