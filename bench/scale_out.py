@@ -49,6 +49,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -338,7 +339,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 result["base_load"] = load_batches(consumer, stream, args.base, progress)
             analyze(store)
             for count in args.processes:
-                roots = deployment.roots(stream.day, ROOTS)
+                roots = list(islice(deployment.roots(stream.day), ROOTS))
                 with ExitStack() as servers:
                     consumers = [
                         servers.enter_context(serve_ours(store, Path(folder) / f"p{count}-{i}", *args.serve_option))
