@@ -109,8 +109,15 @@ _V3_DATASET_EDGES = sa.Table(
 )
 
 
+def _to_version_14(conn: sa.Connection) -> None:
+    """Take off what version 15 added: who logged each event of the ingest log."""
+    conn.exec_driver_sql("DROP INDEX ix_lineage_pending_events_logged_by")
+    conn.exec_driver_sql("ALTER TABLE lineage_pending_events DROP COLUMN logged_by")
+
+
 def _to_version_13(conn: sa.Connection) -> None:
     """Take off what version 14 added: the namespaces table the writer keeps."""
+    _to_version_14(conn)
     tables.namespaces.drop(conn)
 
 

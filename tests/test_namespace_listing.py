@@ -22,7 +22,7 @@ from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 from airflow_lineage_provider.consumer.store import create_store_engine
 from airflow_lineage_provider.consumer.store.schema import tables
-from airflow_lineage_provider.consumer.store.schema.migrations import migrate
+from airflow_lineage_provider.consumer.store.schema.migrations import LATEST, migrate
 from airflow_lineage_provider.consumer.store.write.namespaces import UPDATED_PRECISION, note
 
 pytest_plugins = ("support.consumer_fixtures",)
@@ -222,9 +222,9 @@ def test_a_version_13_store_is_backfilled_from_its_nodes(store_url: str) -> None
         app.state.store.dispose()
     engine = create_store_engine(store_url)
     try:
-        assert migrate(engine) == 14
+        assert migrate(engine) == LATEST
         with engine.connect() as conn:
-            assert conn.exec_driver_sql("SELECT version_num FROM lineage_alembic_version").scalar() == "0014"
+            assert conn.exec_driver_sql("SELECT version_num FROM lineage_alembic_version").scalar() == "0015"
             assert _kept(conn) == _grouped(conn) == expected  # the backfill is exact, updated_at too
     finally:
         engine.dispose()

@@ -9,7 +9,9 @@ connection. ``tests/test_consumer_every_route_visibility.py`` holds every GET ro
 
 A read never fails for deferred apply being behind (a bulk load, a backlog replayed after an outage): past its
 wait it answers from what is applied, and the answer carries ``Lineage-Pending-Events``, about how many events
-logged before the read were not applied yet (:class:`PendingHeader`; :meth:`.DeferredApply.wait_applied`).
+logged before the read were not applied yet (:class:`PendingHeader`; :meth:`.DeferredApply.wait_applied`). Behind
+more than a few events, a read waits only for those its own principal posted: a sender reads its writes, and a
+reader is not held up by another sender's bulk load.
 
 Example::
 
@@ -58,10 +60,16 @@ class StoreView:
     """The store as a principal limited to ``scope`` (None: unlimited) sees it; see the module."""
 
     def __init__(
-        self, store: LineageStore, scope: NamespaceScope | None, state: dict[str, object] | None = None
+        self,
+        store: LineageStore,
+        scope: NamespaceScope | None,
+        state: dict[str, object] | None = None,
+        reader: str | None = None,
     ) -> None:
         self.store = store
         self.scope = scope
+        #: Whom the reads are for (:attr:`.Principal.log_name`): behind a bulk load they wait only for its events.
+        self.reader = reader
         #: The request's ASGI state, where a read behind deferred apply notes how far (:class:`PendingHeader`);
         #: None: a walk's (:meth:`walking`), or nowhere.
         self.state = state
@@ -89,14 +97,14 @@ class StoreView:
     @contextmanager
     def read(self, stop: Callable[[], None] | None = None) -> Iterator[ViewRead]:
         """A read transaction (:meth:`.LineageStore.read`) with what the principal may see."""
-        with self.store.read(stop, behind=self._noting()) as conn:
+        with self.store.read(stop, behind=self._noting(), reader=self.reader) as conn:
             yield ViewRead(conn, self.visible(conn))
 
     @contextmanager
     def walking(self, walk: Walk | None) -> Iterator[ViewRead]:
         """A read for a walk run by the walk limiter (:func:`..walk_limits.reading`): the connection the limiter
         can interrupt, with what the principal may see."""
-        with reading(self.store, walk, behind=self._noting(walk)) as conn:
+        with reading(self.store, walk, behind=self._noting(walk), reader=self.reader) as conn:
             yield ViewRead(conn, self.visible(conn))
 
 
@@ -107,7 +115,7 @@ def _note_behind(state: dict[str, object], events: int) -> None:
 
 def store_view(store: Store, principal: Reader, request: Request) -> StoreView:
     """The request's view of the store (a FastAPI dependency: :data:`View`)."""
-    return StoreView(store, principal.namespaces, request.scope.setdefault("state", {}))
+    return StoreView(store, principal.namespaces, request.scope.setdefault("state", {}), principal.log_name)
 
 
 #: The request's view of the store, for a principal with read access.

@@ -88,6 +88,8 @@ class _Request:
     prepare: Callable[[], Sequence[LineageEvent]] | None = None
     #: Bytes of the body ``prepare`` decodes (what it costs to prepare, before its events are known).
     size: int = 0
+    #: Who posted it (:attr:`.Principal.log_name`; None: no request), recorded in the ingest log.
+    sender: str | None = None
     done: bool = False
     result: IngestResult = field(default_factory=IngestResult)
     errors: dict[int, str] = field(default_factory=dict)
@@ -190,24 +192,28 @@ class GroupedIngest:
         with self._changed:
             return len(self._pending)
 
-    def ingest(self, events: Sequence[LineageEvent]) -> Outcome:
-        """Store ``events`` (one request's) as :func:`.service.store_events` does, in a group with the requests
-        that wait at the same time; blocks until they are committed. Raises :class:`.StoreUnavailable`."""
-        request = _Request(list(events), finished=threading.Event())
+    def ingest(self, events: Sequence[LineageEvent], sender: str | None = None) -> Outcome:
+        """Store ``events`` (one request's, posted by ``sender``) as :func:`.service.store_events` does, in a group
+        with the requests that wait at the same time; blocks until they are committed. Raises
+        :class:`.StoreUnavailable`."""
+        request = _Request(list(events), sender=sender, finished=threading.Event())
         self._queue(request)
         request.finished.wait()  # type: ignore[union-attr]
         return request.outcome()
 
-    async def submit(self, prepare: Callable[[], Sequence[LineageEvent]], size: int = 0) -> Outcome:
+    async def submit(
+        self, prepare: Callable[[], Sequence[LineageEvent]], size: int = 0, sender: str | None = None
+    ) -> Outcome:
         """Store the events ``prepare`` returns, as :meth:`ingest` does, answered on the running event loop.
 
         ``prepare`` runs in a writer thread just before its group is written, so CPU work such as decoding and
         checking a request body stays off the event loop without a thread hand-off of its own. What it raises is
         raised here, and nothing of that request is written; the other requests of its group are not affected.
-        ``size``: the bytes of the body it decodes, which bound a group (:meth:`_take`).
+        ``size``: the bytes of the body it decodes, which bound a group (:meth:`_take`); ``sender``: who posted it
+        (:attr:`.Principal.log_name`).
         """
         loop = asyncio.get_running_loop()
-        request = _Request(prepare=prepare, size=size, loop=loop, future=loop.create_future())
+        request = _Request(prepare=prepare, size=size, sender=sender, loop=loop, future=loop.create_future())
         self._queue(request)
         return await request.future  # type: ignore[misc]
 
@@ -365,7 +371,7 @@ class GroupedIngest:
             self._write_alone(group[0])
             return
         try:
-            result = write_events(self.store, [event for member in group for event in member.events])
+            result = write_events(self.store, [event for member in group for event in member.events], _senders(group))
         except StoreUnavailable as error:
             for member in group:
                 member.failure = error
@@ -385,7 +391,7 @@ class GroupedIngest:
 
     def _write_alone(self, request: _Request) -> None:
         try:
-            request.result, request.errors = store_events(self.store, request.events)
+            request.result, request.errors = store_events(self.store, request.events, _senders([request]))
         except Exception as error:
             request.failure = error
 
@@ -405,6 +411,16 @@ class GroupedIngest:
                 loop.call_soon_threadsafe(_settle, members)
             except RuntimeError:  # the loop has closed: nobody waits for these answers any more
                 log.debug("an event loop closed before %d ingest requests were answered", len(members))
+
+
+def _senders(group: list[_Request]) -> dict[str, str]:
+    """Who posted each event of ``group`` (the first request that holds it, as the counts do)."""
+    senders: dict[str, str] = {}
+    for member in group:
+        if member.sender is not None:
+            for event in member.events:
+                senders.setdefault(event.key, member.sender)
+    return senders
 
 
 def _weight(request: _Request) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TypeVar
 
@@ -42,6 +42,8 @@ from airflow_lineage_provider.consumer.validation import LineageEvent
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: Who posted each event: its key → :attr:`.Principal.log_name`.
+Senders = Mapping[str, str]
 
 
 class StoreUnavailable(RuntimeError):
@@ -79,30 +81,34 @@ def _retrying(what: str, work: Callable[[Connection], T], store: LineageStore, a
     raise AssertionError("unreachable")
 
 
-def _write(store: LineageStore, events: Sequence[LineageEvent]) -> IngestResult:
+def _write(store: LineageStore, events: Sequence[LineageEvent], senders: Senders | None) -> IngestResult:
     if store.deferred is None:
         return _retrying("a lineage ingest", lambda conn: ingest_events(conn, events), store)
-    result = _retrying("a lineage ingest", lambda conn: log_events(conn, events), store, applied=False)
+    result = _retrying("a lineage ingest", lambda conn: log_events(conn, events, senders), store, applied=False)
     if result.inserted:
         store.deferred.logged(event for event in events if event.key in result.inserted)
     return result
 
 
-def write_events(store: LineageStore, events: Sequence[LineageEvent]) -> IngestResult:
+def write_events(store: LineageStore, events: Sequence[LineageEvent], senders: Senders | None = None) -> IngestResult:
     """Store ``events`` in one transaction. Raises :class:`StoreUnavailable` when the store itself failed, and
-    the database's ``SQLAlchemyError`` when it refused a value (whose, the caller finds out)."""
+    the database's ``SQLAlchemyError`` when it refused a value (whose, the caller finds out). ``senders``: who
+    posted each event (key → :attr:`.Principal.log_name`), for read-your-writes with deferred apply."""
     try:
-        return _write(store, events)
+        return _write(store, events, senders)
     except SQLAlchemyError as error:
         if is_store_failure(error):
             raise StoreUnavailable(f"the lineage store is unavailable: {failure_reason(error)}") from error
         raise
 
 
-def store_events(store: LineageStore, events: Sequence[LineageEvent]) -> tuple[IngestResult, dict[int, str]]:
-    """Store ``events``; return the counts and ``index → error`` for events the database refused."""
+def store_events(
+    store: LineageStore, events: Sequence[LineageEvent], senders: Senders | None = None
+) -> tuple[IngestResult, dict[int, str]]:
+    """Store ``events`` (posted by ``senders``, as :func:`write_events`); return the counts and ``index → error``
+    for events the database refused."""
     try:
-        return write_events(store, events), {}
+        return write_events(store, events, senders), {}
     except StoreUnavailable:
         raise
     except SQLAlchemyError as error:
@@ -110,7 +116,7 @@ def store_events(store: LineageStore, events: Sequence[LineageEvent]) -> tuple[I
             return IngestResult(), {0: f"the lineage store refused this event: {failure_reason(error)}"}
     total, errors = IngestResult(), {}
     for index, event in enumerate(events):
-        result, failed = store_events(store, [event])
+        result, failed = store_events(store, [event], senders)
         total.stored += result.stored
         total.duplicates += result.duplicates
         if failed:

@@ -37,6 +37,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from airflow_lineage_provider.consumer.security.access import PRINCIPAL_STATE, Principal
+
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
@@ -86,11 +88,16 @@ class Walk:
         self._cancel: Callable[[], Any] | None = None
 
     @contextmanager
-    def reading(self, store: LineageStore, behind: Callable[[int], None] | None = None) -> Iterator[Connection]:
-        """``store.read(behind=behind)``, with the connection registered for :meth:`interrupt` while the block runs
-        (it is unregistered before the transaction ends and the connection returns to the pool)."""
+    def reading(
+        self, store: LineageStore, behind: Callable[[int], None] | None = None, reader: str | None = None
+    ) -> Iterator[Connection]:
+        """``store.read(behind=behind, reader=reader)``, with the connection registered for :meth:`interrupt` while
+        the block runs (it is unregistered before the transaction ends and the connection returns to the pool).
+        Without ``reader``, the read is for the principal the request's state names (:data:`.PRINCIPAL_STATE`)."""
+        if reader is None and isinstance(principal := self.state.get(PRINCIPAL_STATE), Principal):
+            reader = principal.log_name
         # a walk stopped while it waits for deferred apply ends there
-        with store.read(stop=self.check, behind=behind) as conn:
+        with store.read(stop=self.check, behind=behind, reader=reader) as conn:
             driver = conn.connection.driver_connection
             cancel = getattr(driver, "interrupt" if conn.dialect.name == "sqlite" else "cancel", None)
             with self._lock:
@@ -120,11 +127,11 @@ class Walk:
 
 
 def reading(
-    store: LineageStore, walk: Walk | None, behind: Callable[[int], None] | None = None
+    store: LineageStore, walk: Walk | None, behind: Callable[[int], None] | None = None, reader: str | None = None
 ) -> AbstractContextManager[Connection]:
-    """``walk.reading(store, behind)``, or ``store.read(behind=behind)`` for a walk run outside a limiter
-    (benchmarks, tests)."""
-    return store.read(behind=behind) if walk is None else walk.reading(store, behind)
+    """``walk.reading(store, behind, reader)``, or ``store.read(behind=behind, reader=reader)`` for a walk run
+    outside a limiter (benchmarks, tests)."""
+    return store.read(behind=behind, reader=reader) if walk is None else walk.reading(store, behind, reader)
 
 
 class WalkLimiter:

@@ -155,7 +155,7 @@ async def ingest_body(body: bytes, state: Any, principal: Principal, batch: bool
             return [event for _, event in checked.valid]
         return []
 
-    ingested.result, ingested.refused = await state.ingest.submit(prepare, len(body))
+    ingested.result, ingested.refused = await state.ingest.submit(prepare, len(body), principal.log_name)
     return ingested
 
 

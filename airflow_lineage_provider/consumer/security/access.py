@@ -204,12 +204,20 @@ class Principal:
     """None: every namespace; else only nodes in namespaces these patterns match."""
 
     @property
+    def log_name(self) -> str:
+        """``key:producers``, ``user:admin`` or ``anonymous:anonymous``: whose events the ingest log records, so
+        that a read waits for its own principal's (read-your-writes, :mod:`..store.write.deferred_apply`)."""
+        return f"{self.kind}:{self.name}"
+
+    @property
     def who(self) -> str:
         """``key 'producers'``, ``user 'admin'`` or ``anonymous``, for log lines."""
         return "anonymous" if self.kind == "anonymous" else f"{self.kind} {self.name!r}"
 
 
 ANONYMOUS = Principal("anonymous", "anonymous")
+#: The key of a request's ASGI state under which the auth dependency keeps the request's :class:`Principal`.
+PRINCIPAL_STATE = "lineage_principal"
 
 
 #: The kinds of Airflow identity a user scope names: the user, one of its roles, one of its teams.

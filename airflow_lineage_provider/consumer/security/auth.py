@@ -23,7 +23,7 @@ from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from airflow_lineage_provider.consumer.security import audit
-from airflow_lineage_provider.consumer.security.access import Access, Principal
+from airflow_lineage_provider.consumer.security.access import PRINCIPAL_STATE, Access, Principal
 from airflow_lineage_provider.consumer.security.guards import Guard
 
 # Declared so the OpenAPI document (and /docs' "Authorize" button) shows both ways to send a credential;
@@ -60,6 +60,9 @@ async def authorize(request: Request, access: Access) -> Principal:
             if url:
                 raise LoginRequired(url) from None
         raise
+    # Kept in the request's state, for what serves it outside the route's arguments (a walk's reads wait for the
+    # events its principal logged: ``walk_limits.Walk.reading``).
+    request.scope.setdefault("state", {})[PRINCIPAL_STATE] = principal
     return principal
 
 

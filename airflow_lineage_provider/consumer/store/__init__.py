@@ -174,7 +174,10 @@ class LineageStore:
 
     @contextmanager
     def read(
-        self, stop: Callable[[], None] | None = None, behind: Callable[[int], None] | None = None
+        self,
+        stop: Callable[[], None] | None = None,
+        behind: Callable[[int], None] | None = None,
+        reader: str | None = None,
     ) -> Iterator[Connection]:
         """A connection in a read transaction; with deferred apply, once the events logged before the call are
         applied (:meth:`.DeferredApply.wait_applied`; ``stop``, called while waiting, may end the wait by
@@ -182,10 +185,11 @@ class LineageStore:
 
         Given ``behind``, the read never fails for the applier being behind: past the read's wait (a bulk load,
         an applier stuck) it reads what is applied, and ``behind`` is called first with about how many events
-        logged before the call are not applied yet."""
+        logged before the call are not applied yet. ``reader`` (:attr:`.Principal.log_name`) is whom the read is
+        for: behind many events it waits only for those its principal logged (read-your-writes)."""
         with self.engine.connect() as conn:
             if self.deferred is not None:
-                pending = self.deferred.wait_applied(conn, stop, stale_ok=behind is not None)
+                pending = self.deferred.wait_applied(conn, stop, stale_ok=behind is not None, reader=reader)
                 if pending and behind is not None:
                     behind(pending)
             with conn.begin():

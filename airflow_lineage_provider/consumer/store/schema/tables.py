@@ -41,6 +41,14 @@ log = logging.getLogger(__name__)
 
 #: Primary keys: BIGINT on PostgreSQL, INTEGER (the rowid alias) on SQLite.
 Id = BigInteger().with_variant(Integer(), "sqlite")
+#: Characters of ``lineage_pending_events.logged_by`` kept (:func:`logged_by`).
+LOGGED_BY_CHARS = 64
+
+
+def logged_by(principal: str) -> str:
+    """What the ingest log keeps of the principal that logged an event: its name cut to :data:`LOGGED_BY_CHARS`
+    (two names alike that far only make a read wait for the other's events as well)."""
+    return principal[:LOGGED_BY_CHARS]
 
 
 def as_utc(value: datetime) -> datetime:
@@ -118,12 +126,16 @@ events = Table(
 #: Raw events stored but not applied to the graph yet, in the order they were logged (``seq``): the ingest log of
 #: a store that applies events after answering (``ingest_apply = deferred``, see ..deferred_apply). A row goes in
 #: the transaction that stores its event and out in the one that applies it, so what is committed here is what
-#: the graph still owes; reads wait until what was logged before they began has gone.
+#: the graph still owes. ``logged_by`` names who posted it (:attr:`..access.Principal.log_name`; None: logged by
+#: no request, e.g. requeued): a read of the API waits for what its own principal logged before it began, and
+#: for others' events only while few are pending (read-your-writes per principal, see ..deferred_apply).
 pending_events = Table(
     "lineage_pending_events",
     metadata,
     Column("seq", Id, primary_key=True, autoincrement=True),
     Column("event_key", String(64), nullable=False, unique=True),
+    Column("logged_by", String(LOGGED_BY_CHARS)),
+    Index("ix_lineage_pending_events_logged_by", "logged_by", "seq"),
 )
 
 #: Logged events the graph could not take (the database refused a value of theirs when applied alone, or the apply

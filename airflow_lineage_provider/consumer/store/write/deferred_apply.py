@@ -30,13 +30,16 @@ costs is per transaction and per statement — a dozen upserts that cost nearly 
 Logging costs two small inserts per group; applying in batches of hundreds costs a fraction per event of
 applying groups of 8 (``docs/benchmarks.md``, single-event ingest).
 
-Reads stay as fresh as before: :meth:`LineageStore.read <..LineageStore.read>` first waits until every event
-logged before the read began is applied (:meth:`DeferredApply.wait_applied`; one indexed ``max(seq)`` when
-nothing is pending), so a client that posts an event and then reads sees it, as with inline apply. A read of the
-API that finds more than :data:`READ_WAIT_EVENTS` events logged before it and not applied (a bulk load, a backlog
-replayed after an outage), or still finds some after :data:`READ_WAIT_SECONDS`, is not made to wait nor refused:
-it answers from what is applied and says how many events it is behind (``stale_ok``; the API's
-``Lineage-Pending-Events`` header). Writes that read the graph (a tag, a reset, a prune) always wait.
+Reads stay as fresh as before for whoever posted: :meth:`LineageStore.read <..LineageStore.read>` first waits
+until every event logged before the read began is applied (:meth:`DeferredApply.wait_applied`; one indexed
+``max(seq)`` when nothing is pending), so a client that posts an event and then reads sees it, as with inline
+apply. Each log row records the principal that posted it (``logged_by``): a read of the API that finds more than
+:data:`READ_WAIT_OTHERS_EVENTS` events logged before it (another sender's bulk load, a backlog replayed after an
+outage) waits only for its own principal's — at once when it has none. A read that finds more than
+:data:`READ_WAIT_EVENTS` events pending up to the last it waits for, or still finds some after
+:data:`READ_WAIT_SECONDS`, is not made to wait nor refused: it answers from what is applied and says how many
+events it is behind (``stale_ok``; the API's ``Lineage-Pending-Events`` header). Writes that read the graph (a
+tag, a reset, a prune) always wait for everything.
 
 Several processes may share a store: each one's applier takes pending rows with ``FOR UPDATE SKIP LOCKED``
 (PostgreSQL), so none is applied twice and a dead process's rows are taken by the others. A batch the database
@@ -118,6 +121,10 @@ READ_WAIT_SECONDS = 30.0
 #: Most events logged before a read of the API and not applied yet that it waits for; behind more, it answers at
 #: once from what is applied, saying how far behind (a few applier batches: well under a second of applying).
 READ_WAIT_EVENTS = 2_000
+#: Most events logged before a read of the API by other principals than its own (and not applied yet) that it
+#: waits for: a tenth of an applier batch, a few tens of milliseconds of applying. Behind more (a bulk load of
+#: another sender), it waits only for its own principal's events and answers, saying how far behind it is.
+READ_WAIT_OTHERS_EVENTS = 100
 #: How often a waiting read looks at the log again when no applier of this process has told it anything (the
 #: events it waits for may be another process's).
 READ_POLL_SECONDS = 0.02
@@ -373,14 +380,22 @@ class DeferredApply:
         if thread.is_alive():
             log.warning("lineage store: the applier thread did not end within %.0f s of being stopped", timeout)
 
-    def wait_applied(self, conn: Connection, stop: Callable[[], None] | None = None, stale_ok: bool = False) -> int:
+    def wait_applied(
+        self,
+        conn: Connection,
+        stop: Callable[[], None] | None = None,
+        stale_ok: bool = False,
+        reader: str | None = None,
+    ) -> int:
         """Return once every event logged before this call is applied, reading the log on ``conn`` (outside a
         transaction: each look is its own). Raises :class:`ApplyBacklog` after :data:`READ_WAIT_SECONDS`.
 
-        With ``stale_ok`` (a read of the API) it never raises for the applier being behind: when more than
-        :data:`READ_WAIT_EVENTS` events logged before the call are pending it returns at once, and after
-        :data:`READ_WAIT_SECONDS` it returns too; the result is about how many events logged before the call are
-        still not applied (0: the read sees everything logged before it).
+        With ``stale_ok`` (a read of the API) it never raises for the applier being behind, and waits less: when
+        more than :data:`READ_WAIT_OTHERS_EVENTS` events logged before the call are pending, only for those the
+        ``reader`` (:attr:`.Principal.log_name`; None: a read of no principal, which waits for all) logged
+        itself — none: it returns at once — and not even for those when more than :data:`READ_WAIT_EVENTS` are
+        pending up to its last one; after :data:`READ_WAIT_SECONDS` it returns too. The result is about how many
+        events logged before the call are still not applied (0: the read sees everything logged before it).
 
         ``stop`` is called at every look while waiting: whatever it raises ends the wait (a walk whose client
         has gone)."""
@@ -389,26 +404,41 @@ class DeferredApply:
         conn.rollback()
         if head is None:
             return 0
+        mine, logged_before = None, head
         if stale_ok:
             behind = self._behind(conn, head)
+            if behind == 0:
+                return 0
+            if behind > READ_WAIT_OTHERS_EVENTS and reader is not None:
+                # Many pending (a bulk load): wait only for the reader's own events, if any, and not too many.
+                mine = tables.logged_by(reader)
+                last = conn.execute(select(func.max(p.seq)).where(p.logged_by == mine, p.seq <= head)).scalar()
+                conn.rollback()
+                if last is None:
+                    return self._stale(behind)
+                behind, head = self._behind(conn, last), last
             if behind > READ_WAIT_EVENTS:
-                self.wake()
-                self.statistics.stale_reads += 1
-                return behind
+                return self._stale(behind)
         self.statistics.waited_reads += 1
         with self._changed:
             self._readers += 1
         try:
-            self._wait_for(conn, head, stop)
+            self._wait_for(conn, head, stop, mine)
         except ApplyBacklog:
             if not stale_ok:
                 raise
             self.statistics.stale_reads += 1
-            return self._behind(conn, head)
+            return self._behind(conn, logged_before)
         finally:
             with self._changed:
                 self._readers -= 1
-        return 0
+        return 0 if mine is None else self._behind(conn, logged_before)  # others' events it did not wait for
+
+    def _stale(self, behind: int) -> int:
+        """A read answered at once from what is applied, ``behind`` events behind (the applier is woken)."""
+        self.wake()
+        self.statistics.stale_reads += 1
+        return behind
 
     @staticmethod
     def _behind(conn: Connection, head: int) -> int:
@@ -418,10 +448,13 @@ class DeferredApply:
         conn.rollback()
         return 0 if first is None or first > head else head - first + 1
 
-    def _wait_for(self, conn: Connection, head: int, stop: Callable[[], None] | None) -> None:
+    def _wait_for(self, conn: Connection, head: int, stop: Callable[[], None] | None, mine: str | None) -> None:
+        """Wait until no event up to ``head`` is pending — of those ``mine`` logged only, when given."""
         p = tables.pending_events.c
         deadline = time.monotonic() + READ_WAIT_SECONDS
         left = select(p.seq).where(p.seq <= head).limit(1)
+        if mine is not None:
+            left = left.where(p.logged_by == mine)
         while True:
             if stop is not None:
                 stop()

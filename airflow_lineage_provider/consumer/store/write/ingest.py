@@ -14,7 +14,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from operator import itemgetter
@@ -345,14 +345,22 @@ def ingest_events(conn: Connection, events: Sequence[LineageEvent]) -> IngestRes
     return IngestResult(stored=len(inserted), duplicates=len(events) - len(inserted), inserted=frozenset(inserted))
 
 
-def log_events(conn: Connection, events: Sequence[LineageEvent]) -> IngestResult:
+def log_events(
+    conn: Connection, events: Sequence[LineageEvent], senders: Mapping[str, str] | None = None
+) -> IngestResult:
     """Store ``events`` in the open transaction of ``conn`` and log the new ones as pending
     (:data:`.tables.pending_events`), for :func:`apply_events` to apply in a later transaction (see
-    :mod:`..deferred_apply`); duplicates (stored before) change nothing. Counts as :func:`ingest_events` does."""
+    :mod:`..deferred_apply`); duplicates (stored before) change nothing. Counts as :func:`ingest_events` does.
+    ``senders``: event key → the principal that posted it (:attr:`.Principal.log_name`), recorded with its row."""
     unique = {event.key: event for event in events}
     inserted = _insert_events(conn, unique.values(), datetime.now(timezone.utc))
     if inserted:
-        _write(conn, statements(conn.dialect.name).pending_events, [{"event_key": key} for key in inserted])
+        senders = senders or {}
+        rows = [
+            {"event_key": key, "logged_by": tables.logged_by(sender) if (sender := senders.get(key)) else None}
+            for key in inserted
+        ]
+        _write(conn, statements(conn.dialect.name).pending_events, rows)
     return IngestResult(stored=len(inserted), duplicates=len(events) - len(inserted), inserted=frozenset(inserted))
 
 
