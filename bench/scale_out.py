@@ -14,7 +14,9 @@ spread round-robin over them:
   as the shipper does); events/s until the last batch was answered, and until every process answered a read
   without a ``Lineage-Pending-Events`` header (everything applied). Meanwhile a separate client process reads in
   turn from each server, every 0.1 s, alternately the depth-10 upstream walk from one of 20 datasets the latest
-  DAGs wrote and ``/api/v1/datasets?limit=100``: p50/p95 of each, and how many answers said they were behind;
+  DAGs wrote and ``/api/v1/datasets?limit=100``, each pair in turn as the senders (who post without a key) and as
+  a reader with a key of its own that posts nothing (read-your-writes holds per principal: a read behind a bulk
+  load waits only for its own principal's events): p50/p95 of each, and how many answers said they were behind;
 * **single-event ingest**: the next ``--single-per-process`` x P events, one per request, from 4 client processes
   per server (each job's events in one client); events/s until every server reads everything applied, p50/p99;
 * **reads at rest**: :data:`REST_READS` walks and listings again, the load over, round-robin.
@@ -75,6 +77,11 @@ READ_EVERY = 0.1
 REST_READS = 20
 #: Walk roots the readers cycle through.
 ROOTS = 20
+#: The key of the reader that posts nothing (a person looking at the lineage page while the export DAG loads):
+#: the senders post without a key (anonymous write), so its reads are another principal's than theirs.
+READER_KEY = "scale-out-reader"
+#: Who the reader beside the load reads as, in turn: the senders' principal, and a principal that posts nothing.
+READS_AS = ("sender", "other")
 
 
 # --- CPU accounting ---------------------------------------------------------------------------------------------
@@ -136,7 +143,9 @@ class CpuMeter:
 # --- reads --------------------------------------------------------------------------------------------------------
 
 
-def _read(session: requests.Session, url: str, kind: str, root: tuple[str, str]) -> tuple[str, float, int, int]:
+def _read(
+    session: requests.Session, url: str, kind: str, root: tuple[str, str], headers: dict[str, str] | None = None
+) -> tuple[str, float, int, int]:
     """One walk or listing: ``(kind, ms to the last byte, status, events the answer said it was behind)``."""
     if kind == "walk":
         path = "/api/v1/lineage"
@@ -149,25 +158,29 @@ def _read(session: requests.Session, url: str, kind: str, root: tuple[str, str])
     else:
         path, params = "/api/v1/datasets", {"limit": 100}
     started = time.perf_counter()
-    answer = session.get(f"{url}{path}", params=params, timeout=600)
+    answer = session.get(f"{url}{path}", params=params, headers=headers, timeout=600)
     elapsed = (time.perf_counter() - started) * 1000
     return kind, elapsed, answer.status_code, int(answer.headers.get(PENDING_HEADER, "0"))
 
 
 def _reader(urls: list[str], roots: list[tuple[str, str]], stop: Any, out: Any) -> None:
-    """In a process of its own: reads in turn from each server (walk, listing, walk ...) until ``stop`` is set."""
+    """In a process of its own: reads in turn from each server (walk, listing, walk ...), in turn as the senders
+    and as a reader that posts nothing (:data:`READS_AS`), until ``stop`` is set."""
     sessions = [requests.Session() for _ in urls]
-    reads = []
+    reads: dict[str, list[tuple[str, float, int, int]]] = {who: [] for who in READS_AS}
     number = 0
     while not stop.wait(READ_EVERY):
         kind = "walk" if number % 2 == 0 else "datasets"
+        who = READS_AS[(number // 2) % len(READS_AS)]
+        headers = {"X-API-Key": READER_KEY} if who == "other" else None
         server = number % len(urls)
-        reads.append(_read(sessions[server], urls[server], kind, roots[(number // 2) % len(roots)]))
+        reads[who].append(_read(sessions[server], urls[server], kind, roots[(number // 4) % len(roots)], headers))
         number += 1
     out.put(reads)
 
 
 def _summary(reads: list[tuple[str, float, int, int]]) -> dict[str, Any]:
+    """p50/p95 of each kind of read, answers not 200, and answers that said they were behind."""
     result: dict[str, Any] = {}
     for kind in ("walk", "datasets"):
         times = sorted(ms for k, ms, status, _ in reads if k == kind and status == 200)
@@ -182,18 +195,18 @@ def _summary(reads: list[tuple[str, float, int, int]]) -> dict[str, Any]:
 
 
 @contextmanager
-def reading(urls: list[str], roots: list[tuple[str, str]]) -> Iterator[list[tuple[str, float, int, int]]]:
-    """A reader process beside the block; the list holds its reads once the block ends."""
+def reading(urls: list[str], roots: list[tuple[str, str]]) -> Iterator[dict[str, list[tuple[str, float, int, int]]]]:
+    """A reader process beside the block; the dict holds its reads by whom they were for once the block ends."""
     context = multiprocessing.get_context("fork")
     stop, out = context.Event(), context.Queue()
     process = context.Process(target=_reader, args=(urls, roots, stop, out), daemon=True)
     process.start()
-    found: list[tuple[str, float, int, int]] = []
+    found: dict[str, list[tuple[str, float, int, int]]] = {}
     try:
         yield found
     finally:
         stop.set()
-        found += out.get(timeout=600)
+        found.update(out.get(timeout=600))
         process.join(60)
 
 
@@ -211,6 +224,14 @@ def settle_all(consumers: list[Ours]) -> float:
     for consumer in consumers:
         consumer.settle()
     return time.perf_counter()
+
+
+def _access(folder: Path) -> tuple[str, ...]:
+    """Serve options: the senders post without a key (anonymous, admin as on loopback), the other reader with its
+    read key (in a keys file: a secret stays out of ``ps``)."""
+    keys = folder / "keys.json"
+    keys.write_text(json.dumps({"keys": [{"name": "reader", "scope": "read", "secret": READER_KEY}]}))
+    return ("--keys-file", str(keys), "--allow-anonymous", "admin")
 
 
 # --- phases -------------------------------------------------------------------------------------------------------
@@ -265,7 +286,8 @@ def batches(
         "applied_events_per_s": sent / (applied - started),
         "drain_seconds": applied - answered,
         "batches_refused_503": sum(refused),
-        "reads_during": _summary(reads),
+        "reads_during": _summary(reads["sender"]),
+        "reads_during_as_other": _summary(reads["other"]),
         "cpu": cpu,
     }
 
@@ -335,14 +357,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ):
         stream = Stream(total, args.seed)
         try:
-            with serve_ours(store, Path(folder) / "base", *args.serve_option) as consumer:
+            options = (*_access(Path(folder)), *args.serve_option)
+            with serve_ours(store, Path(folder) / "base", *options) as consumer:
                 result["base_load"] = load_batches(consumer, stream, args.base, progress)
             analyze(store)
             for count in args.processes:
                 roots = list(islice(deployment.roots(stream.day), ROOTS))
                 with ExitStack() as servers:
                     consumers = [
-                        servers.enter_context(serve_ours(store, Path(folder) / f"p{count}-{i}", *args.serve_option))
+                        servers.enter_context(serve_ours(store, Path(folder) / f"p{count}-{i}", *options))
                         for i in range(count)
                     ]
                     warm_up(consumers, stream, roots)
@@ -390,6 +413,9 @@ def table(result: dict[str, Any]) -> Any:
         ("walk during load p50/p95 ms", lambda p: pair(p["batch"]["reads_during"], "walk")),
         ("datasets during load p50/p95 ms", lambda p: pair(p["batch"]["reads_during"], "datasets")),
         ("reads behind / not 200 during load", lambda p: flagged(p["batch"]["reads_during"])),
+        ("walk during load as another reader p50/p95 ms", lambda p: pair(p["batch"]["reads_during_as_other"], "walk")),
+        ("datasets during load as another p50/p95 ms", lambda p: pair(p["batch"]["reads_during_as_other"], "datasets")),
+        ("another's reads behind / not 200", lambda p: flagged(p["batch"]["reads_during_as_other"])),
         ("batch CPU %: servers / PG / machine", lambda p: cpu(p["batch"])),
         ("single ev/s; p50/p99 ms",
          lambda p: f"{p['single']['events_per_s']:,.0f}; {p['single']['p50_ms']:.0f}/{p['single']['p99_ms']:.0f}"),
