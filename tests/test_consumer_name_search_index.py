@@ -109,7 +109,7 @@ def test_a_version_12_store_gains_the_trigram_index_on_postgresql_and_keeps_its_
             assert tables.NAME_SEARCH_INDEX not in _index_names(conn)
             conn.exec_driver_sql("UPDATE lineage_alembic_version SET version_num = '0012'")
             conn.execute(tables.schema_version.delete().where(tables.schema_version.c.version > 12))
-        assert migrate(engine) == LATEST == 15
+        assert migrate(engine) == LATEST == 16
         with engine.begin() as conn:
             postgresql = conn.dialect.name == "postgresql"
             assert (tables.NAME_SEARCH_INDEX in _index_names(conn)) is postgresql
@@ -200,6 +200,6 @@ def test_a_store_whose_role_may_not_create_pg_trgm_searches_without_the_index(
         assert "pg_trgm could not be created" in caplog.text
         with engine.connect() as conn:
             assert tables.NAME_SEARCH_INDEX not in _index_names(conn)
-            assert conn.exec_driver_sql("SELECT version_num FROM lineage_alembic_version").scalar() == "0015"
+            assert conn.exec_driver_sql("SELECT version_num FROM lineage_alembic_version").scalar() == "0016"
     finally:
         engine.dispose()

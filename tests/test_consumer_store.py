@@ -109,8 +109,20 @@ _V3_DATASET_EDGES = sa.Table(
 )
 
 
+def _to_version_15(conn: sa.Connection) -> None:
+    """Take off what version 16 added: the node counts kept by triggers."""
+    for trigger in ("lineage_nodes_counted_in", "lineage_nodes_counted_out"):
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"DROP TRIGGER {trigger} ON lineage_nodes")
+            conn.exec_driver_sql(f"DROP FUNCTION {trigger}()")
+        else:
+            conn.exec_driver_sql(f"DROP TRIGGER {trigger}")
+    tables.node_counts.drop(conn)
+
+
 def _to_version_14(conn: sa.Connection) -> None:
     """Take off what version 15 added: who logged each event of the ingest log."""
+    _to_version_15(conn)
     conn.exec_driver_sql("DROP INDEX ix_lineage_pending_events_logged_by")
     conn.exec_driver_sql("ALTER TABLE lineage_pending_events DROP COLUMN logged_by")
 

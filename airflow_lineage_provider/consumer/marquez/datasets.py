@@ -47,7 +47,7 @@ from airflow_lineage_provider.consumer.store.read.queries import Admit, dataset_
 from airflow_lineage_provider.consumer.store.read.sources import source_of
 from airflow_lineage_provider.consumer.store.read.text import iso, loads
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, scrub
-from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.schema import node_counts, tables
 from airflow_lineage_provider.consumer.store.write.ingest import node_key
 
 #: The namespace of dataset version UUIDs (``uuid5(VERSIONS, namespace NUL name NUL run id)``).
@@ -347,13 +347,15 @@ def list_datasets(
     plain = and_(n.kind == "dataset", n.namespace == namespace)
     expected = dataset_aliases.expect_groups(conn)
     where = and_(plain, dataset_aliases.listed(n, visible, conn.dialect.name)) if expected else plain
-    # Whether the store has groups rides along with the count: no statement more on a store without any.
-    counted = select(func.count(), dataset_aliases.HAS_GROUPS).select_from(tables.nodes).where(where)
-    total, grouped = conn.execute(counted).one()
+    # Without groups the total is the namespace's kept count (.schema.node_counts), not a count of its datasets.
+    grouped = conn.execute(select(dataset_aliases.HAS_GROUPS)).scalar_one()
     dataset_aliases.note_groups(conn, bool(grouped))
     if grouped and not expected:
         where = and_(plain, dataset_aliases.listed(n, visible, conn.dialect.name))
+    if grouped:
         total = conn.execute(select(func.count()).select_from(tables.nodes).where(where)).scalar_one()
+    else:
+        total = node_counts.total(conn, "dataset", namespace)
     sized = select(n.id, dataset_size(n.id, conn.dialect.name)).where(where).order_by(n.name)
     rows = conn.execute(sized.limit(limit).offset(offset)).all()
     if admit is not None:

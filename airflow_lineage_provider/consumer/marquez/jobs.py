@@ -43,7 +43,7 @@ from airflow_lineage_provider.consumer.store.read.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.read.tags import NODE
 from airflow_lineage_provider.consumer.store.read.text import loads
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, namespace_in, scrub
-from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.schema import node_counts, tables
 from airflow_lineage_provider.consumer.store.write.ingest import node_key
 
 #: How many of its newest runs a Job lists in ``latestRuns``.
@@ -56,9 +56,11 @@ RUN_STATES = ("NEW", "RUNNING", "COMPLETED", "ABORTED", "FAILED")
 _n, _j, _r, _e = tables.nodes.c, tables.jobs.c, tables.runs.c, tables.edges.c
 
 
-def page(conn: Connection, query: Any, limit: int, offset: int) -> tuple[list[Any], int]:
-    """The rows of ``query`` from ``offset`` (at most ``limit``) and how many rows it has in all."""
-    total = conn.execute(select(func.count()).select_from(query.order_by(None).subquery())).scalar() or 0
+def page(conn: Connection, query: Any, limit: int, offset: int, total: int | None = None) -> tuple[list[Any], int]:
+    """The rows of ``query`` from ``offset`` (at most ``limit``) and how many rows it has in all (``total`` when
+    known, else counted)."""
+    if total is None:
+        total = conn.execute(select(func.count()).select_from(query.order_by(None).subquery())).scalar() or 0
     return list(conn.execute(query.limit(limit).offset(offset))), total
 
 
@@ -102,7 +104,9 @@ def list_jobs(
         )
     if visible is not None:
         query = query.where(namespace_in(_n.namespace, visible, conn.dialect.name))
-    rows, total = page(conn, query, limit, offset)
+    # Without a filter but namespaces, the total is the kept counts (.schema.node_counts), not a count of every job.
+    kept = None if name_contains or states else node_counts.total(conn, "job", namespace, visible)
+    rows, total = page(conn, query, limit, offset, kept)
     if cache is not None and visible is None:
         found: Mapping[int, Job | msgspec.Raw] = cached_job_objects(
             conn, {row.id: row.version for row in rows}, cache, admit

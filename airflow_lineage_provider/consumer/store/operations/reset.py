@@ -127,6 +127,7 @@ _LINEAGE_TABLES = (
     tables.job_declarations,
     tables.jobs,
     tables.nodes,
+    tables.node_counts,  # after the nodes: deleting them moves the counts (.schema.node_counts)
     tables.namespaces,
 )
 

@@ -40,7 +40,7 @@ from airflow_lineage_provider.consumer.store.graph.nodes import node_details, ru
 from airflow_lineage_provider.consumer.store.graph.versioned_cache import VersionedCache
 from airflow_lineage_provider.consumer.store.read.text import iso
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, names_hidden_namespace, namespace_in
-from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.schema import node_counts, tables
 
 
 def _page(conn: Connection, query: Any, limit: int, offset: int) -> tuple[list[Any], int]:
@@ -69,10 +69,18 @@ def name_size(column: Any, dialect: str) -> ColumnElement[int]:
 
 
 def sized_page(
-    conn: Connection, query: Any, size: ColumnElement[int], limit: int, offset: int, admit: Admit | None
+    conn: Connection,
+    query: Any,
+    size: ColumnElement[int],
+    limit: int,
+    offset: int,
+    admit: Admit | None,
+    total: int | None = None,
 ) -> tuple[list[Any], int]:
-    """:func:`_page` with column ``size`` on the page's rows (not in the count), told to ``admit``."""
-    total = conn.execute(select(func.count()).select_from(query.order_by(None).subquery())).scalar() or 0
+    """:func:`_page` with column ``size`` on the page's rows (not in the count), told to ``admit``; ``total``: the
+    count of ``query``'s rows when known (else counted)."""
+    if total is None:
+        total = conn.execute(select(func.count()).select_from(query.order_by(None).subquery())).scalar() or 0
     rows = list(conn.execute(query.add_columns(size.label("size")).limit(limit).offset(offset)))
     if admit is not None:
         admit([row.size for row in rows])
@@ -186,20 +194,30 @@ def list_nodes(
     """
     dialect = conn.dialect.name
     n = tables.nodes.c
+    # Without a filter on names, the total is the namespaces' kept counts (.schema.node_counts), not a count of
+    # every node.
+    kept = not name_contains and not without_renderings
     if kind != "dataset":
         query = _node_ids(kind, namespace, name_contains, visible, dialect, False)
-        rows, total = sized_page(conn, query, _job_size(n.id, dialect), limit, offset, admit)
+        total = node_counts.total(conn, kind, namespace, visible) if kept else None
+        rows, total = sized_page(conn, query, _job_size(n.id, dialect), limit, offset, admit, total)
         details = node_details(conn, [row.id for row in rows], visible)
         # A node gone since the page was chosen (a prune or reset committed in between) is left out.
         return [details[row.id] for row in rows if row.id in details], total - (len(rows) - len(details))
     expected = dataset_aliases.expect_groups(conn)
     ids_query = _node_ids(kind, namespace, name_contains, visible, dialect, expected, without_renderings)
-    counted = select(func.count(), *dataset_aliases.probes()).select_from(ids_query.order_by(None).subquery())
-    total, groups, claims = conn.execute(counted).one()
+    if kept:  # the counts hold unless a dataset has several names (counted once: see below)
+        groups, claims = conn.execute(select(*dataset_aliases.probes())).one()
+        total = None if groups else node_counts.total(conn, kind, namespace, visible)
+    else:
+        counted = select(func.count(), *dataset_aliases.probes()).select_from(ids_query.order_by(None).subquery())
+        total, groups, claims = conn.execute(counted).one()
     aliasing = dataset_aliases.Aliasing(bool(groups), bool(claims))
     dataset_aliases.note_groups(conn, aliasing.groups)
     if aliasing.groups and not expected:
         ids_query = _node_ids(kind, namespace, name_contains, visible, dialect, True, without_renderings)
+        total = None
+    if total is None:
         total = conn.execute(select(func.count()).select_from(ids_query.order_by(None).subquery())).scalar() or 0
     page = ids_query.add_columns(dataset_size(n.id, dialect), n.version).limit(limit).offset(offset)
     sized = conn.execute(page).all()

@@ -183,6 +183,25 @@ namespaces = Table(
     Column("updated_at", UtcDateTime, nullable=False),
 )
 
+#: How many nodes of each kind each namespace holds, kept by triggers on ``lineage_nodes`` (:mod:`.node_counts`):
+#: the total of a listing without reading every node. PostgreSQL: a row per writer connection's ``shard``, summed.
+node_counts = Table(
+    "lineage_node_counts",
+    metadata,
+    Column("namespace", Text, primary_key=True),
+    Column("kind", String(8), primary_key=True),
+    Column("shard", SmallInteger, primary_key=True, autoincrement=False),
+    Column("nodes", BigInteger, nullable=False),
+)
+
+
+@event.listens_for(metadata, "after_create")
+def _node_count_triggers(target: MetaData, conn: Connection, **_: Any) -> None:
+    from airflow_lineage_provider.consumer.store.schema.node_counts import create_triggers  # it builds on this
+
+    create_triggers(conn)
+
+
 #: Search by name on PostgreSQL: a GIN index of ``lower(name)`` with pg_trgm's trigram operators serves
 #: ``lower(name) LIKE lower('%text%')`` (Marquez's ILIKE) without reading every node.
 NAME_SEARCH_INDEX = "ix_lineage_nodes_name_trgm"
