@@ -344,7 +344,7 @@ def test_column_lineage_follows_the_declaration(consumer: TestClient) -> None:
 
 def test_a_version_11_store_keeps_only_each_job_s_latest_declaration(store_url: str) -> None:
     """Version 9 to 11 kept an edge declared by any JobEvent; the upgrade leaves only the latest's."""
-    from test_consumer_store import _to_version_11
+    from test_consumer_store import back_to_version
 
     engine = create_store_engine(store_url)
     try:
@@ -366,8 +366,7 @@ def test_a_version_11_store_keeps_only_each_job_s_latest_declaration(store_url: 
                 tables.edges.update().values(declared_at=_parsed(new)).where(tables.edges.c.declared_at.is_not(None))
             )
             conn.execute(moved.where(tables.edges.c.destination_id != _node_id(conn, "balances_audit")))
-            _to_version_11(conn)
-            conn.exec_driver_sql("UPDATE lineage_alembic_version SET version_num = '0011'")
+            back_to_version(conn, 11)
         migrate(engine)
         with engine.connect() as conn:
             names = {

@@ -98,17 +98,15 @@ def test_on_postgresql_the_search_statement_is_answered_from_the_trigram_index(p
 
 
 def test_a_version_12_store_gains_the_trigram_index_on_postgresql_and_keeps_its_nodes(store_url: str) -> None:
-    from test_consumer_store import _to_version_12
+    from test_consumer_store import back_to_version
 
     engine = create_store_engine(store_url)
     try:
         migrate(engine)
         with engine.begin() as conn:
             _fill(conn)
-            _to_version_12(conn)
+            back_to_version(conn, 12)
             assert tables.NAME_SEARCH_INDEX not in _index_names(conn)
-            conn.exec_driver_sql("UPDATE lineage_alembic_version SET version_num = '0012'")
-            conn.execute(tables.schema_version.delete().where(tables.schema_version.c.version > 12))
         assert migrate(engine) == LATEST == 16
         with engine.begin() as conn:
             postgresql = conn.dialect.name == "postgresql"
@@ -179,7 +177,7 @@ def test_a_store_whose_role_may_not_create_pg_trgm_searches_without_the_index(
     without_extension_rights: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Created new, and upgraded from version 12: no index and a warning naming why, search the same."""
-    from test_consumer_store import _to_version_12
+    from test_consumer_store import back_to_version
 
     engine = create_store_engine(without_extension_rights)
     try:
@@ -191,9 +189,7 @@ def test_a_store_whose_role_may_not_create_pg_trgm_searches_without_the_index(
             assert tables.NAME_SEARCH_INDEX not in _index_names(conn)
             _fill(conn)
             assert _search_statements(conn, "orders")[0] == ["100%_orders", "daily_ORDERS_2026_01_05", "orders"]
-            _to_version_12(conn)
-            conn.exec_driver_sql("UPDATE lineage_alembic_version SET version_num = '0012'")
-            conn.execute(tables.schema_version.delete().where(tables.schema_version.c.version > 12))
+            back_to_version(conn, 12)
         caplog.clear()
         with caplog.at_level(logging.WARNING):
             assert migrate(engine) == LATEST

@@ -204,6 +204,16 @@ def _to_version_5(conn: sa.Connection) -> None:
     conn.exec_driver_sql("CREATE INDEX ix_lineage_nodes_kind_namespace ON lineage_nodes (kind, namespace)")
 
 
+def back_to_version(conn: sa.Connection, version: int) -> None:
+    """Take a store at the latest schema back to ``version`` (11 or later, an Alembic revision): what later versions
+    added taken off, its revision stamped and the version rows of later versions deleted, so that ``migrate``
+    upgrades it as a store that version left."""
+    takers = {11: _to_version_11, 12: _to_version_12, 13: _to_version_13, 14: _to_version_14, 15: _to_version_15}
+    takers[version](conn)
+    conn.exec_driver_sql(f"UPDATE lineage_alembic_version SET version_num = '{version:04d}'")
+    conn.execute(tables.schema_version.delete().where(tables.schema_version.c.version > version))
+
+
 def _old_store(engine: sa.Engine, version: int) -> None:
     """A store as ``version`` (1 to 5) left it: its tables, version 1's foreign keys and its version stamp."""
     with engine.begin() as conn:

@@ -85,7 +85,7 @@ def _groups(conn: sa.Connection) -> dict[tuple[str, frozenset[str]], tuple[bool,
 
 
 def test_the_upgrade_drops_table_and_column_lineage_only_a_superseded_jobevent_named(store_url: str) -> None:
-    from test_consumer_store import _to_version_11
+    from test_consumer_store import back_to_version
 
     wrong = declared(
         ["src"],
@@ -118,8 +118,7 @@ def test_the_upgrade_drops_table_and_column_lineage_only_a_superseded_jobevent_n
                 gone = [row for key, row in rows.items() if key not in kept]
                 if gone:
                     conn.execute(table.insert(), gone)
-            _to_version_11(conn)
-            conn.exec_driver_sql("UPDATE lineage_alembic_version SET version_num = '0011'")
+            back_to_version(conn, 11)
         migrate(engine)
         with engine.connect() as conn:
             datasets = set(

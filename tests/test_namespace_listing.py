@@ -206,7 +206,7 @@ def test_note_lowers_and_raises_the_stored_times_whatever_a_batch_brings(store_u
 
 
 def test_a_version_13_store_is_backfilled_from_its_nodes(store_url: str) -> None:
-    from test_consumer_store import _to_version_13
+    from test_consumer_store import back_to_version
 
     app = create_app(store_url=store_url, anonymous=Access.ADMIN)
     try:
@@ -215,9 +215,7 @@ def test_a_version_13_store_is_backfilled_from_its_nodes(store_url: str) -> None
             engine = _engine(client)
             expected = _assert_kept(engine)
             with engine.begin() as conn:
-                _to_version_13(conn)
-                conn.exec_driver_sql("UPDATE lineage_alembic_version SET version_num = '0013'")
-                conn.execute(tables.schema_version.delete().where(tables.schema_version.c.version > 13))
+                back_to_version(conn, 13)
     finally:
         app.state.store.dispose()
     engine = create_store_engine(store_url)

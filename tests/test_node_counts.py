@@ -159,7 +159,7 @@ def test_a_dataset_known_under_two_names_is_counted_once(keyed: TestClient) -> N
 
 
 def test_a_version_15_store_is_backfilled_from_its_nodes(store_url: str) -> None:
-    from test_consumer_store import _to_version_15
+    from test_consumer_store import back_to_version
 
     app = create_app(store_url=store_url, anonymous=Access.ADMIN)
     try:
@@ -170,9 +170,7 @@ def test_a_version_15_store_is_backfilled_from_its_nodes(store_url: str) -> None
             engine = _engine(client)
             expected = _assert_kept(engine)
             with engine.begin() as conn:
-                _to_version_15(conn)
-                conn.exec_driver_sql("UPDATE lineage_alembic_version SET version_num = '0015'")
-                conn.execute(tables.schema_version.delete().where(tables.schema_version.c.version > 15))
+                back_to_version(conn, 15)
     finally:
         app.state.store.dispose()
     engine = create_store_engine(store_url)
