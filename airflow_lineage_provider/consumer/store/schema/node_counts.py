@@ -1,7 +1,7 @@
 """How many jobs and datasets each namespace holds (``lineage_node_counts``), kept by the database itself.
 
 A listing answers ``totalCount``; counting every dataset for every page grew with the store (a sequential scan of
-``lineage_nodes``: 80 ms at 190k datasets on PostgreSQL). Triggers on ``lineage_nodes`` keep a count per
+``lineage_nodes``; figures in ``docs/benchmarks.md``). Triggers on ``lineage_nodes`` keep a count per
 (namespace, kind) instead, in the transaction that inserts or deletes a node, whichever code does it (an ingest, a
 reset, a declaration retracting a dataset), so a count read in a listing's snapshot is exact for that snapshot: the
 sum of a few rows. No node changes namespace (its key is made of kind, namespace and name), so updates need none.
