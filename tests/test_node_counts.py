@@ -22,7 +22,8 @@ from airflow_lineage_provider.consumer import create_app
 from airflow_lineage_provider.consumer.ingest.service import write_events
 from airflow_lineage_provider.consumer.security.access import Access, ApiKey, NamespaceScope
 from airflow_lineage_provider.consumer.store import LineageStore, create_store_engine
-from airflow_lineage_provider.consumer.store.schema import node_counts, tables
+from airflow_lineage_provider.consumer.store.read import node_totals
+from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.schema.migrations import LATEST, migrate
 from airflow_lineage_provider.consumer.validation import parse_event
 
@@ -211,9 +212,9 @@ def test_two_writers_at_once_keep_exact_counts(store_url: str) -> None:
         kept = _assert_kept(store.engine)
         assert kept[("warehouse", "dataset")] == 40 and kept[("bi", "dataset")] == 20
         with store.engine.connect() as conn:
-            assert node_counts.total(conn, "dataset") == 60
-            assert node_counts.total(conn, "dataset", "bi") == 20
-            assert node_counts.total(conn, "dataset", visible=["bi", "nowhere"]) == 20
+            assert node_totals.total(conn, "dataset") == 60
+            assert node_totals.total(conn, "dataset", "bi") == 20
+            assert node_totals.total(conn, "dataset", visible=["bi", "nowhere"]) == 20
     finally:
         store.dispose()
 

@@ -42,12 +42,12 @@ from sqlalchemy import Connection, and_, func, select
 from airflow_lineage_provider.consumer.marquez.shapes import Dataset, Field, NodeId
 from airflow_lineage_provider.consumer.store.graph import dataset_aliases
 from airflow_lineage_provider.consumer.store.graph.node_types import dataset_type
-from airflow_lineage_provider.consumer.store.read import tags
+from airflow_lineage_provider.consumer.store.read import node_totals, tags
 from airflow_lineage_provider.consumer.store.read.queries import Admit, dataset_size
 from airflow_lineage_provider.consumer.store.read.sources import source_of
 from airflow_lineage_provider.consumer.store.read.text import iso, loads
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, scrub
-from airflow_lineage_provider.consumer.store.schema import node_counts, tables
+from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.write.ingest import node_key
 
 #: The namespace of dataset version UUIDs (``uuid5(VERSIONS, namespace NUL name NUL run id)``).
@@ -355,7 +355,7 @@ def list_datasets(
     if grouped:
         total = conn.execute(select(func.count()).select_from(tables.nodes).where(where)).scalar_one()
     else:
-        total = node_counts.total(conn, "dataset", namespace)
+        total = node_totals.total(conn, "dataset", namespace)
     sized = select(n.id, dataset_size(n.id, conn.dialect.name)).where(where).order_by(n.name)
     rows = conn.execute(sized.limit(limit).offset(offset)).all()
     if admit is not None:

@@ -38,12 +38,13 @@ from airflow_lineage_provider.consumer.marquez.runs import (
 from airflow_lineage_provider.consumer.marquez.shapes import Job, JobVersion, NodeId, Run, VersionId
 from airflow_lineage_provider.consumer.store.graph.node_types import job_type
 from airflow_lineage_provider.consumer.store.graph.versioned_cache import VersionedCache
+from airflow_lineage_provider.consumer.store.read import node_totals
 from airflow_lineage_provider.consumer.store.read.queries import Admit, name_size, named, sized_page, stored_size
 from airflow_lineage_provider.consumer.store.read.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.read.tags import NODE
 from airflow_lineage_provider.consumer.store.read.text import loads
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, namespace_in, scrub
-from airflow_lineage_provider.consumer.store.schema import node_counts, tables
+from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.write.ingest import node_key
 
 #: How many of its newest runs a Job lists in ``latestRuns``.
@@ -105,7 +106,7 @@ def list_jobs(
     if visible is not None:
         query = query.where(namespace_in(_n.namespace, visible, conn.dialect.name))
     # Without a filter but namespaces, the total is the kept counts (.schema.node_counts), not a count of every job.
-    kept = None if name_contains or states else node_counts.total(conn, "job", namespace, visible)
+    kept = None if name_contains or states else node_totals.total(conn, "job", namespace, visible)
     rows, total = page(conn, query, limit, offset, kept)
     if cache is not None and visible is None:
         found: Mapping[int, Job | msgspec.Raw] = cached_job_objects(

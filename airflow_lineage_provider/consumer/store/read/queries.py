@@ -38,9 +38,10 @@ from airflow_lineage_provider.consumer import nodeids
 from airflow_lineage_provider.consumer.store.graph import dataset_aliases, renderings
 from airflow_lineage_provider.consumer.store.graph.nodes import node_details, run_data, visible_facets
 from airflow_lineage_provider.consumer.store.graph.versioned_cache import VersionedCache
+from airflow_lineage_provider.consumer.store.read import node_totals
 from airflow_lineage_provider.consumer.store.read.text import iso
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, names_hidden_namespace, namespace_in
-from airflow_lineage_provider.consumer.store.schema import node_counts, tables
+from airflow_lineage_provider.consumer.store.schema import tables
 
 
 def _page(conn: Connection, query: Any, limit: int, offset: int) -> tuple[list[Any], int]:
@@ -199,7 +200,7 @@ def list_nodes(
     kept = not name_contains and not without_renderings
     if kind != "dataset":
         query = _node_ids(kind, namespace, name_contains, visible, dialect, False)
-        total = node_counts.total(conn, kind, namespace, visible) if kept else None
+        total = node_totals.total(conn, kind, namespace, visible) if kept else None
         rows, total = sized_page(conn, query, _job_size(n.id, dialect), limit, offset, admit, total)
         details = node_details(conn, [row.id for row in rows], visible)
         # A node gone since the page was chosen (a prune or reset committed in between) is left out.
@@ -208,7 +209,7 @@ def list_nodes(
     ids_query = _node_ids(kind, namespace, name_contains, visible, dialect, expected, without_renderings)
     if kept:  # the counts hold unless a dataset has several names (counted once: see below)
         groups, claims = conn.execute(select(*dataset_aliases.probes())).one()
-        total = None if groups else node_counts.total(conn, kind, namespace, visible)
+        total = None if groups else node_totals.total(conn, kind, namespace, visible)
     else:
         counted = select(func.count(), *dataset_aliases.probes()).select_from(ids_query.order_by(None).subquery())
         total, groups, claims = conn.execute(counted).one()

@@ -14,16 +14,13 @@ sum of a few rows. No node changes namespace (its key is made of kind, namespace
 * **SQLite**: row triggers (one writer at a time): shard 0.
 
 Rows are never deleted by the triggers (a namespace whose nodes all went keeps rows of 0); a whole-store reset
-empties the table after the nodes.
+empties the table after the nodes. Reads sum them with
+:func:`airflow_lineage_provider.consumer.store.read.node_totals.total`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
-from sqlalchemy import Connection, func, select
-
-from airflow_lineage_provider.consumer.store.schema import tables
+from sqlalchemy import Connection
 
 #: Rows per (namespace, kind) on PostgreSQL: writers on different connections mostly update different ones.
 SHARDS = 64
@@ -84,17 +81,3 @@ def create_triggers(conn: Connection) -> None:
     else:
         for name, when, body in _SQLITE_TRIGGERS:
             conn.exec_driver_sql(f"CREATE TRIGGER {name} {when} BEGIN {body} END")
-
-
-def total(conn: Connection, kind: str, namespace: str | None = None, visible: Collection[str] | None = None) -> int:
-    """How many nodes of ``kind`` the store holds — in ``namespace`` if given, in the ``visible`` namespaces if
-    given (None: all) — as of the transaction of ``conn``."""
-    from airflow_lineage_provider.consumer.store.read.visibility import namespace_in  # read/ builds on schema/
-
-    c = tables.node_counts.c
-    query = select(func.coalesce(func.sum(c.nodes), 0)).where(c.kind == kind)
-    if namespace is not None:
-        query = query.where(c.namespace == namespace)
-    if visible is not None:
-        query = query.where(namespace_in(c.namespace, visible, conn.dialect.name))
-    return int(conn.execute(query).scalar_one())
