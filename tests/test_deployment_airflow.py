@@ -22,7 +22,15 @@ from typing import Any
 import httpx
 import pytest
 import sqlalchemy as sa
-from support.deployment import Deadline, Deployment, airflow_deployment, recipe_blocks, recipe_settings
+from support.deployment import (
+    Deadline,
+    Deployment,
+    airflow_deployment,
+    recipe_blocks,
+    recipe_settings,
+    run_python,
+    run_recipe_shell,
+)
 from support.environment import require_shared
 from support.olschema import STOCK_PROVIDER_FACETS, assert_valid_event
 
@@ -322,3 +330,23 @@ def test_nothing_listens_beyond_loopback(outcome: Outcome) -> None:
     listening = outcome.deployment.note_listening()
     assert any(process.startswith("api-server") for process, _, _ in listening), listening
     assert {address for _, address, _ in listening} == {"127.0.0.1"}, listening
+
+
+def test_the_recipes_connections_take_a_key_that_begins_with_a_dash(outcome: Outcome) -> None:
+    """``secrets.token_urlsafe`` begins a key with ``-`` about once in 64: the recipe's commands must take it as a
+    value, not as an option (a landing CI run failed so). The block runs again as written, on fresh connection
+    ids, with the generated key replaced by one that begins with ``-``."""
+    key = "-dash-" + "k" * 37
+    block = recipe_blocks()["connections"]
+    assert block.startswith("LINEAGE_KEY=$("), "the recipe no longer generates its key on its first line"
+    script = f"LINEAGE_KEY='{key}'\n" + block.split("\n", 1)[1]
+    script = script.replace("openlineage_default", "openlineage_dash_key").replace(
+        "airflow_metadata_readonly", "airflow_metadata_dash_key"
+    )
+    run_recipe_shell(script, outcome.deployment.env, outcome.deployment.root)
+    read = (
+        "from airflow.models.connection import Connection\n"
+        "print('password=' + Connection.get_connection_from_secrets('openlineage_dash_key').password)"
+    )
+    shown = run_python(read, outcome.deployment.env, outcome.deployment.root)
+    assert f"password={key}" in shown.splitlines(), shown

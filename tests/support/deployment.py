@@ -174,6 +174,11 @@ def run_recipe_shell(code: str, env: dict[str, str], cwd: Path, timeout: float =
     return {key: value for key, value in after.items() if env.get(key) != value and key.startswith("AIRFLOW__")}
 
 
+def run_python(code: str, env: dict[str, str], cwd: Path, timeout: float = 120) -> str:
+    """Run ``code`` with the deployment's Python and environment (its metadata database); returns its output."""
+    return _run([str(VENV_BIN / "python"), "-c", code], env, cwd, timeout)
+
+
 def deployment_env(home: Path, dags: Path, port: int, root: Path) -> dict[str, str]:
     """What a deployment chooses for itself, beside the recipe: executor, address, users and secrets."""
     from cryptography.fernet import Fernet
