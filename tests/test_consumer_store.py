@@ -109,8 +109,14 @@ _V3_DATASET_EDGES = sa.Table(
 )
 
 
+def _to_version_16(conn: sa.Connection) -> None:
+    """Take off what version 17 added: the index of names in order for search."""
+    conn.exec_driver_sql(f"DROP INDEX {tables.NAME_ORDER_INDEX}")
+
+
 def _to_version_15(conn: sa.Connection) -> None:
     """Take off what version 16 added: the node counts kept by triggers."""
+    _to_version_16(conn)
     for trigger in ("lineage_nodes_counted_in", "lineage_nodes_counted_out"):
         if conn.dialect.name == "postgresql":
             conn.exec_driver_sql(f"DROP TRIGGER {trigger} ON lineage_nodes")
@@ -208,7 +214,14 @@ def back_to_version(conn: sa.Connection, version: int) -> None:
     """Take a store at the latest schema back to ``version`` (11 or later, an Alembic revision): what later versions
     added taken off, its revision stamped and the version rows of later versions deleted, so that ``migrate``
     upgrades it as a store that version left."""
-    takers = {11: _to_version_11, 12: _to_version_12, 13: _to_version_13, 14: _to_version_14, 15: _to_version_15}
+    takers = {
+        11: _to_version_11,
+        12: _to_version_12,
+        13: _to_version_13,
+        14: _to_version_14,
+        15: _to_version_15,
+        16: _to_version_16,
+    }
     takers[version](conn)
     conn.exec_driver_sql(f"UPDATE lineage_alembic_version SET version_num = '{version:04d}'")
     conn.execute(tables.schema_version.delete().where(tables.schema_version.c.version > version))
@@ -515,6 +528,7 @@ def test_a_version_5_store_gains_each_runs_latest_job_facets_and_keeps_its_job_v
             expected_indexes = {i.name: [c.name for c in i.columns] for i in tables.nodes.indexes}
             if conn.dialect.name == "postgresql":  # an expression index, created with the table (version 13)
                 expected_indexes[tables.NAME_SEARCH_INDEX] = [None]
+            expected_indexes[tables.NAME_ORDER_INDEX] = ["name", "namespace", "kind"]  # created with the table (17)
             assert indexes == expected_indexes
         facets = {run: json.loads(text) if text else None for run, text, _ in expected}
         assert facets[changed]["location"]["url"] == "v2\u0000"  # NUL: read as U+FFFD only on PostgreSQL

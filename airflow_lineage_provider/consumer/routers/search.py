@@ -5,7 +5,9 @@ wildcards and ``\\`` escapes them), ``filter`` (``JOB`` or ``DATASET``), ``sort`
 ``UPDATE_AT``: most recently updated first), ``limit`` (default 100), ``namespace`` (exact), ``before`` and
 ``after`` (``YYYY-MM-DD``: updated before that day began / after it began, in UTC). Values of ``filter`` and
 ``sort`` are read in any case (``job``, ``name``, ``updated_at`` too). Ours besides Marquez's: ``offset`` for
-paging, and ``totalCount`` is every match, not only the page (Marquez answers the page's size). A blank ``q``
+paging, and ``totalCount`` counts the matches, not only the page (Marquez answers the page's size): exactly up to
+:data:`~airflow_lineage_provider.consumer.store.read.queries.SEARCH_TOTAL_BOUND` matches (or to the page's end when
+it is further), else it is that many and the answer carries :data:`TOTAL_HEADER` ``at-least``. A blank ``q``
 answers no result, as Marquez does. Marquez's web UI asks ``/api/v1/search/?q=...`` (with a slash): both
 paths answer.
 
@@ -39,6 +41,9 @@ router = APIRouter(tags=["search"], dependencies=[Depends(requires(Access.READ))
 FILTERS = {"JOB": "job", "DATASET": "dataset"}
 #: Marquez's ``sort`` values (and the column names its description gives) → :data:`queries.SEARCH_ORDERS`.
 SORTS = {"NAME": "name", "UPDATE_AT": "updated_at", "UPDATED_AT": "updated_at"}
+
+#: Set (to ``at-least``) on an answer whose ``totalCount`` is a lower bound: counting stopped at the bound.
+TOTAL_HEADER = "Lineage-Total-Count"
 
 DateText = Annotated[str | None, Query(max_length=32, description="YYYY-MM-DD (a UTC day).")]
 
@@ -76,8 +81,10 @@ async def get_search(
     until, since = query_date(before, "before"), query_date(after, "after")
     text = q.strip()
     bound = answer_bound(request)
+    at_least = False
 
     def run() -> dict:
+        nonlocal at_least
         if not text:
             return {"totalCount": 0, "results": []}
         with view.read() as (conn, visible):
@@ -95,9 +102,13 @@ async def get_search(
                 admit=bound.admit,
                 without_renderings=shown == "collapsed",
             )
-        return {"totalCount": total, "results": items}
+        at_least = total.at_least
+        return {"totalCount": total.matches, "results": items}
 
-    return await bound.answer(run)
+    answer = await bound.answer(run)
+    if at_least:
+        answer.headers[TOTAL_HEADER] = "at-least"
+    return answer
 
 
 def _midnight(day: date) -> datetime:

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from weakref import WeakKeyDictionary
 
 import msgspec
@@ -327,6 +327,17 @@ def _merge_names(
 
 #: Search orders: Marquez's ``NAME`` (name A-Z) and ``UPDATE_AT`` (most recently updated first).
 SEARCH_ORDERS = ("name", "updated_at")
+#: How many matches a search counts for its total (at least; more when the page ends further on): a common word in a
+#: large store matches tens of thousands of names, and counting them all cost more than the page.
+SEARCH_TOTAL_BOUND = 1000
+
+
+class Total(NamedTuple):
+    """How many results a search has: ``matches`` exactly, or (``at_least``) at least ``matches`` — counting stopped
+    at :data:`SEARCH_TOTAL_BOUND` or at the page's end, whichever is further."""
+
+    matches: int
+    at_least: bool = False
 
 
 def search(
@@ -343,9 +354,10 @@ def search(
     after: datetime | None = None,
     admit: Admit | None = None,
     without_renderings: bool = False,
-) -> tuple[list[dict[str, Any]], int]:
-    """Jobs and datasets whose name matches ``text`` as Marquez matches it, with the total count
-    (``without_renderings``: datasets rendering a visible templated name left out).
+) -> tuple[list[dict[str, Any]], Total]:
+    """Jobs and datasets whose name matches ``text`` as Marquez matches it, with how many match — exactly up to
+    :data:`SEARCH_TOTAL_BOUND` (or the page's end), else at least that many (``without_renderings``: datasets
+    rendering a visible templated name left out).
 
     Marquez's semantics: ``name ILIKE '%' || text || '%'`` — case-insensitive, ``%`` in ``text`` matches any
     run of characters and ``_`` any one character, and a backslash makes the next character literal (``\\%``
@@ -430,33 +442,34 @@ def _search_conditions(asked: _Search, grouped: bool, updated: Any, dialect: str
     return conditions
 
 
-def _search_rows(conn: Connection, asked: _Search, grouped: bool) -> tuple[Sequence[Row[Any]], int, bool]:
-    """A page of search rows, the total, and whether the store has groups (asked along with the page: a
+def _search_rows(conn: Connection, asked: _Search, grouped: bool) -> tuple[Sequence[Row[Any]], Total, bool]:
+    """A page of search rows, its total, and whether the store has groups (asked along with the page: a
     store without any answers with one statement). ``grouped``: a dataset known under several names is found by
     any visible name and shown once, as its group (:mod:`.dataset_aliases`)."""
     n, dialect = tables.nodes.c, conn.dialect.name
     updated = dataset_aliases.group_updated(n, asked.visible, dialect) if grouped else n.updated_at
     conditions = _search_conditions(asked, grouped, updated, dialect)
-    # Names in byte (code point) order on both stores: SQLite's binary collation, PostgreSQL's "C".
+    # Names in byte (code point) order on both stores: SQLite's binary collation, PostgreSQL's "C" — the order of
+    # tables.NAME_ORDER_INDEX, which holds the ids: the page's ids are chosen reading the index in order until the
+    # page is full (a common word), or from the matches the trigram index finds, sorted (a rare one); the planner
+    # weighs the two. Only the page's nodes are then read.
     name: ColumnElement[str] = n.name
     space: ColumnElement[str] = n.namespace
     if dialect == "postgresql":
         name, space = name.collate("C"), space.collate("C")
     order = (name, space, n.kind) if asked.sort == "name" else (updated.desc(), name, space, n.kind)
-    # One pass over the matches for the page and the total: the count of every match rides along on each row of
-    # the page. Ordering the page reads every match anyway (no index yields matches in name order), so the exact
-    # total costs no further read.
-    total_column = func.count().over().label("total")
-    columns = (n.kind, n.namespace, n.name, updated.label("updated_at"), total_column, dataset_aliases.HAS_GROUPS)
-    query = select(*columns).where(*conditions).order_by(*order)
-    rows = conn.execute(query.limit(asked.limit).offset(asked.offset)).all()
-    if rows:
-        return rows, rows[0].total, bool(rows[0].has_groups)
-    if asked.offset == 0:
-        return rows, 0, False
-    # a page past the end carries no count: count apart
-    total = conn.execute(select(func.count()).select_from(tables.nodes).where(*conditions)).scalar() or 0
-    return rows, total, False
+    page = select(n.id).where(*conditions).order_by(*order).limit(asked.limit).offset(asked.offset)
+    columns = (n.kind, n.namespace, n.name, updated.label("updated_at"), dataset_aliases.HAS_GROUPS)
+    shown = n.id.in_(page.correlate(None).scalar_subquery())  # the page's own lineage_nodes, not the outer one
+    rows = conn.execute(select(*columns).where(shown).order_by(*order)).all()
+    present = bool(rows[0].has_groups) if rows else False
+    if 0 < len(rows) < asked.limit or (not rows and asked.offset == 0):  # the last page: the total is known
+        return rows, Total(asked.offset + len(rows)), present
+    # Counted up to a bound: beyond the page and beyond SEARCH_TOTAL_BOUND, a common word's matches are not all read
+    bound = max(SEARCH_TOTAL_BOUND, asked.offset + asked.limit + 1)
+    matches = select(n.id).where(*conditions).limit(bound).subquery()
+    counted = conn.execute(select(func.count()).select_from(matches)).scalar_one()
+    return rows, Total(counted, at_least=counted >= bound), present
 
 
 def _run_dict(row: Any, facets: str | None, visible: Visible = None) -> dict[str, Any]:

@@ -245,6 +245,21 @@ def _name_search_index(target: Table, conn: Connection, **_: Any) -> None:
     )
 
 
+#: Search's pages in name order: names (then namespace and kind) in code point order, with each node's id, so that a
+#: page of a term matching many names is read in order and stops after the page, from the index alone (the node
+#: rows are read for the page only). Code point order is PostgreSQL's "C" collation and SQLite's default.
+NAME_ORDER_INDEX = "ix_lineage_nodes_name_order"
+NAME_ORDER_COLUMNS = {
+    "postgresql": '(name COLLATE "C", namespace COLLATE "C", kind) INCLUDE (id)',
+    "sqlite": "(name, namespace, kind)",  # an index of SQLite holds the rowid, which is the id
+}
+
+
+@event.listens_for(nodes, "after_create")
+def _name_order_index(target: Table, conn: Connection, **_: Any) -> None:
+    conn.exec_driver_sql(f"CREATE INDEX {NAME_ORDER_INDEX} ON {target.name} {NAME_ORDER_COLUMNS[conn.dialect.name]}")
+
+
 #: Per-dataset state: the latest schema (by event time) and the latest facets.
 datasets = Table(
     "lineage_datasets",
