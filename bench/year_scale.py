@@ -85,6 +85,8 @@ SINGLE_EVENTS, CLIENTS = 2_000, 4
 #: Walk roots per checkpoint, and requests per listing.
 ROOTS, REPEAT = 20, 30
 SEARCH = "orders"
+#: A word few names hold: one table of the deployment, under its few renderings.
+RARE_SEARCH = "orders_clean_03417"
 TRIGRAM_INDEX = "ix_lineage_nodes_name_trgm"
 
 DOMAINS = (
@@ -724,6 +726,9 @@ LISTINGS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("namespaces", "/api/v1/namespaces", {}),
     ("datasets", "/api/v1/datasets", {"limit": 100}),
     ("jobs", "/api/v1/jobs", {"limit": 100}),
+    ("search", "/api/v1/search", {"q": SEARCH}),
+    ("search, recent first", "/api/v1/search", {"q": SEARCH, "sort": "UPDATE_AT"}),
+    ("search, a rare word", "/api/v1/search", {"q": RARE_SEARCH}),
 )
 
 
@@ -752,7 +757,8 @@ def listings_against(args: argparse.Namespace) -> dict[str, Any]:
                         bodies[side] = server.body(path, params)
                         if i >= 2:  # two warm-up pairs
                             times[side].append((time.perf_counter() - begun) * 1000)
-                totals = {side: json.loads(body)["totalCount"] for side, body in bodies.items()}
+                answers = {side: json.loads(body) for side, body in bodies.items()}
+                totals = {side: answer["totalCount"] for side, answer in answers.items()}
                 result["listings"][label] = {
                     "before_p50_ms": statistics.median(times["before"]),
                     "after_p50_ms": statistics.median(times["after"]),
@@ -761,6 +767,9 @@ def listings_against(args: argparse.Namespace) -> dict[str, Any]:
                     "ratio": statistics.median(a / b for a, b in zip(times["after"], times["before"], strict=True)),
                     "total_count": totals,
                 }
+                if "results" in answers["after"]:  # a search: both checkouts must answer the same page
+                    same = answers["after"]["results"] == answers["before"]["results"]
+                    result["listings"][label]["same_results"] = same
     result["machine_after"] = _machine()
     return result
 
