@@ -10,6 +10,7 @@ what is still pending, and a whole-store reset empties the log. The server kille
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -256,6 +257,40 @@ def test_a_read_behind_a_bulk_load_answers_at_once_from_what_is_applied(
     finally:
         if holder is not None and not holder.closed:
             holder.close()  # a failed assertion must not leave the applier's rows locked for dispose() to wait on
+        store.dispose()
+
+
+@pytest.mark.postgres
+def test_events_another_applier_held_then_let_go_are_applied_without_another_request(pg_store_url: str) -> None:
+    """Another process's applier holds pending rows and ends without applying them (its process killed, its
+    connection cut): this process's applier, which skipped them, keeps looking while the log holds events, long
+    after its linger, and applies them once they are free — no ingest or read has to come and wake it."""
+    from airflow_lineage_provider.consumer.store.write import deferred_apply
+
+    store = LineageStore(pg_store_url, ingest_apply="deferred")
+    holder: sa.Connection | None = None
+    try:
+        with store.write() as conn:
+            log_events(conn, _events(["held_x", "held_y"]))
+        holder = store.engine.connect()
+        holder.execute(sa.select(tables.pending_events.c.seq).with_for_update())
+        assert store.deferred is not None
+        store.deferred.wake()
+        time.sleep(deferred_apply.LINGER_SECONDS * 2.5)  # past the linger after which an idle applier ends
+        assert store.deferred.running, "the applier stopped while the log still held events"
+        holder.rollback()
+        holder.close()
+
+        def pending() -> int:  # counted apart from store.read(), which would wake the applier itself
+            with store.engine.connect() as conn:
+                return conn.execute(sa.select(sa.func.count()).select_from(tables.pending_events)).scalar_one()
+
+        wait_until(lambda: pending() == 0, "the let-go events to be applied", timeout=10)
+        wait_until(lambda: not store.deferred.running, "the applier to end once the log is empty", timeout=10)
+        assert _graph(store)[0] == {"held_x", "held_y"}
+    finally:
+        if holder is not None and not holder.closed:
+            holder.close()
         store.dispose()
 
 

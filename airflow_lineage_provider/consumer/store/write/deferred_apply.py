@@ -489,8 +489,9 @@ class DeferredApply:
         return self._generation != generation
 
     def _run(self) -> None:
-        """The applier thread: apply batches until nothing has been pending for :data:`LINGER_SECONDS`, or until
-        nothing is pending once :meth:`stop` was called. Each batch takes a pooled connection and gives it back:
+        """The applier thread: apply batches until nothing has been pending for :data:`LINGER_SECONDS` (nor is
+        in the log, held by another process's applier: see :meth:`_others_hold_events`), or until nothing is
+        pending once :meth:`stop` was called. Each batch takes a pooled connection and gives it back:
         none is kept while the thread waits for more."""
         pause = 0.0
         try:
@@ -526,13 +527,32 @@ class DeferredApply:
                 with self._changed:
                     if not (self._wanted or self._stopping):
                         self._changed.wait_for(lambda: self._wanted or self._stopping, LINGER_SECONDS)
-                    if self._stopping or not self._wanted:
+                    if self._wanted and not self._stopping:
+                        continue
+                    if self._stopping:
+                        self._thread = None
+                        return
+                if self._others_hold_events():
+                    continue  # look again after the next linger: their applier may end without applying them
+                with self._changed:
+                    if not self._wanted:
                         self._thread = None
                         return
         finally:
             with self._changed:
                 if self._thread is threading.current_thread():  # ended by something unexpected
                     self._thread = None
+
+    def _others_hold_events(self) -> bool:
+        """Whether the log holds events this applier could not take: another process's applier has them locked.
+        It may end without applying them (its process killed, its connection cut), and nothing here would look at
+        the log again before the next request; so the applier keeps looking, every :data:`LINGER_SECONDS`,
+        until the log is empty. A failing store counts as holding events (the next batch reports it)."""
+        try:
+            with self.store.engine.connect() as conn:
+                return conn.execute(select(tables.pending_events.c.seq).limit(1)).first() is not None
+        except Exception:
+            return True
 
     def _compact_log(self) -> None:
         """The log found empty after applying: give its files' space back when it has grown
