@@ -7,7 +7,8 @@ wildcards and ``\\`` escapes them), ``filter`` (``JOB`` or ``DATASET``), ``sort`
 ``sort`` are read in any case (``job``, ``name``, ``updated_at`` too). Ours besides Marquez's: ``offset`` for
 paging, and ``totalCount`` counts the matches, not only the page (Marquez answers the page's size): exactly up to
 :data:`~airflow_lineage_provider.consumer.store.read.queries.SEARCH_TOTAL_BOUND` matches (or to the page's end when
-it is further), else it is that many and the answer carries :data:`TOTAL_HEADER` ``at-least``. A blank ``q``
+it is further), else it is that many and the answer carries :data:`TOTAL_HEADER` ``at-least``; ``sort=UPDATE_AT``
+counts every match. A blank ``q``
 answers no result, as Marquez does. Marquez's web UI asks ``/api/v1/search/?q=...`` (with a slash): both
 paths answer.
 

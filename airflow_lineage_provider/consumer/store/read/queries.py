@@ -327,8 +327,9 @@ def _merge_names(
 
 #: Search orders: Marquez's ``NAME`` (name A-Z) and ``UPDATE_AT`` (most recently updated first).
 SEARCH_ORDERS = ("name", "updated_at")
-#: How many matches a search counts for its total (at least; more when the page ends further on): a common word in a
-#: large store matches tens of thousands of names, and counting them all cost more than the page.
+#: How many matches a search in name order counts for its total (at least; more when the page ends further on): a
+#: common word in a large store matches tens of thousands of names, and counting them all cost more than the page.
+#: Most recently updated first reads every match anyway, and counts them all.
 SEARCH_TOTAL_BOUND = 1000
 
 
@@ -355,9 +356,9 @@ def search(
     admit: Admit | None = None,
     without_renderings: bool = False,
 ) -> tuple[list[dict[str, Any]], Total]:
-    """Jobs and datasets whose name matches ``text`` as Marquez matches it, with how many match — exactly up to
-    :data:`SEARCH_TOTAL_BOUND` (or the page's end), else at least that many (``without_renderings``: datasets
-    rendering a visible templated name left out).
+    """Jobs and datasets whose name matches ``text`` as Marquez matches it, with how many match — in name order
+    exactly up to :data:`SEARCH_TOTAL_BOUND` (or the page's end), else at least that many; most recently updated
+    first, exactly (``without_renderings``: datasets rendering a visible templated name left out).
 
     Marquez's semantics: ``name ILIKE '%' || text || '%'`` — case-insensitive, ``%`` in ``text`` matches any
     run of characters and ``_`` any one character, and a backslash makes the next character literal (``\\%``
@@ -457,7 +458,9 @@ def _search_rows(conn: Connection, asked: _Search, grouped: bool) -> tuple[Seque
     space: ColumnElement[str] = n.namespace
     if dialect == "postgresql":
         name, space = name.collate("C"), space.collate("C")
-    order = (name, space, n.kind) if asked.sort == "name" else (updated.desc(), name, space, n.kind)
+    if asked.sort != "name":
+        return _recent_rows(conn, asked, conditions, (updated.desc(), name, space, n.kind), updated)
+    order = (name, space, n.kind)
     page = select(n.id).where(*conditions).order_by(*order).limit(asked.limit).offset(asked.offset)
     columns = (n.kind, n.namespace, n.name, updated.label("updated_at"), dataset_aliases.HAS_GROUPS)
     shown = n.id.in_(page.correlate(None).scalar_subquery())  # the page's own lineage_nodes, not the outer one
@@ -470,6 +473,26 @@ def _search_rows(conn: Connection, asked: _Search, grouped: bool) -> tuple[Seque
     matches = select(n.id).where(*conditions).limit(bound).subquery()
     counted = conn.execute(select(func.count()).select_from(matches)).scalar_one()
     return rows, Total(counted, at_least=counted >= bound), present
+
+
+def _recent_rows(
+    conn: Connection, asked: _Search, conditions: list[ColumnElement[bool]], order: tuple[Any, ...], updated: Any
+) -> tuple[Sequence[Row[Any]], Total, bool]:
+    """:func:`_search_rows` most recently updated first. No index yields that order (one of ``updated_at`` would
+    cost every update of a node its in-place update), so every match is read and the exact total rides along on
+    the page's rows, in one pass."""
+    n = tables.nodes.c
+    total_column = func.count().over().label("total")
+    columns = (n.kind, n.namespace, n.name, updated.label("updated_at"), total_column, dataset_aliases.HAS_GROUPS)
+    query = select(*columns).where(*conditions).order_by(*order)
+    rows = conn.execute(query.limit(asked.limit).offset(asked.offset)).all()
+    if rows:
+        return rows, Total(rows[0].total), bool(rows[0].has_groups)
+    if asked.offset == 0:
+        return rows, Total(0), False
+    # a page past the end carries no count: count apart
+    total = conn.execute(select(func.count()).select_from(tables.nodes).where(*conditions)).scalar() or 0
+    return rows, Total(total), False
 
 
 def _run_dict(row: Any, facets: str | None, visible: Visible = None) -> dict[str, Any]:
