@@ -462,17 +462,24 @@ def _search_rows(conn: Connection, asked: _Search, grouped: bool) -> tuple[Seque
         return _recent_rows(conn, asked, conditions, (updated.desc(), name, space, n.kind), updated)
     order = (name, space, n.kind)
     page = select(n.id).where(*conditions).order_by(*order).limit(asked.limit).offset(asked.offset)
-    columns = (n.kind, n.namespace, n.name, updated.label("updated_at"), dataset_aliases.HAS_GROUPS)
-    shown = n.id.in_(page.correlate(None).scalar_subquery())  # the page's own lineage_nodes, not the outer one
-    rows = conn.execute(select(*columns).where(shown).order_by(*order)).all()
-    present = bool(rows[0].has_groups) if rows else False
-    if 0 < len(rows) < asked.limit or (not rows and asked.offset == 0):  # the last page: the total is known
-        return rows, Total(asked.offset + len(rows)), present
-    # Counted up to a bound: beyond the page and beyond SEARCH_TOTAL_BOUND, a common word's matches are not all read
+    # The total, counted up to a bound (beyond the page and beyond SEARCH_TOTAL_BOUND a common word's matches are not
+    # all read), rides along on the page's rows: one statement, evaluated once.
     bound = max(SEARCH_TOTAL_BOUND, asked.offset + asked.limit + 1)
     matches = select(n.id).where(*conditions).limit(bound).subquery()
-    counted = conn.execute(select(func.count()).select_from(matches)).scalar_one()
-    return rows, Total(counted, at_least=counted >= bound), present
+    counted = select(func.count()).select_from(matches).correlate(None).scalar_subquery().label("total")
+    columns = (n.kind, n.namespace, n.name, updated.label("updated_at"), counted, dataset_aliases.HAS_GROUPS)
+    shown = n.id.in_(page.correlate(None).scalar_subquery())  # the page's own lineage_nodes, not the outer one
+    rows = conn.execute(select(*columns).where(shown).order_by(*order)).all()
+    if not rows:
+        if asked.offset == 0:
+            return rows, Total(0), False
+        # a page past the end carries no count: count apart
+        total = conn.execute(select(func.count()).select_from(matches)).scalar_one()
+        return rows, Total(total, at_least=total >= bound), False
+    present = bool(rows[0].has_groups)
+    if len(rows) < asked.limit:  # the last page: the total is known
+        return rows, Total(asked.offset + len(rows)), present
+    return rows, Total(rows[0].total, at_least=rows[0].total >= bound), present
 
 
 def _recent_rows(
