@@ -53,7 +53,17 @@ DateText = Annotated[str | None, Query(max_length=32, description="YYYY-MM-DD (a
     "/api/v1/search",
     dependencies=[KnownQuery],
     response_model=SearchResults,
-    responses={400: {"model": Problem}},
+    responses={
+        200: {
+            "headers": {
+                TOTAL_HEADER: {
+                    "description": "at-least: totalCount is a lower bound (counting stopped at the bound)",
+                    "schema": {"type": "string", "enum": ["at-least"]},
+                }
+            }
+        },
+        400: {"model": Problem},
+    },
     summary="Jobs and datasets by name (Marquez's search)",
 )
 @router.get("/api/v1/search/", dependencies=[KnownQuery], include_in_schema=False)
