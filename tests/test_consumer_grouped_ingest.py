@@ -355,7 +355,10 @@ def test_concurrent_senders_are_waited_for_and_committed_together(store: Lineage
     outcomes = _senders_posting(grouped, senders=4, each=10)
     assert sorted((r.stored, r.duplicates, errors) for r, errors in outcomes) == [(1, 0, {})] * 40
     stats = grouped.statistics
-    assert stats.requests == 40 and stats.largest == 4 and stats.gathered > 0
+    assert stats.requests == 40 and stats.largest == 4, stats
+    # The writer waited for the others' requests — unless all four had sent again by the time it looked, every time
+    # (thread scheduling decides; a CI run saw ten groups of four and no wait).
+    assert stats.gathered > 0 or stats.groups == 10, stats
     assert stats.requests / stats.groups >= 3, stats
     with store.read() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(tables.events)).scalar_one() == 40
