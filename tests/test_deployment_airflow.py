@@ -334,7 +334,7 @@ def test_nothing_listens_beyond_loopback(outcome: Outcome) -> None:
 
 def test_the_recipes_connections_take_a_key_that_begins_with_a_dash(outcome: Outcome) -> None:
     """``secrets.token_urlsafe`` begins a key with ``-`` about once in 64: the recipe's commands must take it as a
-    value, not as an option (a landing CI run failed so). The block runs again as written, on fresh connection
+    value, not as an option. The block runs again as written, on fresh connection
     ids, with the generated key replaced by one that begins with ``-``."""
     key = "-dash-" + "k" * 37
     block = recipe_blocks()["connections"]

@@ -171,6 +171,7 @@ def test_on_postgresql_a_common_word_s_page_is_read_in_order_from_the_name_index
 
 
 def test_a_version_16_store_gains_the_name_index(store_url: str) -> None:
+    from test_consumer_name_search_index import _index_names
     from test_consumer_store import back_to_version
 
     engine = create_store_engine(store_url)
@@ -179,16 +180,12 @@ def test_a_version_16_store_gains_the_name_index(store_url: str) -> None:
         _fill(engine, _nodes(50))
         with engine.begin() as conn:
             back_to_version(conn, 16)
-        assert tables.NAME_ORDER_INDEX not in _index_names(engine)
-        assert migrate(engine) == LATEST == 17
-        assert tables.NAME_ORDER_INDEX in _index_names(engine)
         with engine.connect() as conn:
+            assert tables.NAME_ORDER_INDEX not in _index_names(conn)
+        assert migrate(engine) == LATEST == 17
+        with engine.connect() as conn:
+            assert tables.NAME_ORDER_INDEX in _index_names(conn)
             results, total = queries.search(conn, "orders", None, None, 10, 0)
         assert total == (len(_expected(_nodes(50))), False) and len(results) == 10
     finally:
         engine.dispose()
-
-
-def _index_names(engine: sa.Engine) -> set[str]:
-    with engine.connect() as conn:
-        return {index["name"] for index in sa.inspect(conn).get_indexes(tables.nodes.name) if index["name"]}
