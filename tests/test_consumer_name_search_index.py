@@ -107,7 +107,7 @@ def test_a_version_12_store_gains_the_trigram_index_on_postgresql_and_keeps_its_
             _fill(conn)
             back_to_version(conn, 12)
             assert tables.NAME_SEARCH_INDEX not in _index_names(conn)
-        assert migrate(engine) == LATEST == 17
+        assert migrate(engine) == LATEST == 18
         with engine.begin() as conn:
             postgresql = conn.dialect.name == "postgresql"
             assert (tables.NAME_SEARCH_INDEX in _index_names(conn)) is postgresql
@@ -196,6 +196,6 @@ def test_a_store_whose_role_may_not_create_pg_trgm_searches_without_the_index(
         assert "pg_trgm could not be created" in caplog.text
         with engine.connect() as conn:
             assert tables.NAME_SEARCH_INDEX not in _index_names(conn)
-            assert conn.exec_driver_sql("SELECT version_num FROM lineage_alembic_version").scalar() == "0017"
+            assert conn.exec_driver_sql("SELECT version_num FROM lineage_alembic_version").scalar() == "0018"
     finally:
         engine.dispose()

@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_lineage_provider.consumer.store import LineageStore, create_store_engine
-from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.schema import payloads, tables
 from airflow_lineage_provider.consumer.store.schema.migrations import (
     LATEST,
     VERSION_TABLE,
@@ -109,8 +109,17 @@ _V3_DATASET_EDGES = sa.Table(
 )
 
 
+def _to_version_17(conn: sa.Connection) -> None:
+    """Take off what version 18 added: packed, sized and namespaced raw events, and the payload dictionaries."""
+    for column in ("packed", "dictionary_id", "size", "namespaces"):
+        conn.exec_driver_sql(f"ALTER TABLE lineage_events DROP COLUMN {column}")
+    tables.payload_dictionaries.drop(conn)
+    conn.execute(tables.store_settings.delete().where(tables.store_settings.c.name == payloads.DICTIONARY_SETTING))
+
+
 def _to_version_16(conn: sa.Connection) -> None:
     """Take off what version 17 added: the index of names in order for search."""
+    _to_version_17(conn)
     conn.exec_driver_sql(f"DROP INDEX {tables.NAME_ORDER_INDEX}")
 
 
@@ -221,6 +230,7 @@ def back_to_version(conn: sa.Connection, version: int) -> None:
         14: _to_version_14,
         15: _to_version_15,
         16: _to_version_16,
+        17: _to_version_17,
     }
     takers[version](conn)
     conn.exec_driver_sql(f"UPDATE lineage_alembic_version SET version_num = '{version:04d}'")

@@ -48,7 +48,7 @@ def _store_as_the_hand_written_runner_created_it(
     """What ``migrate`` created for a new store before Alembic (schema version 10, the last it knew): the
     tables of ``tables.py`` but what came after version 10, a store id and one version stamp. ``fill`` writes
     lineage with today's ingest first, before what came after version 10 is taken off."""
-    assert store_migrations.LATEST == 17, "take off what came after version 10, as test_consumer_store does"
+    assert store_migrations.LATEST == 18, "take off what came after version 10, as test_consumer_store does"
     from test_consumer_store import _to_version_11
 
     with engine.begin() as conn:
@@ -96,7 +96,7 @@ def test_a_lineage_store_from_before_alembic_is_adopted_with_its_lineage_and_ide
             assert conn.execute(sa.select(sa.func.count()).select_from(tables.events)).scalar() == 1
             assert conn.execute(sa.select(sa.func.count()).select_from(tables.edges)).scalar() == 2
             assert read_settings(conn)[STORE_ID] == store_id  # the same store, not a new one
-        assert _column(store.engine, "SELECT version_num FROM lineage_alembic_version") == ["0017"]
+        assert _column(store.engine, "SELECT version_num FROM lineage_alembic_version") == ["0018"]
         versions = _column(store.engine, "SELECT version FROM lineage_schema_version")
         assert versions == list(range(10, store_migrations.LATEST + 1))
     finally:
@@ -136,7 +136,7 @@ def test_new_stores_are_stamped_head_in_their_own_version_tables_leaving_airflow
         assert store_migrations.migrate(create_store_engine(url)) == store_migrations.LATEST
         assert _column(engine, "SELECT version_num FROM alembic_version") == ["29ce7909c52b"]
         assert _column(engine, "SELECT version_num FROM lineage_outbox_alembic_version") == ["0001"]
-        assert _column(engine, "SELECT version_num FROM lineage_alembic_version") == ["0017"]
+        assert _column(engine, "SELECT version_num FROM lineage_alembic_version") == ["0018"]
         assert outbox_migrations.migrate(create_outbox_engine(url)) == 1  # at head: nothing to do
     finally:
         engine.dispose()
@@ -159,7 +159,7 @@ def test_a_store_alembic_left_at_an_older_revision_is_upgraded_to_head(url: str)
             context.stamp(ScriptDirectory.from_config(config), "0009")
             conn.execute(tables.schema_version.update().values(version=9))
         assert store_migrations.migrate(engine) == store_migrations.LATEST
-        assert _column(engine, "SELECT version_num FROM lineage_alembic_version") == ["0017"]
+        assert _column(engine, "SELECT version_num FROM lineage_alembic_version") == ["0018"]
         versions = _column(engine, "SELECT version FROM lineage_schema_version ORDER BY version")
         assert versions == list(range(9, store_migrations.LATEST + 1))
         assert _column(engine, "SELECT count(*) FROM lineage_name_patterns") == [0]  # version 10's table is back
@@ -224,7 +224,7 @@ def test_concurrent_first_uses_create_each_store_once(url: str) -> None:
     assert [process.exitcode for process in processes] == [0, 0, 0, 0]
     engine = sa.create_engine(url)
     try:
-        assert _column(engine, "SELECT version_num FROM lineage_alembic_version") == ["0017"]
+        assert _column(engine, "SELECT version_num FROM lineage_alembic_version") == ["0018"]
         assert _column(engine, "SELECT version FROM lineage_schema_version") == [store_migrations.LATEST]
         assert _column(engine, "SELECT version_num FROM lineage_outbox_alembic_version") == ["0001"]
         assert _column(engine, "SELECT id FROM lineage_outbox_sequencer") == [1]

@@ -222,7 +222,7 @@ def test_a_version_13_store_is_backfilled_from_its_nodes(store_url: str) -> None
     try:
         assert migrate(engine) == LATEST
         with engine.connect() as conn:
-            assert conn.exec_driver_sql("SELECT version_num FROM lineage_alembic_version").scalar() == "0017"
+            assert conn.exec_driver_sql("SELECT version_num FROM lineage_alembic_version").scalar() == "0018"
             assert _kept(conn) == _grouped(conn) == expected  # the backfill is exact, updated_at too
     finally:
         engine.dispose()

@@ -182,7 +182,7 @@ def test_a_version_16_store_gains_the_name_index(store_url: str) -> None:
             back_to_version(conn, 16)
         with engine.connect() as conn:
             assert tables.NAME_ORDER_INDEX not in _index_names(conn)
-        assert migrate(engine) == LATEST == 17
+        assert migrate(engine) == LATEST == 18
         with engine.connect() as conn:
             assert tables.NAME_ORDER_INDEX in _index_names(conn)
             results, total = queries.search(conn, "orders", None, None, 10, 0)

@@ -17,6 +17,7 @@ from airflow_lineage_provider.version import __version__
 COMMAND_MODULES = (
     "airflow_lineage_provider.cli.outbox_commands",
     "airflow_lineage_provider.cli.serve_command",
+    "airflow_lineage_provider.cli.store_commands",
     "airflow_lineage_provider.cli.design_commands",
     "airflow_lineage_provider.cli.impact_command",
 )

@@ -69,6 +69,29 @@ class LineageEvent:
     inputs: tuple[DatasetRef, ...] = ()
     outputs: tuple[DatasetRef, ...] = ()
     dataset: DatasetRef | None = None
+    #: Every namespace the event names anywhere (:func:`named_namespaces`).
+    namespaces: frozenset[str] = frozenset()
+
+
+def named_namespaces(value: Any) -> frozenset[str]:
+    """The string values of every ``"namespace"`` member of a decoded JSON ``value``, at any depth.
+
+    Anywhere: the job, inputs, outputs, a DatasetEvent's dataset, the parent facet's job and root job,
+    column-lineage input fields, symlinks, any other facet that names one. Members that are not strings name no
+    namespace. The rule a namespace-limited key reads raw events by (``...store.read.visibility``).
+    """
+    found: set[str] = set()
+    stack = [value]
+    while stack:  # no recursion: a stored event may nest deeper than Python's stack
+        item = stack.pop()
+        if isinstance(item, dict):
+            named = item.get("namespace")
+            if isinstance(named, str):
+                found.add(named)
+            stack.extend(member for member in item.values() if isinstance(member, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend(member for member in item if isinstance(member, (dict, list)))
+    return frozenset(found)
 
 
 def shown(value: Any) -> str:
@@ -310,6 +333,7 @@ def parse_event(
         "key": event_key(payload),
         "payload": payload,
         "producer": producer,
+        "namespaces": named_namespaces(event),
     }
     if kind == "dataset":
         return LineageEvent(**common, dataset=_dataset(event["dataset"], "dataset", stored))

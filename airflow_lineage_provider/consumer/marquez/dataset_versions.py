@@ -54,7 +54,7 @@ from airflow_lineage_provider.consumer.store.read.queries import Admit, stored_s
 from airflow_lineage_provider.consumer.store.read.sources import source_of
 from airflow_lineage_provider.consumer.store.read.text import iso
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, scrub
-from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.schema import payloads, tables
 from airflow_lineage_provider.consumer.store.write import facet_readers
 
 #: Run ids per ``IN (...)`` list when reading events.
@@ -79,13 +79,13 @@ def _written(conn: Connection, run_ids: list[str], names: set[tuple[str, str]]) 
     found: dict[str, _Written] = {}
     for start in range(0, len(run_ids), _EVENTS_CHUNK):
         query = (
-            select(e.run_uuid, e.event_time, e.payload)
+            select(e.run_uuid, e.event_time, *payloads.payload_columns())
             .where(e.run_uuid.in_(run_ids[start : start + _EVENTS_CHUNK]))
             .order_by(e.event_time, e.id)
         )
-        for run_uuid, event_time, payload in conn.execute(query):
+        for run_uuid, event_time, *stored in conn.execute(query):
             try:
-                event = json.loads(payload)  # the decoder that accepted the event at ingest
+                event = json.loads(payloads.text_of(conn, *stored))  # the decoder that accepted the event at ingest
             except (ValueError, RecursionError):
                 continue
             outputs = event.get("outputs") if isinstance(event, dict) else None
@@ -232,7 +232,7 @@ def _writes_statements(dialect: str) -> tuple[Any, Any]:
         .order_by(r.created_at.desc(), r.run_uuid.desc())
     )
     page = chosen.limit(bindparam("limit")).offset(bindparam("offset")).subquery("write_page")
-    events = select(func.sum(stored_size(e.payload, dialect))).where(e.run_uuid == page.c.run_uuid)
+    events = select(func.sum(payloads.size_of(dialect))).where(e.run_uuid == page.c.run_uuid)
     facets = select(stored_size(r.facets, dialect)).where(r.run_uuid == page.c.run_uuid)
     size = VERSION_BYTES + func.coalesce(events.scalar_subquery(), 0) + func.coalesce(facets.scalar_subquery(), 0)
     return chosen, select(page, size.label("size")).order_by(page.c.created_at.desc(), page.c.run_uuid.desc())

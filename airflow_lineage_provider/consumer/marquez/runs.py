@@ -25,7 +25,7 @@ from functools import cache, cached_property, lru_cache
 from typing import Any, overload
 
 import msgspec
-from sqlalchemy import Connection, Text, bindparam, cast, func, select, true
+from sqlalchemy import Connection, Text, bindparam, case, cast, func, null, select, true
 from sqlalchemy.sql.elements import BindParameter
 
 from airflow_lineage_provider.consumer.marquez.shapes import Run, RunFacets, VersionId
@@ -33,7 +33,7 @@ from airflow_lineage_provider.consumer.store.read.json_paths import json_member,
 from airflow_lineage_provider.consumer.store.read.queries import named
 from airflow_lineage_provider.consumer.store.read.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, scrub
-from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.schema import payloads, tables
 
 #: The UUID 5 namespace of job version ids (a fixed, random UUID: never change it, ids would change).
 VERSION_NAMESPACE = uuid.UUID("5b0d6e1c-3f52-4c1e-9a8e-5d2a0a6f0c71")
@@ -177,14 +177,36 @@ def _run_io(conn: Connection, run_ids: list[str]) -> dict[str, dict[str, list[tu
 
 def _event_members(conn: Connection, run_ids: list[str], path: tuple[str, ...]) -> list[tuple[str, Any]]:
     """``(run id, decoded member at path)`` of each event of the runs carrying it, oldest event first."""
-    e = tables.events.c
-    member = json_member(e.payload, path, conn.dialect.name).label("member")
+    e, dialect = tables.events.c, conn.dialect.name
+    # An event's text in payload is read by the database; a packed one is unpacked and read here, alike.
+    member = case((e.packed.is_(None), json_member(e.payload, path, dialect)), else_=null()).label("member")
     found = []
     for chunk in _chunks(run_ids):
-        query = select(e.run_uuid, e.event_time, e.id, member).where(e.run_uuid.in_(chunk)).order_by(e.event_time, e.id)
-        found += [(row.run_uuid, row.event_time, row.id, member_value(row.member)) for row in conn.execute(query)]
+        query = (
+            select(e.run_uuid, e.event_time, e.id, member, e.packed, e.dictionary_id)
+            .where(e.run_uuid.in_(chunk))
+            .order_by(e.event_time, e.id)
+        )
+        for row in conn.execute(query):
+            if row.packed is None:
+                value = member_value(row.member)
+            else:
+                value = _member_of(payloads.text_of(conn, "", row.packed, row.dictionary_id), path, dialect)
+            found.append((row.run_uuid, row.event_time, row.id, value))
     found.sort(key=lambda item: (item[1], item[2]))
     return [(run_uuid, value) for run_uuid, _, _, value in found]
+
+
+def _member_of(text: str, path: tuple[str, ...], dialect: str) -> Any:
+    """The member at ``path`` of an event's JSON ``text``, decoded, as :func:`.json_paths.json_member` and
+    :func:`.json_paths.member_value` read it (None when absent; a ``\\u0000`` escape as U+FFFD on PostgreSQL)."""
+    try:
+        value: Any = json.loads(text.replace("\\u0000", "\\ufffd") if dialect == "postgresql" else text)
+    except ValueError:
+        return None
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def _job_facets(text: str | None, dialect: str) -> dict[str, Any]:

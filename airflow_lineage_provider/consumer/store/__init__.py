@@ -21,6 +21,7 @@ from sqlalchemy.engine import URL, make_url
 from airflow_lineage_provider.consumer.store.graph.cards import GraphCards
 from airflow_lineage_provider.consumer.store.graph.identity import apply_namespace_aliases
 from airflow_lineage_provider.consumer.store.graph.versioned_cache import VersionedCache
+from airflow_lineage_provider.consumer.store.operations import packing
 from airflow_lineage_provider.consumer.store.operations.idle_ping import ping_idle_connections
 from airflow_lineage_provider.consumer.store.schema.migrations import migrate
 from airflow_lineage_provider.consumer.store.write.deferred_apply import ApplyBounds, DeferredApply, check_ingest_apply
@@ -246,6 +247,13 @@ class LineageStore:
             conn, self._held.conn, self._held.active = self._held.conn, None, False
             if conn is not None:
                 conn.close()
+
+    def pack_events(
+        self, redraw: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> packing.PackResult:
+        """Pack the raw events the store holds as text with its payload dictionary (drawn first when ``redraw`` or
+        when it has none), a batch per transaction; ``progress(done, total)`` after each (see :mod:`.packing`)."""
+        return packing.pack_events(lambda: self.write(applied=False), redraw=redraw, progress=progress)
 
     def dispose(self) -> None:
         """Stop the applier of the ingest log (deferred apply: it applies what is pending first, see

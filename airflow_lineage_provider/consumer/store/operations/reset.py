@@ -53,8 +53,12 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer.store.graph import identity
 from airflow_lineage_provider.consumer.store.graph.versioned_cache import bump_versions
-from airflow_lineage_provider.consumer.store.read.visibility import NODE_KINDS, names_hidden_namespace, namespace_in
-from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.read.visibility import (
+    NODE_KINDS,
+    event_names_hidden_namespace,
+    namespace_in,
+)
+from airflow_lineage_provider.consumer.store.schema import payloads, tables
 from airflow_lineage_provider.consumer.store.schema.store_settings import new_store_id
 from airflow_lineage_provider.consumer.store.write import facet_readers
 from airflow_lineage_provider.consumer.store.write.ingest import io_group_key
@@ -307,7 +311,7 @@ def _reaches_beyond(conn: Connection, plan: _Plan, visible: Collection[str]) -> 
     in one (the far end of an edge, column edge, io group, rendering or dataset group of the namespace)."""
     dialect, scope = conn.dialect.name, plan.scope
     e, s, r, io = tables.events.c, tables.symlinks.c, tables.runs.c, tables.run_io.c
-    hidden_event = names_hidden_namespace(e.payload, visible, dialect)
+    hidden_event = event_names_hidden_namespace(visible, dialect)
     if conn.execute(select(exists().where(e.job_namespace == scope.namespace, hidden_event))).scalar():
         return True
     for ids in _chunks(plan.events):
@@ -335,17 +339,22 @@ def _reaches_beyond(conn: Connection, plan: _Plan, visible: Collection[str]) -> 
 def _events_naming(conn: Connection, namespace: str) -> list[int]:
     """Ids of the events of other namespaces' jobs (and DatasetEvents) that name a node of ``namespace``.
 
-    Stored payloads are canonical JSON (:func:`..validation.canonical_json`), so an event naming the namespace
-    anywhere holds ``"namespace":<the namespace as JSON>`` exactly: the database picks those, and each is
-    read as the ingest reads it to keep only those naming it where the ingest makes a node.
+    The database picks the events that name the namespace anywhere: by the namespaces a row lists, or, for an
+    event stored before schema version 18, by its text (canonical JSON, :func:`..validation.canonical_json`: it
+    holds ``"namespace":<the namespace as JSON>`` exactly). Each is read as the ingest reads it to keep only
+    those naming it where the ingest makes a node.
     """
     e = tables.events.c
-    mention = '"namespace":' + json.dumps(namespace, ensure_ascii=True)
-    query = select(e.id, e.payload).where(
-        or_(e.job_namespace.is_(None), e.job_namespace != namespace), e.payload.contains(mention, autoescape=True)
+    quoted = json.dumps(namespace, ensure_ascii=True)
+    mentioned = or_(
+        and_(e.namespaces.is_(None), e.payload.contains('"namespace":' + quoted, autoescape=True)),
+        e.namespaces.contains(quoted, autoescape=True),  # a JSON array of strings: a few false matches, read below
+    )
+    query = select(e.id, *payloads.payload_columns()).where(
+        or_(e.job_namespace.is_(None), e.job_namespace != namespace), mentioned
     )
     rows = conn.execute(query.execution_options(yield_per=500))
-    return [event_id for event_id, payload in rows if _names_node_in(payload, namespace)]
+    return [event_id for event_id, *stored in rows if _names_node_in(payloads.text_of(conn, *stored), namespace)]
 
 
 def _names_node_in(payload: str, namespace: str) -> bool:

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, and_, delete, exists, func, insert, not_, or_
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer.store.graph.versioned_cache import bump_versions
-from airflow_lineage_provider.consumer.store.read.visibility import names_hidden_namespace, namespace_in
+from airflow_lineage_provider.consumer.store.read.visibility import event_names_hidden_namespace, namespace_in
 from airflow_lineage_provider.consumer.store.schema import tables
 from airflow_lineage_provider.consumer.store.write.unapplied import count_unapplied, forget_gone
 
@@ -46,7 +46,7 @@ def prune(conn: Connection, older_than: datetime, visible: Collection[str] | Non
     logged = select(tables.pending_events.c.event_key)  # not applied yet (deferred apply): kept until it is
     old = and_(or_(e.event_time < older_than, e.received_at < older_than), e.event_key.not_in(logged))
     if visible is not None:
-        old = and_(old, not_(names_hidden_namespace(e.payload, visible, conn.dialect.name)))
+        old = and_(old, not_(event_names_hidden_namespace(visible, conn.dialect.name)))
     deleted = conn.execute(delete(tables.events).where(old))
     events = deleted.rowcount
     if events:

@@ -14,7 +14,7 @@ from sqlalchemy import Connection, and_, or_, select
 
 from airflow_lineage_provider.consumer.store.read.flat_rows import Row, epoch_ms, run_rows
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, scrub
-from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.schema import payloads, tables
 
 
 def _dataset_id(conn: Connection, namespace: str, name: str, visible: Visible) -> int | None:
@@ -45,14 +45,14 @@ def dataset_versions(
     io, r, e = tables.run_io.c, tables.runs.c, tables.events.c
     writers = select(io.run_uuid).where(io.dataset_id == dataset, io.direction == "output")
     query = (
-        select(e.id, e.run_uuid, e.payload, e.received_at)
+        select(e.id, e.run_uuid, e.received_at, *payloads.payload_columns())
         .join_from(tables.events, tables.runs, r.run_uuid == e.run_uuid)
         .where(e.run_uuid.in_(writers), e.event_type == "COMPLETE", r.state == "COMPLETED")
         .order_by(e.event_time, e.id)
     )
     versions = []
-    for number, (event_id, run, payload, received) in enumerate(conn.execute(query), start=1):
-        facets = _output_facets(payload, namespace, name)
+    for number, (event_id, run, received, *stored) in enumerate(conn.execute(query), start=1):
+        facets = _output_facets(payloads.text_of(conn, *stored), namespace, name)
         if visible is not None:
             facets = scrub(facets, visible)
         versions.append(

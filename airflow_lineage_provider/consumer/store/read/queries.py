@@ -12,8 +12,9 @@ facets lose the objects that name a hidden namespace.
 Raw events with a limited key: an event is listed only when it names no hidden namespace anywhere — its
 job, inputs, outputs, a DatasetEvent's dataset, the parent facet's job and root job, column-lineage
 input fields, symlinks, any facet member ``"namespace"`` (:func:`.visibility.names_hidden_namespace`).
-That is one condition on each row of ``lineage_events``, read from the stored payload by the database
-(``json_tree`` / ``jsonb_path_query``), in the same ``WHERE`` for the page and its total, so paging and
+That is one condition on each row of ``lineage_events``, read by the database from the namespaces the row
+lists (events stored before schema version 18: from the payload, with ``json_tree`` / ``jsonb_path_query``),
+in the same ``WHERE`` for the page and its total, so paging and
 totals stay exact. The table's ``job_namespace`` column alone would not do: it is NULL for DatasetEvents,
 and a run's ``lineage_run_io`` rows miss JobEvents (no run), column-lineage sources, symlinks and parent
 facets, and are per run, not per event. The cheap ``job_namespace`` test goes first, so events of hidden
@@ -40,8 +41,8 @@ from airflow_lineage_provider.consumer.store.graph.nodes import node_details, ru
 from airflow_lineage_provider.consumer.store.graph.versioned_cache import VersionedCache
 from airflow_lineage_provider.consumer.store.read import node_totals
 from airflow_lineage_provider.consumer.store.read.text import iso
-from airflow_lineage_provider.consumer.store.read.visibility import Visible, names_hidden_namespace, namespace_in
-from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.read.visibility import Visible, event_names_hidden_namespace, namespace_in
+from airflow_lineage_provider.consumer.store.schema import payloads, tables
 
 
 def _page(conn: Connection, query: Any, limit: int, offset: int) -> tuple[list[Any], int]:
@@ -611,12 +612,13 @@ def list_events(
         conditions.append(events_visible(conn, visible))
     if conditions:
         query = query.where(and_(*conditions))
-    rows, total = sized_page(conn, query, stored_size(e.payload, conn.dialect.name), limit, offset, admit)
+    rows, total = sized_page(conn, query, payloads.size_of(conn.dialect.name), limit, offset, admit)
     ids = [row.id for row in rows]
-    payloads = dict(conn.execute(select(e.id, e.payload).where(e.id.in_(ids))).all()) if ids else {}
+    stored = conn.execute(select(e.id, *payloads.payload_columns()).where(e.id.in_(ids))) if ids else ()
+    texts = {event_id: payloads.text_of(conn, *columns) for event_id, *columns in stored}
     # An event gone since the page was sized (a prune or reset committed in between: a read transaction on
     # PostgreSQL sees each statement's committed state) is left out, and out of the count.
-    shown = [msgspec.Raw(payloads[row.id]) for row in rows if row.id in payloads]
+    shown = [msgspec.Raw(texts[row.id]) for row in rows if row.id in texts]
     return shown, total - (len(rows) - len(shown))
 
 
@@ -628,7 +630,7 @@ def events_visible(conn: Connection, visible: Collection[str]) -> ColumnElement[
     e, dialect = tables.events.c, conn.dialect.name
     return and_(
         or_(e.job_namespace.is_(None), namespace_in(e.job_namespace, visible, dialect)),
-        not_(names_hidden_namespace(e.payload, visible, dialect)),
+        not_(event_names_hidden_namespace(visible, dialect)),
     )
 
 

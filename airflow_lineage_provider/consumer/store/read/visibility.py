@@ -23,7 +23,7 @@ import json
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import Connection, Text, any_, cast, exists, func, literal, not_, select
+from sqlalchemy import Connection, Text, and_, any_, cast, exists, func, literal, not_, or_, select
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -88,6 +88,23 @@ def names_hidden_namespace(payload: Any, visible: Collection[str], dialect: str)
         select(1)
         .select_from(tree)
         .where(tree.c.key == "namespace", tree.c.type == "text", not_(namespace_in(tree.c.value, visible, dialect)))
+    )
+
+
+def event_names_hidden_namespace(visible: Collection[str], dialect: str) -> ColumnElement[bool]:
+    """Whether a ``lineage_events`` row names a namespace not in ``visible`` anywhere (the rule of
+    :func:`names_hidden_namespace`): read from the row's ``namespaces`` list, or, for an event stored before the
+    store kept that list (schema version 18), from its text."""
+    e = tables.events.c
+    if dialect == "postgresql":
+        listed = cast(func.replace(e.namespaces, "\\u0000", "\\ufffd"), postgresql.JSONB)  # as the text is read
+        named = func.jsonb_array_elements_text(listed).table_valued("value").render_derived()
+    else:
+        named = func.json_each(e.namespaces).table_valued("value")
+    in_list = exists(select(1).select_from(named).where(not_(namespace_in(named.c.value, visible, dialect))))
+    return or_(
+        and_(e.namespaces.is_(None), names_hidden_namespace(e.payload, visible, dialect)),
+        and_(e.namespaces.is_not(None), in_list),
     )
 
 

@@ -23,7 +23,7 @@ from airflow_lineage_provider.schema_migrations import StoreSchema, migration_tr
 from airflow_lineage_provider.sqlite_writers import SqliteWriters
 
 #: The schema version this code reads and writes: the newest revision in ``alembic/versions``.
-LATEST = 17
+LATEST = 18
 #: Where the store's Alembic revision is recorded.
 VERSION_TABLE = "lineage_alembic_version"
 _ADVISORY_LOCK_ID = 6580006  # any constant shared by every process migrating a lineage store

@@ -28,6 +28,7 @@ from sqlalchemy import (
     DateTime,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     SmallInteger,
     String,
@@ -104,7 +105,11 @@ schema_version = Table(
     Column("applied_at", UtcDateTime, nullable=False),
 )
 
-#: Every distinct event received, verbatim (``payload`` is the JSON text), keyed by a content hash.
+#: Every distinct event received, keyed by a content hash: its canonical JSON text in ``payload``, or, once the
+#: store has a payload dictionary, that text packed (``packed``: deflate with the dictionary ``dictionary_id`` of
+#: :data:`payload_dictionaries` preset, ``payload`` then ``''``). ``size`` is the text's length and ``namespaces``
+#: the namespaces it names anywhere (a JSON array, see :func:`..validation.named_namespaces`): what reads filter
+#: and size by without reading the text. Events stored before version 18 have neither (:mod:`.payloads`).
 events = Table(
     "lineage_events",
     metadata,
@@ -119,6 +124,10 @@ events = Table(
     Column("producer", Text),
     Column("received_at", UtcDateTime, nullable=False),
     Column("payload", Text, nullable=False),
+    Column("packed", LargeBinary),
+    Column("dictionary_id", BigInteger),
+    Column("size", Integer),
+    Column("namespaces", Text),
     Index("ix_lineage_events_event_time", "event_time"),
     Index("ix_lineage_events_run_uuid", "run_uuid"),
 )
@@ -496,6 +505,17 @@ TEMPLATED_NAMES = "templated_names"
 DECLARED_LINEAGE = "declared_lineage"
 
 #: Settings the store's derived tables were computed with (``namespace_aliases``: the mapping, as JSON).
+#: The dictionaries raw events are packed with (:mod:`.payloads`): text common to a store's events, preset in
+#: deflate so that each event's packed form holds little more than what is its own. ``id`` is derived from the body
+#: (the same dictionary has the same id in every store); a dictionary is never changed or removed while events use it.
+payload_dictionaries = Table(
+    "lineage_payload_dictionaries",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+)
+
 store_settings = Table(
     "lineage_store_settings",
     metadata,

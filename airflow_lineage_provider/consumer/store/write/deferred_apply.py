@@ -65,10 +65,10 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select
+from sqlalchemy import Connection, bindparam, case, delete, func, insert, null, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.schema import payloads, tables
 from airflow_lineage_provider.consumer.store.write import log_compaction
 from airflow_lineage_provider.consumer.store.write.failures import failure_reason, is_store_failure, sqlstate
 from airflow_lineage_provider.consumer.store.write.ingest import (
@@ -749,11 +749,12 @@ class DeferredApply:
                 if one.event is None:
                     missing[one.event_key] = one
         e = tables.events.c
-        query = select(e.event_key, e.payload).where(e.event_key.in_(bindparam("keys", expanding=True)))
+        keyed = e.event_key.in_(bindparam("keys", expanding=True))
+        query = select(e.event_key, *payloads.payload_columns()).where(keyed)
         keys = list(missing)
         for start in range(0, len(keys), 900):
-            for key, payload in conn.execute(query, {"keys": keys[start : start + 900]}):
-                missing[key].event = _parsed(payload)
+            for key, *stored in conn.execute(query, {"keys": keys[start : start + 900]}):
+                missing[key].event = _parsed(payloads.text_of(conn, *stored))
 
     def _apply(self, conn: Connection, batch: Sequence[_Pending]) -> None:
         events = [one.event for one in batch if isinstance(one.event, LineageEvent)]
@@ -857,10 +858,8 @@ _TIMEOUTS = select(
 
 
 def _raw_bytes(dialect: str) -> Any:
-    """SQL: the size of a pending row's raw event (bytes on PostgreSQL, read from the value's header; characters on
-    SQLite, whose ``octet_length`` is recent)."""
-    payload = tables.events.c.payload
-    return func.octet_length(payload) if dialect == "postgresql" else func.length(payload)
+    """SQL: the size of a pending row's raw event (NULL when it has gone): its text's length, unpacked."""
+    return case((tables.events.c.id.is_(None), null()), else_=payloads.size_of(dialect))
 
 
 def _candidates(dialect: str) -> Any:

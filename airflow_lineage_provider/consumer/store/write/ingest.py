@@ -25,7 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from airflow_lineage_provider.consumer.store.graph import identity
 from airflow_lineage_provider.consumer.store.graph.versioned_cache import bump_versions
-from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.schema import payloads, tables
 from airflow_lineage_provider.consumer.store.schema.store_settings import STORE_ID, read_settings_and_claims
 from airflow_lineage_provider.consumer.store.schema.tables import DECLARED_LINEAGE, TEMPLATED_NAMES, as_utc
 from airflow_lineage_provider.consumer.store.write import declarations, facet_readers, lifecycle, templated_names
@@ -384,6 +384,10 @@ def apply_events(conn: Connection, events: Sequence[LineageEvent]) -> None:
 
 
 def _insert_events(conn: Connection, events: Iterable[LineageEvent], received_at: datetime) -> list[str]:
+    events = list(events)
+    if not events:
+        return []
+    packer = payloads.dictionary_for_ingest(conn)
     rows = [
         {
             "event_key": e.key,
@@ -395,12 +399,10 @@ def _insert_events(conn: Connection, events: Iterable[LineageEvent], received_at
             "job_name": e.job.name if e.job else None,
             "producer": e.producer,
             "received_at": received_at,
-            "payload": e.payload,
+            **payloads.stored_columns(e.payload, e.namespaces, packer),
         }
         for e in events
     ]
-    if not rows:
-        return []
     return [key for (key,) in _execute(conn, statements(conn.dialect.name).events, rows)]
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Integer,
+    LargeBinary,
     SmallInteger,
     Table,
     Text,
@@ -89,6 +90,8 @@ def _array_type(column: Any) -> TypeEngine[Any]:
         return postgresql.ARRAY(Text)
     if isinstance(column.type, SmallInteger):
         return postgresql.ARRAY(SmallInteger)
+    if isinstance(column.type, LargeBinary):
+        return postgresql.ARRAY(postgresql.BYTEA)
     if isinstance(column.type, Integer):
         return postgresql.ARRAY(BigInteger)
     return postgresql.ARRAY(Text)
