@@ -23,7 +23,12 @@ from support.olschema import SHARED
 from support.waiting import wait_until
 from test_consumer_deferred_apply import _events as deferred_events
 from test_consumer_deferred_apply import _graph
-from test_consumer_every_route_visibility import ADMIN, KEYS, LIMITED, _calls
+from test_consumer_every_route_visibility import (
+    ADMIN,
+    KEYS,
+    LIMITED,
+    _calls,
+)
 from test_consumer_every_route_visibility import _events as crossing_events
 from test_consumer_store import back_to_version
 
@@ -56,6 +61,7 @@ def _answers(client: TestClient, calls: list[str]) -> dict[tuple[str, str], tupl
 
 @pytest.fixture
 def consumer(store_url: str) -> Iterator[TestClient]:
+    """A consumer whose store holds the crossing lineage of the visibility test (an open and a hidden namespace)."""
     app = create_app(store_url=store_url, keys=KEYS)
     with TestClient(app) as client:
         answer = client.post("/api/v1/lineage/batch", json=crossing_events(), headers=ADMIN)
