@@ -9,6 +9,7 @@ drained log is left to SQLite's free list (nothing truncated), with the same ans
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -136,6 +137,34 @@ def test_a_log_under_the_bound_or_locked_by_an_ingest_is_left_alone_without_wait
         assert _log_files(store)[0] == node
         with store.write() as conn:  # once the lock is free
             assert log_compaction.compact_drained_log(conn, threshold=0)
+        assert _log_files(store)[0] != node
+    finally:
+        store.dispose()
+
+
+@pytest.mark.usefixtures("compacting")
+def test_a_read_looking_at_the_log_for_a_moment_does_not_put_the_truncation_off(
+    pg_store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read woken by the applier looks at the log just as the applier finds it drained: its share of the lock,
+    held for a moment, makes the truncation's ``NOWAIT`` fail. The applier tries again shortly instead of leaving
+    it to a drain that may not come for long."""
+    from airflow_lineage_provider.consumer.store.write import deferred_apply
+
+    monkeypatch.setattr(deferred_apply, "COMPACT_PAUSE_SECONDS", 0.2)  # tries over 0.8 s; the read lets go at 0.1
+    store = LineageStore(pg_store_url, ingest_apply="deferred")
+    assert store.deferred is not None
+    try:
+        node = _log_files(store)[0]
+        with store.engine.connect() as reader:
+            reader.execute(sa.select(tables.pending_events.c.seq).limit(1))  # its transaction holds a share
+            releasing = threading.Timer(0.1, reader.rollback)
+            releasing.start()
+            started = time.monotonic()
+            store.deferred._compact_log()
+            releasing.join()
+        assert time.monotonic() - started >= 0.1
+        assert store.deferred.statistics.log_compactions == 1
         assert _log_files(store)[0] != node
     finally:
         store.dispose()

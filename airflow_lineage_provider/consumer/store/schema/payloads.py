@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, case, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -125,10 +125,10 @@ def text_of(conn: Connection, payload: str, packed: bytes | None, dictionary_id_
 
 def size_of(dialect: str) -> ColumnElement[int]:
     """SQL: the length of a stored event's text, without reading it (events stored before version 18 have no
-    ``size``: their text's length, from the value's header on PostgreSQL)."""
+    ``size``: their text's length, from the value's header on PostgreSQL); NULL where no event is (an outer join)."""
     e = tables.events.c
     measured = func.octet_length(e.payload) if dialect == "postgresql" else func.length(e.payload)
-    return func.coalesce(e.size, measured, 0)
+    return case((e.size.is_not(None), e.size), else_=measured)
 
 
 def stored_columns(text: str, namespaces: Iterable[str], packer: Dictionary | None) -> dict[str, Any]:

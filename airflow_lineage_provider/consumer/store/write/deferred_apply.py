@@ -65,7 +65,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, bindparam, case, delete, func, insert, null, select
+from sqlalchemy import Connection, bindparam, delete, func, insert, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from airflow_lineage_provider.consumer.store.schema import payloads, tables
@@ -141,6 +141,11 @@ STOP_SECONDS = 30.0
 _QUERY_CANCELED = "57014"
 #: PostgreSQL's SQLSTATE for a statement the role has no privilege for.
 _NO_PRIVILEGE = "42501"
+#: PostgreSQL's ``lock_not_available``: ``LOCK ... NOWAIT`` found the lock held.
+_LOCK_NOT_AVAILABLE = "55P03"
+#: Tries at the drained log's lock, and the pause between two: a read looking at the log (it does when the applier
+#: wakes it) holds a share of the lock for a moment, which alone would put the truncation off to a later drain.
+COMPACT_TRIES, COMPACT_PAUSE_SECONDS = 5, 0.05
 
 
 class ApplyBacklog(RuntimeError):
@@ -556,23 +561,32 @@ class DeferredApply:
 
     def _compact_log(self) -> None:
         """The log found empty after applying: give its files' space back when it has grown
-        (:func:`.log_compaction.compact_drained_log`). A lock not free at once, or any failure, leaves it for a
-        later drain."""
-        try:
-            with self.store.write(applied=False) as conn:
-                compacted = log_compaction.compact_drained_log(conn)
-        except SQLAlchemyError as error:
-            if sqlstate(error) == _NO_PRIVILEGE:  # the store's role may not truncate it: it never will
-                self._may_compact = False
-                log.warning(
-                    "lineage store: the drained ingest log cannot be truncated, its files keep their size: %s", error
-                )
+        (:func:`.log_compaction.compact_drained_log`). A lock not free at once is tried again, up to
+        :data:`COMPACT_TRIES` times (never waiting on it: an ingest would queue behind); then, or on any other
+        failure, it is left for a later drain."""
+        for tries_left in range(COMPACT_TRIES - 1, -1, -1):
+            try:
+                with self.store.write(applied=False) as conn:
+                    compacted = log_compaction.compact_drained_log(conn)
+                break
+            except SQLAlchemyError as error:
+                if tries_left and sqlstate(error) == _LOCK_NOT_AVAILABLE and not self._stopping:
+                    time.sleep(COMPACT_PAUSE_SECONDS)
+                    continue
+                self._compaction_failed(error)
                 return
-            log.debug("lineage store: the ingest log was not compacted (tried at a later drain): %s", error)
-            return
         if compacted:
             self.statistics.log_compactions += 1
             log.info("lineage store: the drained ingest log was truncated to give its disk space back")
+
+    def _compaction_failed(self, error: SQLAlchemyError) -> None:
+        if sqlstate(error) == _NO_PRIVILEGE:  # the store's role may not truncate it: it never will
+            self._may_compact = False
+            log.warning(
+                "lineage store: the drained ingest log cannot be truncated, its files keep their size: %s", error
+            )
+            return
+        log.debug("lineage store: the ingest log was not compacted (tried at a later drain): %s", error)
 
     def _apply_batch(self) -> int:
         """Apply the oldest pending events not taken by another applier, within the batch bounds; how many log
@@ -859,7 +873,7 @@ _TIMEOUTS = select(
 
 def _raw_bytes(dialect: str) -> Any:
     """SQL: the size of a pending row's raw event (NULL when it has gone): its text's length, unpacked."""
-    return case((tables.events.c.id.is_(None), null()), else_=payloads.size_of(dialect))
+    return payloads.size_of(dialect)
 
 
 def _candidates(dialect: str) -> Any:
