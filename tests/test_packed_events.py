@@ -39,7 +39,7 @@ from airflow_lineage_provider.consumer.store.read import visibility
 from airflow_lineage_provider.consumer.store.schema import payloads, tables
 from airflow_lineage_provider.consumer.store.schema.migrations import LATEST, migrate
 from airflow_lineage_provider.consumer.store.write.ingest import log_events
-from airflow_lineage_provider.consumer.validation import canonical_json, named_namespaces, parse_event
+from airflow_lineage_provider.consumer.validation import canonical_json, named_namespaces, namespaces_in, parse_event
 
 pytest_plugins = ("support.consumer_fixtures",)
 
@@ -230,6 +230,30 @@ def test_the_namespaces_an_event_names_are_those_the_database_reads_in_its_text(
                     assert _named_by_the_database(conn, text) == set(named), text[:200]
     finally:
         engine.dispose()
+
+
+TRICKY_VALUES = [
+    'a"b',
+    "back\\slash\\",
+    '\\"namespace\\":\\"fake\\"',
+    '"namespace":"fake"',
+    "caf\u00e9 \u2603 \U0001f600",
+    "nul\x00 and \n newline",
+    "",
+]
+
+
+def test_the_namespaces_read_from_an_events_text_are_those_of_its_json() -> None:
+    """What ingest reads from the canonical text with a pattern is what walking the decoded event finds: on the
+    corpus, and on names and other strings that look like a namespace member or hold escapes."""
+    require_shared()
+    events = _corpus_events()
+    for value in TRICKY_VALUES:
+        event = run_event("COMPLETE", value or "job", namespace=value or "ns", inputs=[dataset("in", namespace=value)])
+        event["run"]["facets"]["note"] = {"text": f'"namespace":"{value}"', "list": [{"namespace": value}]}
+        events.append(event)
+    for event in events:
+        assert namespaces_in(canonical_json(event)) == named_namespaces(event), canonical_json(event)[:300]
 
 
 def test_named_namespaces_reads_every_depth_and_only_strings() -> None:

@@ -94,6 +94,19 @@ def named_namespaces(value: Any) -> frozenset[str]:
     return frozenset(found)
 
 
+#: A ``"namespace"`` member with a string value, as canonical JSON writes it (no space; a key is never escaped).
+#: Inside a JSON string every ``"`` is escaped, so ``"namespace":"`` occurs nowhere but at such a member.
+_NAMESPACE_MEMBER = re.compile(r'"namespace":"((?:[^"\\]|\\.)*)"')
+
+
+def namespaces_in(payload: str) -> frozenset[str]:
+    """:func:`named_namespaces` of an event, read from its canonical JSON text (:func:`canonical_json`) without
+    decoding it: each such member's string found by a pattern, and only those strings decoded."""
+    return frozenset(
+        json.loads(f'"{found}"') if "\\" in found else found for found in _NAMESPACE_MEMBER.findall(payload)
+    )
+
+
 def shown(value: Any) -> str:
     """``repr(value)``, cut to :data:`SHOWN_CHARS` characters: error messages never echo a whole value."""
     text = repr(value)
@@ -333,7 +346,7 @@ def parse_event(
         "key": event_key(payload),
         "payload": payload,
         "producer": producer,
-        "namespaces": named_namespaces(event),
+        "namespaces": namespaces_in(payload),
     }
     if kind == "dataset":
         return LineageEvent(**common, dataset=_dataset(event["dataset"], "dataset", stored))

@@ -10,7 +10,6 @@ through the table; ``VACUUM FULL lineage_events`` (which locks the table) gives 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, func, or_, select, update
 
 from airflow_lineage_provider.consumer.store.schema import payloads, tables
-from airflow_lineage_provider.consumer.validation import named_namespaces
+from airflow_lineage_provider.consumer.validation import namespaces_in
 
 #: Events packed per transaction.
 BATCH_EVENTS = 1_000
@@ -84,7 +83,7 @@ def pack_batch(
     text_bytes = packed_bytes = 0
     for row_id, *stored in rows:
         text = payloads.text_of(conn, *stored)
-        columns = payloads.stored_columns(text, named_namespaces(json.loads(text)), dictionary)
+        columns = payloads.stored_columns(text, namespaces_in(text), dictionary)
         changes.append({"row_id": row_id, **{f"new_{name}": value for name, value in columns.items()}})
         text_bytes += len(text)
         packed_bytes += len(columns["packed"])
