@@ -22,12 +22,15 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
+import weakref
 import zlib
-from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, case, func, select
+from sqlalchemy import Connection, Engine, case, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -131,10 +134,15 @@ def size_of(dialect: str) -> ColumnElement[int]:
     return case((e.size.is_not(None), e.size), else_=measured)
 
 
-def stored_columns(text: str, namespaces: Iterable[str], packer: Dictionary | None) -> dict[str, Any]:
+@lru_cache(maxsize=4096)
+def _listed(namespaces: frozenset[str]) -> str:
+    """``namespaces`` as the JSON array a row lists them in (events of a deployment name few distinct sets)."""
+    return json.dumps(sorted(namespaces), ensure_ascii=True, separators=(",", ":"))
+
+
+def stored_columns(text: str, namespaces: frozenset[str], packer: Dictionary | None) -> dict[str, Any]:
     """The ``lineage_events`` columns holding the event ``text`` (packed with ``packer`` when there is one)."""
-    named = json.dumps(sorted(namespaces), ensure_ascii=True, separators=(",", ":"))
-    columns = {"size": len(text), "namespaces": named}
+    columns = {"size": len(text), "namespaces": _listed(namespaces)}
     if packer is None:
         return {"payload": text, "packed": None, "dictionary_id": None, **columns}
     return {"payload": "", "packed": packer.pack(text), "dictionary_id": packer.id, **columns}
@@ -147,15 +155,51 @@ def current_dictionary(conn: Connection) -> Dictionary | None:
     return None if value is None else dictionary(conn, int(value))
 
 
-def dictionary_for_ingest(conn: Connection) -> Dictionary | None:
-    """The dictionary an ingest packs its events with: the store's, or one drawn now if it has none and holds
-    :data:`TRAIN_AFTER` events already (in the ingest's transaction; two processes drawing at once each store
-    theirs, the later one's becomes the store's)."""
-    found = current_dictionary(conn)
-    if found is not None:
-        return found
+#: Seconds a process packs with the dictionary it last read for a store before reading the setting again (another
+#: process may have drawn a new one: any of the store's dictionaries packs correctly, the newest only better).
+REREAD_SECONDS = 10.0
+#: Seconds at most before a store found without a dictionary, and too small to draw one, is looked at again.
+RECOUNT_SECONDS = 60.0
+
+
+@dataclass
+class _Found:
+    """What a process last found of a store's dictionary: until when it holds, the dictionary (None: the store had
+    none and too few events to draw one), and how many more events this process stores before it counts again."""
+
+    until: float
+    dictionary: Dictionary | None
+    short_by: int = 0
+
+
+_found_for: weakref.WeakKeyDictionary[Engine, _Found] = weakref.WeakKeyDictionary()
+
+
+def dictionary_for_ingest(conn: Connection, storing: int) -> Dictionary | None:
+    """The dictionary an ingest storing ``storing`` events packs them with: the store's, or one drawn now if it has
+    none and holds :data:`TRAIN_AFTER` events already (in the ingest's transaction; two processes drawing at once
+    each store theirs, the later one's becomes the store's).
+
+    What was found is kept for the engine, so that a batch of small events does not pay two more statements: the
+    dictionary for :data:`REREAD_SECONDS`; a store too small to draw one until this process has stored the events
+    it was short of (others' events only bring the draw nearer), or :data:`RECOUNT_SECONDS`. A dictionary drawn
+    now is not kept: its transaction may yet roll back; the next batch reads it from the setting once committed."""
+    now = time.monotonic()
+    found = _found_for.get(conn.engine)
+    if found is not None and now < found.until:
+        if found.dictionary is not None:
+            return found.dictionary
+        if found.short_by > 0:
+            found.short_by -= storing
+            return None
+    dictionary = current_dictionary(conn)
+    if dictionary is not None:
+        _found_for[conn.engine] = _Found(now + REREAD_SECONDS, dictionary)
+        return dictionary
     held = select(tables.events.c.id).limit(TRAIN_AFTER).subquery()
-    if conn.execute(select(func.count()).select_from(held)).scalar_one() < TRAIN_AFTER:
+    count = conn.execute(select(func.count()).select_from(held)).scalar_one()
+    if count < TRAIN_AFTER:
+        _found_for[conn.engine] = _Found(now + RECOUNT_SECONDS, None, TRAIN_AFTER - count - storing)
         return None
     return draw_dictionary(conn)
 

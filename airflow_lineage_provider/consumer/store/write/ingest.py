@@ -387,7 +387,7 @@ def _insert_events(conn: Connection, events: Iterable[LineageEvent], received_at
     events = list(events)
     if not events:
         return []
-    packer = payloads.dictionary_for_ingest(conn)
+    packer = payloads.dictionary_for_ingest(conn, len(events))
     rows = [
         {
             "event_key": e.key,
