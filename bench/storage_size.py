@@ -54,6 +54,19 @@ SELECT count(*), COALESCE(sum(octet_length(payload)), 0), COALESCE(sum(pg_column
        count(*) FILTER (WHERE pg_column_compression(payload) IS NOT NULL)
 FROM lineage_events
 """
+#: The same on a store that packs its events (schema 18): the text's size kept with it, what holds it (the text
+#: or the packed bytes), how many were packed, and the bytes of the namespaces each row lists.
+_PACKED_PAYLOADS = """
+SELECT count(*), COALESCE(sum(COALESCE(size, octet_length(payload))), 0),
+       COALESCE(sum(pg_column_size(payload) + COALESCE(pg_column_size(packed), 0)), 0),
+       count(*) FILTER (WHERE pg_column_compression(payload) IS NOT NULL), count(packed),
+       COALESCE(sum(pg_column_size(namespaces)), 0)
+FROM lineage_events
+"""
+_HAS_PACKED = """
+SELECT count(*) FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name = 'lineage_events' AND column_name = 'packed'
+"""
 _COMPRESSION = "SELECT COALESCE(string_agg(DISTINCT pg_column_compression(payload), ','), '') FROM lineage_events"
 
 
@@ -102,7 +115,10 @@ def sizes(store: str) -> dict[str, Any]:
                 for name, total, heap, toast, indexes, rows in conn.exec_driver_sql(_TABLES)
             }
             indexes = {name: {"table": table, "bytes": size} for name, table, size in conn.exec_driver_sql(_INDEXES)}
-            events, text, held, compressed = conn.exec_driver_sql(_PAYLOADS).one()
+            if conn.exec_driver_sql(_HAS_PACKED).scalar():
+                events, text, held, compressed, packed, listed = conn.exec_driver_sql(_PACKED_PAYLOADS).one()
+            else:
+                (events, text, held, compressed), packed, listed = conn.exec_driver_sql(_PAYLOADS).one(), 0, 0
             methods = conn.exec_driver_sql(_COMPRESSION).scalar()
     finally:
         engine.dispose()
@@ -115,6 +131,8 @@ def sizes(store: str) -> dict[str, Any]:
         "payload_stored_bytes": int(held),
         "payloads_compressed": compressed,
         "payload_compression": methods,
+        "payloads_packed": int(packed),
+        "namespaces_listed_bytes": int(listed),
         "tables": tables,
         "indexes": indexes,
     }
@@ -166,7 +184,7 @@ def measure(events: int, seed: int, tree: Path | None, keep: bool = False, vacuu
             "after_drain": drained,
             "vacuum_analyze_seconds": vacuumed,
             "after_vacuum": sizes(store),
-            "payload_lz4_bytes": lz4_payload_bytes(store),
+            "payload_lz4_bytes": None if drained["payloads_packed"] else lz4_payload_bytes(store),
         }
 
 
@@ -226,16 +244,20 @@ def _mb(size: float) -> str:
 def report(name: str, found: dict[str, Any]) -> None:
     """The tables (after ``VACUUM ANALYZE``, and the ingest log's right after draining) as Markdown."""
     sized, drained = found["after_vacuum"], found["after_drain"]
+    events = max(sized["stored_events"], 1)
+    lz4 = "lz4 not tried: packed"
+    if found["payload_lz4_bytes"] is not None:
+        lz4 = f"lz4 would store {found['payload_lz4_bytes'] / max(sized['payload_json_bytes'], 1):.2f}x"
     print(f"\n### {name}: {sized['stored_events']:,} events, {_mb(sized['schema_bytes'])} MB, "
           f"{sized['bytes_per_event']:,.0f} bytes per event (after draining: {drained['bytes_per_event']:,.0f}); "
           f"generated JSON {found['generated_bytes_per_event']:,.0f} bytes per event; payloads stored "
           f"{sized['payload_stored_bytes'] / max(sized['payload_json_bytes'], 1):.2f}x their JSON "
-          f"({sized['payload_compression'] or 'uncompressed'}; lz4 would store "
-          f"{(found['payload_lz4_bytes'] or 0) / max(sized['payload_json_bytes'], 1):.2f}x); batch ingest "
+          f"({sized['payload_compression'] or 'uncompressed'}; {sized.get('payloads_packed', 0):,} packed with a "
+          f"dictionary, their namespaces listed in {sized.get('namespaces_listed_bytes', 0) / events:,.0f} bytes "
+          f"per event; {lz4}); batch ingest "
           f"{found['batch']['applied_events_per_s']:,.0f} ev/s applied")  # fmt: skip
     print("\n| table | total MB | heap | TOAST | indexes | bytes per event | rows |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    events = max(sized["stored_events"], 1)
     for table, size in sized["tables"].items():
         parts = " | ".join(_mb(size[part]) for part in ("total", "heap", "toast", "indexes"))
         print(f"| {table} | {parts} | {size['total'] / events:,.0f} | {size['rows']:,} |")
