@@ -168,6 +168,30 @@ def test_events_stored_before_version_18_are_read_and_then_packed(store_url: str
         app.state.store.dispose()
 
 
+def test_a_redrawn_dictionary_repacks_every_event_and_the_events_read_the_same(store_url: str) -> None:
+    """``pack-events --redraw``: a new dictionary from the latest events (others than the first was drawn from)
+    becomes the store's, every event is packed with it, and the listing answers the same events."""
+    app = create_app(store_url=store_url, keys=KEYS)
+    try:
+        with TestClient(app) as client:
+            store: LineageStore = app.state.store
+            first = _small_events(30, "first")
+            assert client.post("/api/v1/lineage/batch", json=first, headers=ADMIN).status_code in (200, 201)
+            drawn = store.pack_events()
+            later = _small_events(30, "other_shape", start=100)
+            assert client.post("/api/v1/lineage/batch", json=later, headers=ADMIN).status_code in (200, 201)
+            listed = client.get("/api/v1/events?limit=100", headers=ADMIN).text
+            assert cli_main(["pack-events", "--store", store_url, "--redraw"]) == 0
+            with store.read() as conn:
+                redrawn = payloads.current_dictionary(conn)
+            assert redrawn is not None and redrawn.id not in (None, drawn.dictionary_id)
+            assert {row.dictionary_id for row in _stored(store.engine)} == {redrawn.id}
+            assert client.get("/api/v1/events?limit=100", headers=ADMIN).text == listed
+            assert store.pack_events().events == 0  # nothing left to pack
+    finally:
+        app.state.store.dispose()
+
+
 def test_an_event_packed_with_a_dictionary_the_store_lost_fails_naming_it(store_url: str) -> None:
     store = LineageStore(store_url, ingest_apply="inline")
     try:
