@@ -29,7 +29,7 @@ from sqlalchemy import Connection, Text, bindparam, case, cast, func, null, sele
 from sqlalchemy.sql.elements import BindParameter
 
 from airflow_lineage_provider.consumer.marquez.shapes import Run, RunFacets, VersionId
-from airflow_lineage_provider.consumer.store.read.json_paths import json_member, member_value
+from airflow_lineage_provider.consumer.store.read.json_paths import decoded, json_member, member_in, member_value
 from airflow_lineage_provider.consumer.store.read.queries import named
 from airflow_lineage_provider.consumer.store.read.sqltime import iso_utc
 from airflow_lineage_provider.consumer.store.read.visibility import Visible, scrub
@@ -191,22 +191,10 @@ def _event_members(conn: Connection, run_ids: list[str], path: tuple[str, ...]) 
             if row.packed is None:
                 value = member_value(row.member)
             else:
-                value = _member_of(payloads.text_of(conn, "", row.packed, row.dictionary_id), path, dialect)
+                value = member_in(payloads.text_of(conn, "", row.packed, row.dictionary_id), path, dialect)
             found.append((row.run_uuid, row.event_time, row.id, value))
     found.sort(key=lambda item: (item[1], item[2]))
     return [(run_uuid, value) for run_uuid, _, _, value in found]
-
-
-def _member_of(text: str, path: tuple[str, ...], dialect: str) -> Any:
-    """The member at ``path`` of an event's JSON ``text``, decoded, as :func:`.json_paths.json_member` and
-    :func:`.json_paths.member_value` read it (None when absent; a ``\\u0000`` escape as U+FFFD on PostgreSQL)."""
-    try:
-        value: Any = json.loads(text.replace("\\u0000", "\\ufffd") if dialect == "postgresql" else text)
-    except ValueError:
-        return None
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
 
 
 def _job_facets(text: str | None, dialect: str) -> dict[str, Any]:
@@ -216,7 +204,7 @@ def _job_facets(text: str | None, dialect: str) -> dict[str, Any]:
     """
     if not text:
         return {}
-    facets = json.loads(text.replace("\\u0000", "\\ufffd") if dialect == "postgresql" else text)
+    facets = decoded(text, dialect)
     return facets if isinstance(facets, dict) else {}
 
 

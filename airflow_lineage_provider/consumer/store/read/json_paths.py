@@ -37,3 +37,21 @@ def member_value(text: Any) -> Any:
         return json.loads(text)
     except ValueError:
         return None
+
+
+def decoded(text: str, dialect: str) -> Any:
+    """A stored JSON text decoded in Python as :func:`json_member` reads it in the database: a ``\\u0000`` escape
+    as U+FFFD on PostgreSQL. Raises ``ValueError`` when it is not JSON."""
+    return json.loads(text.replace("\\u0000", "\\ufffd") if dialect == "postgresql" else text)
+
+
+def member_in(text: str, path: tuple[str, ...], dialect: str) -> Any:
+    """The member at ``path`` of the JSON ``text``, decoded, as :func:`json_member` and :func:`member_value` read it
+    (None when absent or unreadable): for a text the database cannot read, such as a packed event unpacked."""
+    try:
+        value = decoded(text, dialect)
+    except ValueError:
+        return None
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
