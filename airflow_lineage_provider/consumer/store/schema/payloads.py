@@ -2,14 +2,14 @@
 
 An event's canonical JSON mostly repeats what the same producer's other events say: facet names, schema URLs,
 the producer, namespaces, job and dataset names, column names. Compressed alone (PostgreSQL compresses a value
-over ~2 kB with pglz) an Airflow event keeps about a third of its size; deflated with a preset dictionary drawn
-from the store's own events it keeps 8-20% (``bench/year_scale.py`` reports bytes per event).
+over ~2 kB with pglz) each event still holds all of that; deflated with a preset dictionary drawn from the store's
+own events it holds little more than what is its own (figures: ``docs/benchmarks.md``, "Packed raw events").
 
 The dictionary is drawn once the store holds :data:`TRAIN_AFTER` events, by the first ingest past that, in its
 transaction (:func:`dictionary_for_ingest`): :data:`SAMPLE_EVENTS` events spread over the latest
 :data:`SAMPLE_FROM`, joined oldest first, the last :data:`DICTIONARY_BYTES` kept (deflate's window). It goes in
 ``lineage_payload_dictionaries`` and its id in the store setting :data:`DICTIONARY_SETTING`; every event stored
-after is packed with it. Events stored before stay as they were until ``airflow-lineage store pack`` packs them
+after is packed with it. Events stored before stay as they were until ``airflow-lineage pack-events`` packs them
 (:mod:`..operations.packing`), which can also draw a new dictionary when a deployment's events have changed.
 
 Each stored event also keeps its text's ``size`` and the ``namespaces`` it names: what listings size pages by and
@@ -35,6 +35,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
 from airflow_lineage_provider.consumer.store.schema import tables
+from airflow_lineage_provider.consumer.store.schema.store_settings import write_setting
 
 #: The store setting naming the dictionary new events are packed with (its id, as text).
 DICTIONARY_SETTING = "payload_dictionary"
@@ -45,12 +46,12 @@ SAMPLE_FROM = 1_000
 SAMPLE_EVENTS = 24
 #: Bytes of a dictionary: deflate's window, the farthest back a match can reach.
 DICTIONARY_BYTES = 32_768
-#: deflate's level: 6 packs an Airflow event ~1.5x smaller than level 1 at ~25 µs an event.
+#: deflate's level (zlib's default: level 1 is faster and packs larger; see docs/benchmarks.md).
 LEVEL = 6
 #: Dictionaries a process keeps (each :data:`DICTIONARY_BYTES` and deflate's state).
 KEPT_DICTIONARIES = 32
 
-_RAW_DEFLATE = -15  # no zlib header or checksum: the event's key already checks its text
+_RAW_DEFLATE = -15  # no zlib header or checksum: a few bytes less per event
 
 
 def dictionary_id(body: bytes) -> int:
@@ -208,25 +209,15 @@ def draw_dictionary(conn: Connection) -> Dictionary | None:
     """Draw a dictionary from the store's latest events and make it the one new events are packed with
     (None when the store holds no event)."""
     e = tables.events.c
-    latest = conn.execute(select(*payload_columns()).order_by(e.id.desc()).limit(SAMPLE_FROM)).all()
+    latest = conn.execute(select(e.id).order_by(e.id.desc()).limit(SAMPLE_FROM)).scalars().all()
     if not latest:
         return None
-    step = max(1, len(latest) // SAMPLE_EVENTS)
-    sample = [text_of(conn, *row) for row in latest[::step][:SAMPLE_EVENTS]]
-    body = "".join(reversed(sample)).encode()[-DICTIONARY_BYTES:]  # the latest last: deflate's nearest matches
+    picked = latest[:: max(1, len(latest) // SAMPLE_EVENTS)][:SAMPLE_EVENTS]
+    rows = conn.execute(select(*payload_columns()).where(e.id.in_(picked)).order_by(e.id)).all()
+    body = "".join(text_of(conn, *row) for row in rows).encode()[-DICTIONARY_BYTES:]  # latest last: nearest matches
     drawn = _keep(Dictionary(body))
-    _upsert(conn, tables.payload_dictionaries, {"id": drawn.id, "created_at": datetime.now(timezone.utc), "body": body})
-    _upsert(conn, tables.store_settings, {"name": DICTIONARY_SETTING, "value": str(drawn.id)}, update="value")
-    return drawn
-
-
-def _upsert(conn: Connection, table: Any, row: dict[str, Any], update: str | None = None) -> None:
-    """Insert ``row``; on a key already there do nothing, or set its ``update`` column (never a unique-key error
-    when two transactions insert the same key at once)."""
     dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    statement = dialect_insert(table).values(**row)
-    key = [column.name for column in table.primary_key.columns]
-    if update is None:
-        conn.execute(statement.on_conflict_do_nothing(index_elements=key))
-    else:
-        conn.execute(statement.on_conflict_do_update(index_elements=key, set_={update: statement.excluded[update]}))
+    row = {"id": drawn.id, "created_at": datetime.now(timezone.utc), "body": body}
+    conn.execute(dialect_insert(tables.payload_dictionaries).values(row).on_conflict_do_nothing(index_elements=["id"]))
+    write_setting(conn, DICTIONARY_SETTING, str(drawn.id))
+    return drawn

@@ -12,7 +12,8 @@ import uuid
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, literal, select, union_all
+from sqlalchemy import Connection, literal, select, union_all
+from sqlalchemy.dialects import postgresql, sqlite
 
 from airflow_lineage_provider.consumer.store.schema import tables
 
@@ -51,9 +52,11 @@ def read_settings_and_claims(conn: Connection) -> tuple[dict[str, str], bool]:
 
 
 def write_setting(conn: Connection, name: str, value: str) -> None:
-    """Set ``name`` to ``value`` (in the open transaction)."""
-    conn.execute(delete(tables.store_settings).where(_s.name == name))
-    conn.execute(insert(tables.store_settings).values(name=name, value=value))
+    """Set ``name`` to ``value`` (in the open transaction), in one statement: two transactions setting the same
+    name at once never fail on its key (the later one's value stays)."""
+    dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    statement = dialect_insert(tables.store_settings).values(name=name, value=value)
+    conn.execute(statement.on_conflict_do_update(index_elements=["name"], set_={"value": statement.excluded.value}))
 
 
 def new_store_id(conn: Connection) -> str:

@@ -871,17 +871,12 @@ _TIMEOUTS = select(
 )
 
 
-def _raw_bytes(dialect: str) -> Any:
-    """SQL: the size of a pending row's raw event (NULL when it has gone): its text's length, unpacked."""
-    return payloads.size_of(dialect)
-
-
 def _candidates(dialect: str) -> Any:
     """Up to ``:most`` of the oldest pending rows with the size of their raw events, locked for the transaction
     (rows another applier holds are skipped; SQLite's writer holds the whole store)."""
     p, e = tables.pending_events.c, tables.events.c
     return (
-        select(p.seq, p.event_key, _raw_bytes(dialect))
+        select(p.seq, p.event_key, payloads.size_of(dialect))
         .select_from(tables.pending_events.outerjoin(tables.events, e.event_key == p.event_key))
         .order_by(p.seq)
         .limit(bindparam("most"))
@@ -892,7 +887,7 @@ def _candidates(dialect: str) -> Any:
 def _backlog_query(dialect: str) -> Any:
     """What the log holds: events, and bytes of their raw events."""
     p, e = tables.pending_events.c, tables.events.c
-    return select(func.count(p.seq), func.coalesce(func.sum(_raw_bytes(dialect)), 0)).select_from(
+    return select(func.count(p.seq), func.coalesce(func.sum(payloads.size_of(dialect)), 0)).select_from(
         tables.pending_events.outerjoin(tables.events, e.event_key == p.event_key)
     )
 

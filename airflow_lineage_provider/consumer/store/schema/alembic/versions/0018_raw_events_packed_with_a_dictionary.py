@@ -4,7 +4,7 @@
 preset; ``payload`` is then empty), ``size`` (the text's length) and ``namespaces`` (a JSON array of every
 namespace the event names), and ``lineage_payload_dictionaries`` holds the dictionaries. Events stored before
 keep their text in ``payload`` and have none of these: readers fall back to the text for them, and
-``airflow-lineage store pack`` packs them when asked (see ``store/schema/payloads.py``).
+``airflow-lineage pack-events`` packs them when asked (see ``store/schema/payloads.py``).
 """
 
 from __future__ import annotations
